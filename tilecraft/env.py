@@ -1,0 +1,199 @@
+"""Every environment knob tilecraft reads, in one typed module.
+
+This is the only module of the package that reads ``os.environ`` (the pattern of triton's
+``knobs.py``): each knob is declared once below with its type, default and meaning, and read at
+call time, so a test can ``monkeypatch.setenv`` and see the effect immediately.
+
+Names: ``TILECRAFT_<NAME>`` wins; the TileLang spelling ``TILELANG_<NAME>`` is honoured as an
+alias so that scripts written for TileLang keep their settings. A few knobs also fall back to a
+conventional variable (``CXX``, ``CUDA_HOME``).
+
+Use the functions (``env.cache_dir()``, ``env.cache_disabled()``, ...) or the ``env.knobs``
+object (``env.knobs.cache_dir``); ``env.snapshot()`` returns every current value and
+``env.describe()`` a readable table of them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f", ""}
+CUDA_COMPILERS = ("nvrtc", "nvcc")
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"environment variable {name}={raw!r}: expected a boolean (1/0, true/false, on/off)")
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r}: expected an integer") from None
+
+
+def _parse_path(name: str, raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+def _parse_cuda_compiler(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in CUDA_COMPILERS:
+        raise ValueError(f"environment variable {name}={raw!r}: expected one of {', '.join(CUDA_COMPILERS)}")
+    return value
+
+
+def _default_cxx() -> str:
+    for candidate in ("g++", "c++", "clang++"):
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return "g++"
+
+
+def _default_cuda_home() -> Path | None:
+    path = Path("/usr/local/cuda")
+    if path.is_dir():
+        return path
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+@dataclass(frozen=True)
+class Knob(Generic[T]):
+    """One setting: the variable names tried in order, how to parse the text, and a default.
+
+    ``default`` is either a value or a zero-argument callable (for defaults that need a lookup,
+    such as finding ``g++`` on ``PATH``); it is evaluated only when no variable is set.
+    """
+
+    key: str
+    names: tuple[str, ...]
+    parse: Callable[[str, str], T]
+    default: Any
+    doc: str
+
+    def source(self) -> str | None:
+        """The name of the variable that currently sets this knob, or None for the default."""
+        for name in self.names:
+            if name in os.environ:
+                return name
+        return None
+
+    def get(self) -> T:
+        name = self.source()
+        if name is not None:
+            return self.parse(name, os.environ[name])
+        return self.default() if callable(self.default) else self.default
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else self.get()
+
+
+def _knob(name: str, parse: Callable[[str, str], T], default: Any, doc: str, extra: tuple[str, ...] = ()) -> Knob[T]:
+    return Knob(name.lower(), (f"TILECRAFT_{name}", f"TILELANG_{name}", *extra), parse, default, doc)
+
+
+class Knobs:
+    """All knobs as attributes; each attribute access reads the environment afresh."""
+
+    cache_dir: Path = _knob(
+        "CACHE_DIR", _parse_path, lambda: Path.home() / ".cache" / "tilecraft",
+        "root of the on-disk caches (compiled kernels, autotuning results)")
+    disable_cache: bool = _knob(
+        "DISABLE_CACHE", _parse_bool, False, "never read or write the on-disk kernel cache")
+    auto_tuning_disable_cache: bool = _knob(
+        "AUTO_TUNING_DISABLE_CACHE", _parse_bool, False,
+        "re-tune every time instead of reusing autotuning results stored on disk")
+    auto_tuning_max_cpu_count: int = _knob(
+        "AUTO_TUNING_MAX_CPU_COUNT", _parse_int, -1,
+        "most processes compiling autotuning configs at once (-1: one per CPU core)")
+    print_on_compilation: bool = _knob(
+        "PRINT_ON_COMPILATION", _parse_bool, False, "print a line for every kernel compiled")
+    verbose: bool = _knob("VERBOSE", _parse_bool, False, "log what the compiler, cache and autotuner do")
+    cuda_compiler: str = _knob(
+        "CUDA_COMPILER", _parse_cuda_compiler, "nvrtc", "how CUDA C++ becomes a cubin: nvrtc or nvcc")
+    cxx: str = _knob("CXX", lambda name, raw: raw.strip(), _default_cxx,
+                     "C++ compiler for the CPU target", extra=("CXX",))
+    cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
+                                   "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
+
+
+knobs = Knobs()
+
+
+def all_knobs() -> list[Knob[Any]]:
+    """Every declared knob, in declaration order."""
+    return [v for v in vars(Knobs).values() if isinstance(v, Knob)]
+
+
+def cache_dir() -> Path:
+    """Root directory of the on-disk caches (``TILECRAFT_CACHE_DIR``, default ``~/.cache/tilecraft``)."""
+    return knobs.cache_dir
+
+
+def cache_disabled() -> bool:
+    """True when ``TILECRAFT_DISABLE_CACHE`` is set: the disk cache always misses and stores nothing."""
+    return knobs.disable_cache
+
+
+def autotune_cache_disabled() -> bool:
+    """True when tuning results must not be read from or written to disk."""
+    return knobs.auto_tuning_disable_cache or knobs.disable_cache
+
+
+def autotune_max_workers() -> int:
+    """How many processes may compile autotuning configs at once: the knob capped by the CPU count."""
+    cpus = os.cpu_count() or 1
+    cap = knobs.auto_tuning_max_cpu_count
+    return max(1, cpus if cap is None or cap <= 0 else min(cap, cpus))
+
+
+def print_on_compilation() -> bool:
+    """Print a line per compiled kernel (also on when ``TILECRAFT_VERBOSE`` is set)."""
+    return knobs.print_on_compilation or knobs.verbose
+
+
+def verbose() -> bool:
+    return knobs.verbose
+
+
+def cuda_compiler() -> str:
+    """``"nvrtc"`` (default, in-process) or ``"nvcc"``."""
+    return knobs.cuda_compiler
+
+
+def cxx() -> str:
+    """The C++ compiler for the CPU target: ``TILECRAFT_CXX``, then ``CXX``, then g++/c++ on PATH."""
+    return knobs.cxx
+
+
+def cuda_home() -> Path | None:
+    """The CUDA toolkit root, or None when none is found."""
+    return knobs.cuda_home
+
+
+def snapshot() -> dict[str, Any]:
+    """The current value of every knob, keyed by knob name."""
+    return {k.key: k.get() for k in all_knobs()}
+
+
+def describe() -> str:
+    """A table of every knob: name, current value, where it came from, meaning."""
+    lines = []
+    for k in all_knobs():
+        src = k.source() or "default"
+        lines.append(f"{k.names[0]:<36} {str(k.get()):<28} ({src})  {k.doc}")
+    return "\n".join(lines)
