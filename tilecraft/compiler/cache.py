@@ -1,0 +1,394 @@
+"""A content-addressed, process-safe disk cache for compiled artifacts.
+
+Layout: ``<cache_dir>/<namespace>/<key[:2]>/<key>/`` holds one entry: the artifact files (IR
+text, .cpp/.cu source, .so/.cubin, ...) and ``meta.json`` recording the caller's metadata and
+the sha256 of every artifact. Why each piece:
+
+- Keys are sha256 digests of a canonical encoding of everything that determines the output
+  (``cache_key``), including ``compiler_version_hash()`` so a change to the compiler's own source
+  never serves a stale kernel.
+- An entry is written into a temporary directory beside its final place and published with one
+  ``os.replace``, so a reader sees either nothing or a complete entry. Writers of one key
+  serialize on a ``filelock.FileLock``; once published an entry never changes (the first writer
+  wins), so readers take no lock and a loaded ``.so`` is never overwritten under a process.
+- A corrupt or partial entry (unreadable json, checksum mismatch, missing file) is a miss: it is
+  removed and the caller rebuilds. A cache problem never reaches the user as an exception; a
+  cache directory that cannot be written degrades to a private temporary entry.
+
+In-memory caching of loaded kernels is the jit layer's job, not this module's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path, PurePath
+from typing import Any, Mapping
+
+from filelock import FileLock
+
+from .. import env
+
+__all__ = ["cache_key", "compiler_version_hash", "DiskCache", "CacheEntry", "cache_info", "clear_cache"]
+
+log = logging.getLogger("tilecraft.cache")
+
+META = "meta.json"
+FORMAT = 1
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+_HEADER_SUFFIXES = {".h", ".hpp", ".cuh", ".inl", ".hh"}
+
+
+# ----------------------------------------------------------------------------------- keys
+
+
+def _encode(value: Any, out: list[bytes]) -> None:
+    """Append an unambiguous, type-tagged encoding of ``value`` (length-prefixed where needed)."""
+    if value is None:
+        out.append(b"N")
+    elif isinstance(value, bool):  # before int: True must not equal 1
+        out.append(b"T" if value else b"F")
+    elif isinstance(value, enum.Enum):
+        out.append(b"E")
+        _encode(f"{type(value).__module__}.{type(value).__qualname__}", out)
+        _encode(value.value, out)
+    elif isinstance(value, int):
+        out.append(b"i%d;" % value)
+    elif isinstance(value, float):
+        out.append(b"f" + value.hex().encode() + b";")
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        out.append(b"s%d:" % len(data) + data)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        out.append(b"b%d:" % len(data) + data)
+    elif isinstance(value, (tuple, list)):
+        out.append(b"(%d:" % len(value) if isinstance(value, tuple) else b"[%d:" % len(value))
+        for item in value:
+            _encode(item, out)
+    elif isinstance(value, (set, frozenset)):
+        items = sorted(cache_key(v) for v in value)
+        out.append(b"{%d:" % len(items) + "".join(items).encode())
+    elif isinstance(value, Mapping):
+        pairs = sorted(((cache_key(k), k, v) for k, v in value.items()), key=lambda t: t[0])
+        out.append(b"d%d:" % len(pairs))
+        for _, k, v in pairs:
+            _encode(k, out)
+            _encode(v, out)
+    elif isinstance(value, PurePath):
+        _encode(("path", str(value)), out)
+    elif hasattr(value, "__cache_key__"):
+        out.append(b"K")
+        _encode(f"{type(value).__module__}.{type(value).__qualname__}", out)
+        _encode(value.__cache_key__(), out)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out.append(b"D")
+        _encode(f"{type(value).__module__}.{type(value).__qualname__}", out)
+        _encode({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out)
+    elif type(value).__module__ == "torch" and type(value).__name__ in ("dtype", "device"):
+        _encode(("torch", type(value).__name__, str(value)), out)
+    else:
+        raise TypeError(
+            f"cache_key: cannot key a value of type {type(value).__qualname__} ({value!r:.80}); "
+            "use str/int/float/bool/None/bytes, tuples, lists, dicts, enums, dataclasses, "
+            "or give the type a __cache_key__() method")
+
+
+def cache_key(*parts: Any) -> str:
+    """The sha256 hex digest of a canonical encoding of ``parts``.
+
+    Types are tagged, so ``1``, ``1.0``, ``True`` and ``"1"`` give different keys, and dict order
+    does not matter. Anything whose ``repr`` could hide an address (arbitrary objects) is refused
+    with ``TypeError`` rather than silently producing a key that never hits or, worse, collides.
+    """
+    out: list[bytes] = []
+    _encode(parts, out)
+    return hashlib.sha256(b"".join(out)).hexdigest()
+
+
+def package_root() -> Path:
+    """The ``tilecraft/`` package directory."""
+    return Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version_hash() -> str:
+    """sha256 over the path and content of every .py and header file of the package.
+
+    Computed once per process. Any edit to the compiler (a pass, the code generator, a device
+    header) changes it, which changes every cache key that includes it.
+    """
+    root = package_root()
+    digest = hashlib.sha256()
+    files = sorted(
+        p for p in root.rglob("*")
+        if p.is_file() and (p.suffix == ".py" or p.suffix in _HEADER_SUFFIXES)
+        and "__pycache__" not in p.parts)
+    for path in files:
+        rel = path.relative_to(root).as_posix().encode()
+        data = path.read_bytes()
+        digest.update(b"%d:" % len(rel) + rel + b"%d:" % len(data))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------------- entries
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class CacheEntry:
+    """One published (or temporary) entry: a directory of artifacts plus metadata."""
+
+    def __init__(self, path: Path, key: str, meta: dict, artifacts: dict[str, dict]):
+        self.path = path
+        self.key = key
+        self.meta = meta
+        self._artifacts = artifacts
+
+    @property
+    def artifacts(self) -> list[str]:
+        """Names of the stored artifacts."""
+        return sorted(self._artifacts)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._artifacts
+
+    def file(self, name: str) -> Path:
+        """A real filesystem path of artifact ``name`` (loadable with ctypes / dlopen)."""
+        if name not in self._artifacts:
+            raise KeyError(f"cache entry {self.key[:12]} has no artifact {name!r} (has {self.artifacts})")
+        return self.path / name
+
+    def read(self, name: str) -> bytes:
+        return self.file(name).read_bytes()
+
+    def read_text(self, name: str) -> str:
+        return self.read(name).decode("utf-8")
+
+    def __repr__(self) -> str:
+        return f"CacheEntry({self.key[:12]}, {self.path}, artifacts={self.artifacts})"
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name == META:
+        raise ValueError(f"invalid artifact name {name!r}: use a plain file name other than {META!r}")
+
+
+def _check_key(key: str) -> None:
+    if not isinstance(key, str) or not _KEY_RE.match(key):
+        raise ValueError(f"invalid cache key {key!r}: use cache_key(...) to make one")
+
+
+_temp_dirs: list[str] = []
+
+
+@atexit.register
+def _remove_temp_dirs() -> None:
+    for d in _temp_dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _write_files(directory: Path, blobs: dict[str, bytes], key: str, meta: dict) -> dict:
+    """Write artifacts and then meta.json (last, so a missing meta marks a partial write)."""
+    record = {}
+    for name, data in blobs.items():
+        with open(directory / name, "wb") as f:
+            f.write(data)
+        record[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    doc = {"format": FORMAT, "key": key, "created": time.time(), "artifacts": record, "meta": meta}
+    (directory / META).write_text(json.dumps(doc, indent=1, sort_keys=True))
+    return doc
+
+
+class DiskCache:
+    """The entries of one namespace (e.g. ``"kernels"``, ``"autotune"``) under ``env.cache_dir()``.
+
+    The root directory is looked up on every call, so changing ``TILECRAFT_CACHE_DIR`` takes
+    effect at once.
+    """
+
+    def __init__(self, namespace: str):
+        _check_key(namespace)
+        self.namespace = namespace
+
+    @property
+    def root(self) -> Path:
+        return env.cache_dir() / self.namespace
+
+    def _entry_dir(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def _lock(self, key: str) -> FileLock:
+        return FileLock(str(self.root / key[:2] / f"{key}.lock"))
+
+    def _load(self, key: str) -> CacheEntry | None:
+        """The entry if it is complete and every checksum matches, else None (no side effects)."""
+        path = self._entry_dir(key)
+        try:
+            doc = json.loads((path / META).read_text())
+            if doc.get("format") != FORMAT or doc.get("key") != key:
+                return None
+            artifacts = doc["artifacts"]
+            for name, info in artifacts.items():
+                _check_name(name)
+                file = path / name
+                if file.stat().st_size != info["size"] or _sha256_file(file) != info["sha256"]:
+                    return None
+            return CacheEntry(path, key, doc.get("meta", {}), artifacts)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def _remove(self, key: str) -> None:
+        """Move a bad entry aside (atomic) and delete it; called with the key's lock held."""
+        path = self._entry_dir(key)
+        if not path.exists():
+            return
+        trash = path.with_name(f".trash-{key}-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.replace(path, trash)
+        except OSError:
+            trash = path
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry stored under ``key``, or None. A damaged entry is removed and reported as a miss."""
+        _check_key(key)
+        if env.cache_disabled():
+            return None
+        if not self._entry_dir(key).exists():
+            return None
+        entry = self._load(key)
+        if entry is not None:
+            return entry
+        try:
+            with self._lock(key):
+                entry = self._load(key)  # a concurrent writer may have just repaired it
+                if entry is None:
+                    log.warning("tilecraft cache: removing damaged entry %s/%s", self.namespace, key)
+                    self._remove(key)
+                return entry
+        except OSError:
+            return None
+
+    def put(self, key: str, artifacts: Mapping[str, bytes | str], meta: Mapping[str, Any] | None = None) -> CacheEntry:
+        """Store ``artifacts`` (name -> bytes or text) and JSON-able ``meta`` under ``key``.
+
+        If a valid entry already exists (another process got there first) it is returned as is.
+        With the cache disabled, or when the cache directory cannot be written, the artifacts go
+        to a private temporary directory (removed at exit) and that entry is returned.
+        """
+        _check_key(key)
+        blobs = {}
+        for name, data in artifacts.items():
+            _check_name(name)
+            blobs[name] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        meta = dict(meta or {})
+        json.dumps(meta)  # fail early (TypeError) on metadata that cannot be stored
+        if not env.cache_disabled():
+            try:
+                return self._publish(key, blobs, meta)
+            except OSError as exc:
+                log.warning("tilecraft cache: cannot write to %s (%s); using a temporary entry", self.root, exc)
+        tmp = Path(tempfile.mkdtemp(prefix=f"tilecraft-{self.namespace}-"))
+        _temp_dirs.append(str(tmp))
+        doc = _write_files(tmp, blobs, key, meta)
+        return CacheEntry(tmp, key, meta, doc["artifacts"])
+
+    def _publish(self, key: str, blobs: dict[str, bytes], meta: dict) -> CacheEntry:
+        parent = self.root / key[:2]
+        parent.mkdir(parents=True, exist_ok=True)
+        with self._lock(key):
+            existing = self._load(key)
+            if existing is not None:
+                return existing
+            self._remove(key)  # a damaged leftover would block os.replace
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=parent))
+            try:
+                _write_files(tmp, blobs, key, meta)
+                os.replace(tmp, self._entry_dir(key))
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+        entry = self._load(key)
+        if entry is None:
+            raise OSError(f"entry {key} vanished right after it was written")
+        return entry
+
+    def remove(self, key: str) -> None:
+        """Delete the entry stored under ``key`` if there is one."""
+        _check_key(key)
+        if self._entry_dir(key).exists():
+            with self._lock(key):
+                self._remove(key)
+
+    def keys(self) -> list[str]:
+        """Keys of the published entries (complete or not)."""
+        root = self.root
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.glob("*/*") if p.is_dir() and not p.name.startswith("."))
+
+
+# ----------------------------------------------------------------------------------- whole cache
+
+
+def _entry_dirs(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return [p.parent for p in root.glob(f"*/*/*/{META}") if not p.parent.name.startswith(".")]
+
+
+def cache_info(namespace: str | None = None) -> dict[str, Any]:
+    """Number of entries and bytes on disk, overall and per namespace."""
+    root = env.cache_dir()
+    per_ns: dict[str, dict[str, int]] = {}
+    for entry in _entry_dirs(root):
+        ns = entry.parent.parent.name
+        if namespace is not None and ns != namespace:
+            continue
+        stats = per_ns.setdefault(ns, {"entries": 0, "bytes": 0})
+        stats["entries"] += 1
+        stats["bytes"] += sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+    return {
+        "path": str(root if namespace is None else root / namespace),
+        "entries": sum(s["entries"] for s in per_ns.values()),
+        "bytes": sum(s["bytes"] for s in per_ns.values()),
+        "namespaces": per_ns,
+        "disabled": env.cache_disabled(),
+    }
+
+
+def clear_cache(namespace: str | None = None) -> None:
+    """Remove every entry (of one namespace, or all of them)."""
+    root = env.cache_dir()
+    target = root if namespace is None else root / namespace
+    if namespace is not None:
+        _check_key(namespace)
+    if not target.is_dir():
+        return
+    for child in list(target.iterdir()):
+        if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            try:
+                child.unlink()
+            except OSError:
+                pass
