@@ -1,0 +1,141 @@
+// tilecraft/common.h — types, conversions and integer helpers shared by every other header.
+//
+// Must compile under NVRTC, which has no host C/C++ headers (<cstdint>, <cmath>, <type_traits>
+// are unavailable), so the fixed-width integer types are defined here instead of included.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+// Every device helper is force-inlined: they are one or a few instructions, and a call would cost
+// the ABI register shuffle plus block the compiler from scheduling across it.
+#define TC_DEVICE __device__ __forceinline__
+#define TC_HOST_DEVICE __host__ __device__ __forceinline__
+
+namespace tc {
+
+// Fixed-width integers without <cstdint> (NVRTC has none).  Generated code should spell them
+// tc::int32_t etc. and must not `using namespace tc;` (under nvcc ::int32_t also exists).
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+
+static_assert(sizeof(int16_t) == 2 && sizeof(int32_t) == 4 && sizeof(int64_t) == 8,
+              "tilecraft assumes the LP64 CUDA data model");
+
+typedef __half half_t;
+typedef __nv_bfloat16 bfloat16_t;
+typedef __half2 half2_t;
+typedef __nv_bfloat162 bfloat162_t;
+
+// ---------------------------------------------------------------------------------------------
+// tc::cast<To>(x): value conversion between float/double/half/bf16/integer types.
+// 16-bit floats convert through float (round-to-nearest-even), except where a direct intrinsic
+// exists (double->half/bf16 avoids double rounding).  float->int truncates toward zero as in C.
+// ---------------------------------------------------------------------------------------------
+namespace detail {
+template <class To, class From>
+struct Cast {
+  static TC_DEVICE To run(From x) { return static_cast<To>(x); }
+};
+template <class From>
+struct Cast<half_t, From> {
+  static TC_DEVICE half_t run(From x) { return __float2half_rn(static_cast<float>(x)); }
+};
+template <class From>
+struct Cast<bfloat16_t, From> {
+  static TC_DEVICE bfloat16_t run(From x) { return __float2bfloat16_rn(static_cast<float>(x)); }
+};
+template <class To>
+struct Cast<To, half_t> {
+  static TC_DEVICE To run(half_t x) { return static_cast<To>(__half2float(x)); }
+};
+template <class To>
+struct Cast<To, bfloat16_t> {
+  static TC_DEVICE To run(bfloat16_t x) { return static_cast<To>(__bfloat162float(x)); }
+};
+// Full specialisations break the ambiguity between the two partial ones above.
+template <> struct Cast<half_t, half_t> {
+  static TC_DEVICE half_t run(half_t x) { return x; }
+};
+template <> struct Cast<bfloat16_t, bfloat16_t> {
+  static TC_DEVICE bfloat16_t run(bfloat16_t x) { return x; }
+};
+template <> struct Cast<half_t, bfloat16_t> {
+  static TC_DEVICE half_t run(bfloat16_t x) { return __float2half_rn(__bfloat162float(x)); }
+};
+template <> struct Cast<bfloat16_t, half_t> {
+  static TC_DEVICE bfloat16_t run(half_t x) { return __float2bfloat16_rn(__half2float(x)); }
+};
+template <> struct Cast<half_t, double> {
+  static TC_DEVICE half_t run(double x) { return __double2half(x); }
+};
+template <> struct Cast<bfloat16_t, double> {
+  static TC_DEVICE bfloat16_t run(double x) { return __double2bfloat16(x); }
+};
+template <> struct Cast<bool, half_t> {
+  static TC_DEVICE bool run(half_t x) { return __half2float(x) != 0.0f; }
+};
+template <> struct Cast<bool, bfloat16_t> {
+  static TC_DEVICE bool run(bfloat16_t x) { return __bfloat162float(x) != 0.0f; }
+};
+}  // namespace detail
+
+template <class To, class From>
+TC_DEVICE To cast(From x) {
+  return detail::Cast<To, From>::run(x);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integer division with Python semantics: floordiv rounds toward -inf and floormod takes the sign
+// of the divisor (C's / and % truncate toward zero).  Generated index arithmetic uses these for
+// T.floordiv / T.floormod; ceildiv is Python's -(-a // b).
+// ---------------------------------------------------------------------------------------------
+template <class T> TC_HOST_DEVICE bool is_negative(T v) { return v < T(0); }
+// Unsigned overloads avoid "pointless comparison of unsigned integer with zero" warnings.
+TC_HOST_DEVICE bool is_negative(unsigned char) { return false; }
+TC_HOST_DEVICE bool is_negative(unsigned short) { return false; }
+TC_HOST_DEVICE bool is_negative(unsigned int) { return false; }
+TC_HOST_DEVICE bool is_negative(unsigned long) { return false; }
+TC_HOST_DEVICE bool is_negative(unsigned long long) { return false; }
+
+template <class A, class B>
+TC_HOST_DEVICE auto floordiv(A a, B b) -> decltype(a / b) {
+  typedef decltype(a / b) T;
+  const T x = a, y = b;
+  const T q = x / y, r = x % y;
+  return (r != T(0) && (is_negative(r) != is_negative(y))) ? T(q - T(1)) : q;
+}
+
+template <class A, class B>
+TC_HOST_DEVICE auto floormod(A a, B b) -> decltype(a % b) {
+  typedef decltype(a % b) T;
+  const T x = a, y = b;
+  const T r = x % y;
+  return (r != T(0) && (is_negative(r) != is_negative(y))) ? T(r + y) : r;
+}
+
+template <class A, class B>
+TC_HOST_DEVICE auto ceildiv(A a, B b) -> decltype(a / b) {
+  typedef decltype(a / b) T;
+  const T x = a, y = b;
+  const T q = x / y, r = x % y;
+  return (r != T(0) && (is_negative(r) == is_negative(y))) ? T(q + T(1)) : q;
+}
+
+// Floating-point floordiv/floormod (Python's // and % on floats).
+TC_DEVICE float floordiv(float a, float b) { return floorf(a / b); }
+TC_DEVICE double floordiv(double a, double b) { return ::floor(a / b); }
+TC_DEVICE float floormod(float a, float b) { return a - floorf(a / b) * b; }
+TC_DEVICE double floormod(double a, double b) { return a - ::floor(a / b) * b; }
+
+}  // namespace tc
+
+// The 16-bit float names are also visible unqualified: generated code declares buffers with them.
+using tc::half_t;
+using tc::bfloat16_t;

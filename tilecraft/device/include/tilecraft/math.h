@@ -1,0 +1,135 @@
+// tilecraft/math.h — type-dispatched device math, so generated code writes tc::exp(x) for any
+// float/double/half/bf16 x (and tc::abs/max/min/max_value/min_value for integers too).
+//
+// half and bf16 have no transcendental hardware of their own worth using for accuracy: they are
+// widened to float, computed, and rounded back (round-to-nearest-even), which matches what torch
+// does on GPU.  Native 16-bit instructions are used only where they are exact: abs, max, min,
+// isnan, isinf (HMNMX2 and bit tests, sm_80+ for bf16).
+// Implementation note: inside namespace tc an unqualified exp() would find tc::exp and recurse,
+// so the CUDA math library is always called with :: or its f-suffixed float name.
+// NaN handling: max/min follow fmaxf/fminf (a NaN operand is ignored), not torch's propagation.
+#pragma once
+
+#include "common.h"
+
+namespace tc {
+
+#define TC_UNARY_FLOAT_FN(name, float_expr, double_expr)                                   \
+  TC_DEVICE float name(float x) { return float_expr; }                                     \
+  TC_DEVICE double name(double x) { return double_expr; }                                  \
+  TC_DEVICE half_t name(half_t h) {                                                        \
+    const float x = __half2float(h);                                                       \
+    return __float2half_rn(float_expr);                                                    \
+  }                                                                                        \
+  TC_DEVICE bfloat16_t name(bfloat16_t h) {                                                \
+    const float x = __bfloat162float(h);                                                   \
+    return __float2bfloat16_rn(float_expr);                                                \
+  }
+
+TC_UNARY_FLOAT_FN(exp, expf(x), ::exp(x))
+TC_UNARY_FLOAT_FN(exp2, exp2f(x), ::exp2(x))
+TC_UNARY_FLOAT_FN(log, logf(x), ::log(x))
+TC_UNARY_FLOAT_FN(log2, log2f(x), ::log2(x))
+TC_UNARY_FLOAT_FN(sqrt, sqrtf(x), ::sqrt(x))
+TC_UNARY_FLOAT_FN(rsqrt, rsqrtf(x), ::rsqrt(x))
+TC_UNARY_FLOAT_FN(tanh, tanhf(x), ::tanh(x))
+TC_UNARY_FLOAT_FN(sigmoid, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + ::exp(-x)))
+TC_UNARY_FLOAT_FN(erf, erff(x), ::erf(x))
+TC_UNARY_FLOAT_FN(floor, floorf(x), ::floor(x))
+TC_UNARY_FLOAT_FN(ceil, ceilf(x), ::ceil(x))
+TC_UNARY_FLOAT_FN(round, rintf(x), ::rint(x))  // round half to even, like torch.round
+
+// Fast approximate float forms (MUFU-based, ~2 ulp or worse), for T.__exp-style intrinsics and
+// fast-math pass configs.  tanh.approx needs sm_75+.
+TC_UNARY_FLOAT_FN(fast_exp, __expf(x), ::exp(x))
+TC_UNARY_FLOAT_FN(fast_log, __logf(x), ::log(x))
+TC_DEVICE float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));  // one MUFU.EX2, flushes denormals
+  return y;
+}
+TC_DEVICE float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#undef TC_UNARY_FLOAT_FN
+
+TC_DEVICE float pow(float x, float y) { return powf(x, y); }
+TC_DEVICE double pow(double x, double y) { return ::pow(x, y); }
+TC_DEVICE half_t pow(half_t x, half_t y) {
+  return __float2half_rn(powf(__half2float(x), __half2float(y)));
+}
+TC_DEVICE bfloat16_t pow(bfloat16_t x, bfloat16_t y) {
+  return __float2bfloat16_rn(powf(__bfloat162float(x), __bfloat162float(y)));
+}
+
+// abs / max / min: a generic template for the integer types, exact overloads for floats.
+template <class T> TC_DEVICE T abs(T x) { return is_negative(x) ? T(-x) : x; }
+TC_DEVICE float abs(float x) { return fabsf(x); }
+TC_DEVICE double abs(double x) { return ::fabs(x); }
+TC_DEVICE half_t abs(half_t x) { return __habs(x); }
+TC_DEVICE bfloat16_t abs(bfloat16_t x) { return __habs(x); }
+
+template <class T> TC_DEVICE T max(T a, T b) { return a < b ? b : a; }
+TC_DEVICE float max(float a, float b) { return fmaxf(a, b); }
+TC_DEVICE double max(double a, double b) { return ::fmax(a, b); }
+TC_DEVICE half_t max(half_t a, half_t b) { return __hmax(a, b); }
+TC_DEVICE bfloat16_t max(bfloat16_t a, bfloat16_t b) { return __hmax(a, b); }
+
+template <class T> TC_DEVICE T min(T a, T b) { return b < a ? b : a; }
+TC_DEVICE float min(float a, float b) { return fminf(a, b); }
+TC_DEVICE double min(double a, double b) { return ::fmin(a, b); }
+TC_DEVICE half_t min(half_t a, half_t b) { return __hmin(a, b); }
+TC_DEVICE bfloat16_t min(bfloat16_t a, bfloat16_t b) { return __hmin(a, b); }
+
+// isnan / isinf by bit tests (no <cmath> under NVRTC; immune to fast-math assumptions).
+template <class T> TC_DEVICE bool isnan(T) { return false; }  // integers
+template <class T> TC_DEVICE bool isinf(T) { return false; }
+TC_DEVICE bool isnan(float x) { return (__float_as_uint(x) & 0x7fffffffu) > 0x7f800000u; }
+TC_DEVICE bool isinf(float x) { return (__float_as_uint(x) & 0x7fffffffu) == 0x7f800000u; }
+TC_DEVICE bool isnan(double x) {
+  return (static_cast<uint64_t>(__double_as_longlong(x)) & 0x7fffffffffffffffull) >
+         0x7ff0000000000000ull;
+}
+TC_DEVICE bool isinf(double x) {
+  return (static_cast<uint64_t>(__double_as_longlong(x)) & 0x7fffffffffffffffull) ==
+         0x7ff0000000000000ull;
+}
+TC_DEVICE bool isnan(half_t x) { return __hisnan(x); }
+TC_DEVICE bool isinf(half_t x) { return __hisinf(x) != 0; }
+TC_DEVICE bool isnan(bfloat16_t x) { return __hisnan(x); }
+TC_DEVICE bool isinf(bfloat16_t x) { return __hisinf(x) != 0; }
+
+// infinity<T>(), max_value<T>() (largest finite), min_value<T>() (lowest finite, i.e. -max for
+// floats — what T.min_value means, and the identity of a max-reduction).
+template <class T> TC_DEVICE T infinity();  // only floating-point types have one
+template <> TC_DEVICE float infinity<float>() { return __uint_as_float(0x7f800000u); }
+template <> TC_DEVICE double infinity<double>() {
+  return __longlong_as_double(0x7ff0000000000000ll);
+}
+template <> TC_DEVICE half_t infinity<half_t>() { return __ushort_as_half(0x7c00); }
+template <> TC_DEVICE bfloat16_t infinity<bfloat16_t>() { return __ushort_as_bfloat16(0x7f80); }
+
+template <class T> TC_DEVICE T max_value();
+template <class T> TC_DEVICE T min_value();
+#define TC_LIMITS(T, lo, hi)                              \
+  template <> TC_DEVICE T max_value<T>() { return hi; } \
+  template <> TC_DEVICE T min_value<T>() { return lo; }
+TC_LIMITS(float, __uint_as_float(0xff7fffffu), __uint_as_float(0x7f7fffffu))
+TC_LIMITS(double, __longlong_as_double(static_cast<int64_t>(0xffefffffffffffffull)),
+          __longlong_as_double(0x7fefffffffffffffll))
+TC_LIMITS(half_t, __ushort_as_half(0xfbff), __ushort_as_half(0x7bff))
+TC_LIMITS(bfloat16_t, __ushort_as_bfloat16(0xff7f), __ushort_as_bfloat16(0x7f7f))
+TC_LIMITS(bool, false, true)
+TC_LIMITS(int8_t, int8_t(-128), int8_t(127))
+TC_LIMITS(uint8_t, uint8_t(0), uint8_t(255))
+TC_LIMITS(int16_t, int16_t(-32768), int16_t(32767))
+TC_LIMITS(uint16_t, uint16_t(0), uint16_t(65535))
+TC_LIMITS(int32_t, int32_t(-2147483647 - 1), int32_t(2147483647))
+TC_LIMITS(uint32_t, 0u, 0xffffffffu)
+TC_LIMITS(int64_t, int64_t(-9223372036854775807ll - 1), int64_t(9223372036854775807ll))
+TC_LIMITS(uint64_t, 0ull, 0xffffffffffffffffull)
+#undef TC_LIMITS
+
+}  // namespace tc

@@ -1,0 +1,14 @@
+// tilecraft/tilecraft.h — the whole device header library; generated CUDA code includes this.
+// Kept light on purpose (no <cuda/std>, no CUTLASS/CuTe, few templates): NVRTC parses all of it
+// for every kernel, and cold compile time is a feature.
+#pragma once
+
+#include "common.h"
+#include "memory.h"
+#include "math.h"
+#include "mma.h"
+#include "ldmatrix.h"
+#include "cp_async.h"
+#include "reduce.h"
+#include "atomic.h"
+#include "print.h"

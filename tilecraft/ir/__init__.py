@@ -1,0 +1,12 @@
+"""tilecraft's own tile IR: typed scalar expressions, buffers, statements, tile operations."""
+from . import dtype
+from .dtype import DType
+from .node import Node, Span
+from .expr import (Expr, Const, Var, Binary, Unary, Call, Cast, Select, Load, const, as_expr,
+                   binary, unary, call, cast, select, is_const)
+from .buffer import Buffer, Region
+from .stmt import (Stmt, Seq, Store, Let, For, If, Alloc, Annotate, Kernel, Evaluate, Sync, seq)
+from .tileop import TileOp, Copy, Gemm, Fill, Reduce, AtomicAdd, Cumsum, Print
+from .func import PrimFunc
+from .functor import Visitor, Mutator, collect, substitute
+from .printer import to_text

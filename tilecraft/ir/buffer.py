@@ -1,0 +1,98 @@
+"""Buffers (tensors and tiles) and rectangular regions of them.
+
+A `Buffer` is a named, typed, shaped array in one memory scope:
+
+- ``global``: a kernel parameter in device memory (a torch tensor at call time);
+- ``shared``: a tile in shared memory, one per block;
+- ``fragment``: a tile spread over the registers of the block's threads (layout inferred);
+- ``local``: a per-thread register array; ``var``: a per-thread scalar (shape ``(1,)``).
+
+A `Region` is a buffer plus, per dimension, a start expression and a static extent: the operand
+of a tile operation such as `copy`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtype import DType
+from .expr import Expr, Var, as_expr, const
+from .node import Node
+
+SCOPES = ("global", "shared", "fragment", "local", "var")
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer(Node):
+    name: str
+    shape: tuple  # ints, or Vars for symbolic dimensions of global tensors
+    dtype: DType
+    scope: str = "global"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            if not isinstance(s, int):
+                raise TypeError(f"{self.name} has a symbolic shape")
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.bytes
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(s, int) for s in self.shape)
+
+    def strides(self) -> tuple:
+        """Row-major strides (elements); ints when static, expressions otherwise."""
+        from .expr import binary
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc = acc * s if isinstance(acc, int) and isinstance(s, int) else binary("*", as_expr(acc), s)
+        return tuple(reversed(out))
+
+    def dim_expr(self, i: int) -> Expr:
+        s = self.shape[i]
+        return s if isinstance(s, Expr) else const(s)
+
+    def __repr__(self) -> str:
+        shape = ", ".join(str(s.name) if isinstance(s, Var) else str(s) for s in self.shape)
+        return f"{self.name}: {self.scope} {self.dtype}[{shape}]"
+
+
+@dataclass(frozen=True, eq=False)
+class Region(Node):
+    """`buffer[starts[d] : starts[d] + extents[d]]` for every dimension d (extents are ints)."""
+    buffer: Buffer
+    starts: tuple
+    extents: tuple
+
+    @staticmethod
+    def whole(buffer: Buffer) -> "Region":
+        return Region(buffer, tuple(const(0) for _ in buffer.shape), tuple(buffer.shape))
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.extents)
+
+    def squeezed_shape(self) -> tuple:
+        """Extents with unit dimensions dropped: the tile shape a copy matches on."""
+        return tuple(e for e in self.extents if e != 1)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+    def covers_whole(self) -> bool:
+        from .expr import is_const
+        return all(is_const(s, 0) for s in self.starts) and tuple(self.extents) == tuple(self.buffer.shape)

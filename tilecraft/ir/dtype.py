@@ -1,0 +1,125 @@
+"""Scalar data types of the tile IR.
+
+A `DType` is an interned, immutable description of one scalar element: its canonical name (the
+spelling TileLang uses, e.g. ``"float16"``), its kind (float / int / uint / bool) and its width in
+bits.  Every spelling a user may write (``"float"``, ``"half"``, ``T.float16``, a torch dtype) is
+normalised through :func:`dtype` so the rest of the compiler compares dtypes by identity.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    kind: str  # "float", "int", "uint", "bool"
+    bits: int
+
+    @property
+    def bytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"DType({self.name})"
+
+    # TileLang programs sometimes compare a dtype with a string: `if dtype == "float16"`.
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                return dtype(other) is self
+            except ValueError:
+                return False
+        return self is other
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+float16 = DType("float16", "float", 16)
+bfloat16 = DType("bfloat16", "float", 16)
+float32 = DType("float32", "float", 32)
+float64 = DType("float64", "float", 64)
+float8_e4m3fn = DType("float8_e4m3fn", "float", 8)
+float8_e5m2 = DType("float8_e5m2", "float", 8)
+int8 = DType("int8", "int", 8)
+int16 = DType("int16", "int", 16)
+int32 = DType("int32", "int", 32)
+int64 = DType("int64", "int", 64)
+uint8 = DType("uint8", "uint", 8)
+uint16 = DType("uint16", "uint", 16)
+uint32 = DType("uint32", "uint", 32)
+uint64 = DType("uint64", "uint", 64)
+bool_ = DType("bool", "bool", 8)
+
+ALL = [float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int16, int32, int64,
+       uint8, uint16, uint32, uint64, bool_]
+
+_ALIASES = {d.name: d for d in ALL}
+_ALIASES.update({
+    "float": float32, "half": float16, "fp16": float16, "bf16": bfloat16, "fp32": float32,
+    "double": float64, "fp64": float64, "int": int32, "e4m3_float8": float8_e4m3fn,
+    "e5m2_float8": float8_e5m2, "float8_e4m3": float8_e4m3fn,
+})
+
+
+def dtype(value) -> DType:
+    """Normalise any accepted dtype spelling (str, DType, torch.dtype) to the interned DType."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        d = _ALIASES.get(value)
+        if d is None:
+            raise ValueError(f"unknown dtype {value!r}; expected one of {sorted(_ALIASES)}")
+        return d
+    torch_name = getattr(value, "__module__", None) == "torch" and str(value).replace("torch.", "")
+    if torch_name:
+        return dtype(torch_name)
+    if value is bool:
+        return bool_
+    if value is int:
+        return int32
+    if value is float:
+        return float32
+    raise ValueError(f"cannot use {value!r} as a dtype")
+
+
+def to_torch(d: DType):
+    import torch
+    return {"bool": torch.bool, "float8_e4m3fn": getattr(torch, "float8_e4m3fn", None),
+            "float8_e5m2": getattr(torch, "float8_e5m2", None)}.get(d.name) or getattr(torch, d.name)
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Result dtype of a binary arithmetic op on two typed operands (TileLang's rules): floats win
+    over ints, and within a kind the wider type wins."""
+    if a is b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.bits != b.bits:
+        return a if a.bits > b.bits else b
+    # Same width, different kinds (float16 vs bfloat16, int vs uint): TileLang requires a cast;
+    # compute in float32 / the signed type so no precision is silently lost.
+    if a.is_float:
+        return float32
+    return a if a.kind == "int" else b

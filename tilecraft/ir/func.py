@@ -1,0 +1,34 @@
+"""`PrimFunc`: one kernel program — its parameters (global buffers), body and attributes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .node import Node
+from .stmt import Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class PrimFunc(Node):
+    name: str
+    params: tuple          # Buffers of scope "global", in signature order
+    body: Stmt
+    attrs: tuple = ()      # (key, value) pairs added by passes (layouts, smem plan, ...)
+    source: str = ""       # the user's Python source of the function (for cache keys)
+    symbols: tuple = ()    # symbolic dimension Vars, in first-appearance order
+
+    def attr(self, key, default=None):
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def with_attr(self, key, value) -> "PrimFunc":
+        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
+        return replace(self, attrs=attrs)
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return self if body is self.body else replace(self, body=body)
+
+    def script(self) -> str:
+        from .printer import to_text
+        return to_text(self)

@@ -1,0 +1,125 @@
+"""Statements of the tile IR.
+
+The front end produces a tree of these plus the tile operations of `ir.tileop`.  Passes lower
+tile operations into the thread-level statements at the bottom of this file (`Evaluate` of a
+target intrinsic, `Sync`), which the code generators print directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .buffer import Buffer
+from .expr import Expr, Var
+from .node import Node
+
+LOOP_KINDS = ("serial", "unroll", "parallel", "pipelined", "vectorized")
+
+
+@dataclass(frozen=True, eq=False)
+class Stmt(Node):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Stmt):
+    stmts: tuple
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Let(Stmt):
+    """Bind `var` to `value` for the statements after this one in the enclosing `Seq`."""
+    var: Var
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    var: Var
+    start: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    step: int = 1
+    annotations: tuple = ()  # (key, value) pairs, e.g. ("num_stages", 3)
+
+    def annotation(self, key, default=None):
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Alloc(Stmt):
+    """Declare an on-chip buffer (shared, fragment, local, var) for the rest of the kernel."""
+    buffer: Buffer
+    init: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Annotate(Stmt):
+    """A schedule annotation: ("use_swizzle", (panel, enable)), ("layout", {buffer: layout})."""
+    key: str
+    value: object
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel(Stmt):
+    """A grid of blocks: `grid` extents (1-3), the block index vars, threads per block (x, y, z)."""
+    grid: tuple
+    block_vars: tuple
+    threads: tuple
+    body: Stmt
+
+    @property
+    def num_threads(self) -> int:
+        n = 1
+        for t in self.threads:
+            n *= t
+        return n
+
+
+# ---- thread-level statements (after lowering) -------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Evaluate(Stmt):
+    """Evaluate an expression for its effect: a target intrinsic `Call` (mma, cp.async, ...)."""
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Sync(Stmt):
+    """A barrier among the threads of a block (`__syncthreads`)."""
+    scope: str = "block"
+
+
+def seq(*stmts) -> Stmt:
+    """Flatten nested sequences and drop empty ones."""
+    out = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            out.extend(s.stmts)
+        elif isinstance(s, (list, tuple)):
+            inner = seq(*s)
+            out.extend(inner.stmts if isinstance(inner, Seq) else [inner])
+        else:
+            out.append(s)
+    if len(out) == 1:
+        return out[0]
+    return Seq(tuple(out))

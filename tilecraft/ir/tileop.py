@@ -1,0 +1,129 @@
+"""Tile operations: statements that act on whole tiles (regions of buffers).
+
+Each op knows which regions it reads and writes (`reads()` / `writes()`), which is all the
+generic passes (bounds checks, pipelining, shared-memory planning) need.  How an op is lowered is
+not here: each target registers a lowering per op class (see `codegen/cpp_ops.py`, and the CUDA
+lowering passes), so adding an op never grows an `isinstance` chain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .buffer import Buffer, Region
+from .expr import Expr
+from .stmt import Stmt
+
+
+@dataclass(frozen=True, eq=False)
+class TileOp(Stmt):
+    def reads(self) -> tuple:
+        return ()
+
+    def writes(self) -> tuple:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Copy(TileOp):
+    """Element-wise move of `src` into `dst` (same element count); casts when dtypes differ.
+    Parts of either region outside its buffer are skipped (reads give zero)."""
+    src: Region
+    dst: Region
+
+    def reads(self):
+        return (self.src,)
+
+    def writes(self):
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class Gemm(TileOp):
+    """C += op(A) @ op(B) on whole tiles; A, B shared or fragment, C a fragment."""
+    a: Region
+    b: Region
+    c: Region
+    trans_a: bool = False
+    trans_b: bool = False
+    policy: str = "Square"
+    clear_accum: bool = False
+
+    @property
+    def mnk(self) -> tuple:
+        a = self.a.squeezed_shape()
+        b = self.b.squeezed_shape()
+        m, k = (a[1], a[0]) if self.trans_a else (a[0], a[1])
+        n = b[0] if self.trans_b else b[1]
+        return m, n, k
+
+    def reads(self):
+        return (self.a, self.b) + (() if self.clear_accum else (self.c,))
+
+    def writes(self):
+        return (self.c,)
+
+
+@dataclass(frozen=True, eq=False)
+class Fill(TileOp):
+    dst: Region
+    value: Expr
+
+    def writes(self):
+        return (self.dst,)
+
+
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce(TileOp):
+    """dst = reduce(src, dim); with clear=False the result is folded into dst's old values."""
+    kind: str
+    src: Buffer
+    dst: Buffer
+    dim: int
+    clear: bool = True
+
+    def reads(self):
+        return (Region.whole(self.src),) + (() if self.clear else (Region.whole(self.dst),))
+
+    def writes(self):
+        return (Region.whole(self.dst),)
+
+
+@dataclass(frozen=True, eq=False)
+class AtomicAdd(TileOp):
+    """dst[...] += value atomically; `value` is a Region (tile form) or a scalar Expr."""
+    dst: Region
+    value: object
+    kind: str = "add"  # add, max, min
+
+    def reads(self):
+        return (self.value,) if isinstance(self.value, Region) else ()
+
+    def writes(self):
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class Cumsum(TileOp):
+    src: Buffer
+    dst: Buffer
+    dim: int = 0
+    reverse: bool = False
+
+    def reads(self):
+        return (Region.whole(self.src),)
+
+    def writes(self):
+        return (Region.whole(self.dst),)
+
+
+@dataclass(frozen=True, eq=False)
+class Print(TileOp):
+    """Device-side print of a scalar expression or a whole buffer, prefixed by `msg`."""
+    value: object  # Expr or Buffer
+    msg: str = ""
+
+    def reads(self):
+        return (Region.whole(self.value),) if isinstance(self.value, Buffer) else ()

@@ -1,0 +1,23 @@
+"""The `T.*` language surface (use as `import tilecraft.language as T`)."""
+from ..ir.dtype import DType
+from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic, GemmWarpPolicy,
+                    float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int16,
+                    int32, int64, uint8, uint16, uint32, uint64, boolean)
+from .parser import prim_func, macro
+from .kernel import (Kernel, Parallel, Pipelined, serial, unroll, vectorized, alloc_shared,
+                     alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
+                     get_thread_bindings, get_block_binding, sync_threads)
+from .tileops import (copy, async_copy, gemm, fill, clear, reduce, reduce_max, reduce_min,
+                      reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
+                      cumsum, print)
+from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
+                   floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod,
+                   max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select,
+                   cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
+                   bitwise_xor, shift_left, shift_right)
+from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
+from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, annotate_l2_hit_ratio,
+                          annotate_safe_value, annotate_padding, no_set_max_nreg)
+
+bool = boolean  # noqa: A001 - T.bool as in TileLang
+float = float32  # noqa: A001

@@ -1,0 +1,177 @@
+"""Kernel launch, loops and on-chip allocations: `T.Kernel`, `T.Parallel`, `T.Pipelined`,
+`T.serial`, `T.unroll`, `T.alloc_*`, `T.get_thread_binding`, `T.sync_threads`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Alloc, Buffer, Sync, Var, as_expr, const, dtype as dt
+from ..ir.expr import Expr
+from .builder import current, error, require_kernel
+
+
+@dataclass
+class KernelSpec:
+    grid: tuple
+    threads: tuple
+
+
+def Kernel(*grid, threads=128, is_cpu=False, prelude=None):  # noqa: N802 - TileLang spelling
+    """A grid of `grid` blocks (1-3 extents) of `threads` threads each; used as
+    `with T.Kernel(gx, gy, threads=128) as (bx, by):`."""
+    if not grid:
+        raise error("T.Kernel needs at least one grid extent")
+    if len(grid) > 3:
+        raise error(f"T.Kernel takes at most 3 grid extents, got {len(grid)}")
+    for g in grid:
+        if not isinstance(g, (int, Expr)):
+            raise error(f"T.Kernel grid extents must be integers, got {g!r}")
+        if isinstance(g, int) and g <= 0:
+            raise error(f"T.Kernel grid extent must be positive, got {g}")
+    if isinstance(threads, int):
+        threads = (threads,)
+    threads = tuple(threads)
+    if not 1 <= len(threads) <= 3 or not all(isinstance(t, int) and t > 0 for t in threads):
+        raise error(f"T.Kernel threads must be a positive int or a list of up to 3 ints, got {threads!r}")
+    total = 1
+    for t in threads:
+        total *= t
+    if total > 1024:
+        raise error(f"T.Kernel asks for {total} threads per block; a block has at most 1024")
+    return KernelSpec(tuple(grid), threads + (1,) * (3 - len(threads)))
+
+
+@dataclass
+class LoopSpec:
+    kind: str
+    extents: tuple            # one extent per loop variable
+    start: object = 0
+    step: int = 1
+    annotations: tuple = ()
+
+
+def _check_extent(x, what):
+    if isinstance(x, bool) or not isinstance(x, (int, Expr)):
+        raise error(f"{what} must be an integer, got {x!r}")
+    return x
+
+
+def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
+    """Element-wise loop nest over a tile; iterations are independent and spread over threads."""
+    if not extents:
+        raise error("T.Parallel needs at least one extent")
+    for e in extents:
+        _check_extent(e, "a T.Parallel extent")
+    return LoopSpec("parallel", tuple(extents))
+
+
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+    """A serial loop whose copies into shared tiles overlap compute, `num_stages` buffers deep."""
+    if stop is None:
+        start, stop = 0, start
+    _check_extent(start, "T.Pipelined start")
+    _check_extent(stop, "T.Pipelined stop")
+    if not isinstance(num_stages, int) or num_stages < 0:
+        raise error(f"T.Pipelined num_stages must be a non-negative int, got {num_stages!r}")
+    return LoopSpec("pipelined", (as_expr(stop) - start if isinstance(stop, Expr) or isinstance(start, Expr)
+                                  else stop - start,), start=start,
+                    annotations=(("num_stages", num_stages),))
+
+
+def _range(kind, start, stop, step):
+    if stop is None:
+        start, stop = 0, start
+    for v, w in ((start, "start"), (stop, "stop")):
+        _check_extent(v, f"loop {w}")
+    if not isinstance(step, int) or step == 0:
+        raise error(f"loop step must be a non-zero Python int, got {step!r}")
+    if isinstance(start, int) and isinstance(stop, int):
+        extent = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
+    else:
+        diff = as_expr(stop) - start
+        extent = diff if step == 1 else (diff + (step - 1 if step > 0 else step + 1)) // step
+    return LoopSpec(kind, (extent,), start=start, step=step)
+
+
+def serial(start, stop=None, step=1, annotations=None):
+    return _range("serial", start, stop, step)
+
+
+def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None):
+    return _range("unroll", start, stop, step)
+
+
+def vectorized(start, stop=None):
+    return _range("serial", start, stop, 1)
+
+
+# ---- allocations ---------------------------------------------------------------------------
+
+def _shape(shape, what):
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise error(f"{what} shape must be an int or a tuple of ints, got {shape!r}") from None
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
+            raise error(f"{what} shape entries must be positive compile-time ints, got {shape!r}",
+                        hint="tile shapes are static; use T.dynamic only for tensor parameters")
+    return shape
+
+
+def _dtype(d, what):
+    try:
+        return dt.dtype(d)
+    except ValueError as e:
+        raise error(f"{what}: {e}") from None
+
+
+def _alloc(shape, dtype, scope, what, init=None):
+    b = require_kernel(what)
+    name = b.fresh_name(getattr(b, "pending_name", None) or scope)
+    buf = Buffer(name, _shape(shape, what), _dtype(dtype, what), scope, span=b.span)
+    b.emit(Alloc(buf, init, span=b.span))
+    return buf
+
+
+def alloc_shared(shape, dtype, scope="shared.dyn"):
+    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+
+
+def alloc_fragment(shape, dtype, scope="local.fragment"):
+    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+
+
+def alloc_local(shape, dtype, scope="local"):
+    return _alloc(shape, dtype, "local", "T.alloc_local")
+
+
+def alloc_var(dtype, init=None, scope="local.var"):
+    if init is not None:
+        init = as_expr(init, dt.dtype(dtype))
+    return _alloc((1,), dtype, "var", "T.alloc_var", init)
+
+
+def alloc_reducer(shape, dtype, op="sum", replication=None):
+    return _alloc(shape, dtype, "fragment", "T.alloc_reducer")
+
+
+def get_thread_binding(dim: int = 0):
+    """The thread index along `dim` inside the block (low-level code; CUDA target only)."""
+    b = require_kernel("T.get_thread_binding")
+    return b.kernel.thread_var(dim)
+
+
+def get_block_binding(dim: int = 0):
+    b = require_kernel("T.get_block_binding")
+    return b.kernel.block_vars[dim]
+
+
+def sync_threads():
+    b = require_kernel("T.sync_threads")
+    b.emit(Sync(span=b.span))
+
+
+def get_thread_bindings():
+    return [get_thread_binding(i) for i in range(3)]

@@ -1,0 +1,199 @@
+"""Scalar math and expression helpers: `T.exp`, `T.max`, `T.ceildiv`, `T.if_then_else`, ...
+
+Every helper folds to a Python value when all its arguments are Python numbers (so
+`T.ceildiv(N, block_N)` is a plain int at parse time) and builds IR otherwise.
+"""
+from __future__ import annotations
+
+import math as _m
+
+from ..ir import Expr, as_expr, binary, call, cast as _cast, const, select, unary, dtype as dt
+from .builder import error
+
+
+def _py(*xs) -> bool:
+    return all(isinstance(x, (int, float)) and not isinstance(x, Expr) for x in xs)
+
+
+def _unary_math(name, pyfn):
+    def f(x):
+        if _py(x):
+            return pyfn(x)
+        return call(name, x)
+    f.__name__ = name
+    f.__doc__ = f"Element {name} (float math; integer inputs are computed in float32)."
+    return f
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + _m.exp(-x))
+
+
+exp = _unary_math("exp", _m.exp)
+exp2 = _unary_math("exp2", lambda x: 2.0 ** x)
+exp10 = _unary_math("exp10", lambda x: 10.0 ** x)
+log = _unary_math("log", _m.log)
+log2 = _unary_math("log2", _m.log2)
+log10 = _unary_math("log10", _m.log10)
+log1p = _unary_math("log1p", _m.log1p)
+sqrt = _unary_math("sqrt", _m.sqrt)
+rsqrt = _unary_math("rsqrt", lambda x: 1.0 / _m.sqrt(x))
+tanh = _unary_math("tanh", _m.tanh)
+sigmoid = _unary_math("sigmoid", _sigmoid)
+erf = _unary_math("erf", _m.erf)
+floor = _unary_math("floor", _m.floor)
+ceil = _unary_math("ceil", _m.ceil)
+round = _unary_math("round", lambda x: float(_m.floor(x + 0.5)))  # noqa: A001
+trunc = _unary_math("trunc", _m.trunc)
+sin = _unary_math("sin", _m.sin)
+cos = _unary_math("cos", _m.cos)
+tan = _unary_math("tan", _m.tan)
+isnan = _unary_math("isnan", _m.isnan)
+isinf = _unary_math("isinf", _m.isinf)
+isfinite = _unary_math("isfinite", _m.isfinite)
+
+# Fast-math spellings: same semantics, the CUDA target may use approximate instructions.
+__exp = exp
+__exp10 = exp10
+__log = log
+__log2 = log2
+__log10 = log10
+__tan = tan
+__cos = cos
+__sin = sin
+
+
+def abs(x):  # noqa: A001
+    if _py(x):
+        return x if x >= 0 else -x
+    return call("abs", x)
+
+
+def pow(x, y):  # noqa: A001
+    if _py(x, y):
+        return x ** y
+    return call("pow", x, y)
+
+
+def fmod(x, y):
+    if _py(x, y):
+        return _m.fmod(x, y)
+    return call("fmod", x, y)
+
+
+def max(a, b, *rest):  # noqa: A001
+    vals = (a, b) + rest
+    out = vals[0]
+    for v in vals[1:]:
+        out = (out if out >= v else v) if _py(out, v) else binary("max", out, v)
+    return out
+
+
+def min(a, b, *rest):  # noqa: A001
+    vals = (a, b) + rest
+    out = vals[0]
+    for v in vals[1:]:
+        out = (out if out <= v else v) if _py(out, v) else binary("min", out, v)
+    return out
+
+
+def ceildiv(a, b):
+    if _py(a, b):
+        return -(-a // b)
+    return binary("//", binary("+", a, binary("-", b, 1) if isinstance(b, Expr) else b - 1), b)
+
+
+def floordiv(a, b):
+    return a // b if _py(a, b) else binary("//", a, b)
+
+
+def floormod(a, b):
+    return a % b if _py(a, b) else binary("%", a, b)
+
+
+def truncdiv(a, b):
+    if _py(a, b):
+        return int(a / b)
+    return binary("/", a, b)
+
+
+def truncmod(a, b):
+    if _py(a, b):
+        return _m.fmod(a, b)
+    return binary("%", a, b)
+
+
+def if_then_else(cond, a, b):
+    if isinstance(cond, bool) or (_py(cond) and not isinstance(cond, Expr)):
+        return a if cond else b
+    return select(cond, a, b)
+
+
+Select = if_then_else
+
+
+def cast(x, dtype):
+    try:
+        d = dt.dtype(dtype)
+    except ValueError as e:
+        raise error(f"T.cast: {e}") from None
+    if _py(x):
+        return _cast(as_expr(x), d)
+    return _cast(x, d)
+
+
+def infinity(dtype):
+    return const(float("inf"), dt.dtype(dtype))
+
+
+def max_value(dtype):
+    d = dt.dtype(dtype)
+    if d.is_float:
+        big = {16: 65504.0 if d.name == "float16" else 3.3895313892515355e38, 32: 3.4028234663852886e38,
+               64: 1.7976931348623157e308, 8: 448.0 if "e4m3" in d.name else 57344.0}[d.bits]
+        return const(big, d)
+    if d.is_bool:
+        return const(True, d)
+    bits = d.bits - (1 if d.kind == "int" else 0)
+    return const((1 << bits) - 1, d)
+
+
+def min_value(dtype):
+    d = dt.dtype(dtype)
+    if d.is_float:
+        return const(-max_value(d).value, d)
+    if d.is_bool or d.kind == "uint":
+        return const(0, d)
+    return const(-(1 << (d.bits - 1)), d)
+
+
+def And(a, b):  # noqa: N802
+    return (a and b) if _py(a, b) else binary("and", a, b)
+
+
+def Or(a, b):  # noqa: N802
+    return (a or b) if _py(a, b) else binary("or", a, b)
+
+
+def Not(a):  # noqa: N802
+    return (not a) if _py(a) else unary("not", a)
+
+
+def bitwise_and(a, b):
+    return binary("&", a, b)
+
+
+def bitwise_or(a, b):
+    return binary("|", a, b)
+
+
+def bitwise_xor(a, b):
+    return binary("^", a, b)
+
+
+def shift_left(a, b):
+    return binary("<<", a, b)
+
+
+def shift_right(a, b):
+    return binary(">>", a, b)

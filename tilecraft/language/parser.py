@@ -1,0 +1,616 @@
+"""The front end: a `@T.prim_func` body's Python AST → tile IR.
+
+The body is never executed.  The parser walks its AST and *evaluates* each expression to either a
+Python value (names from the enclosing scopes, arithmetic on them, `T.ceildiv(N, 128)`) or an IR
+expression (anything touching a kernel value: block indices, loop variables, loaded elements).
+So Python values fold at parse time, a Python `if` on a Python value picks its branch now, and an
+`if` on a kernel value becomes code.  Language functions (`T.copy`, ...) are plain Python
+functions that emit statements into the active `Builder`; every statement carries the user's
+file and line.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import inspect
+import operator
+import textwrap
+
+from ..errors import TilecraftError
+from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
+                  as_expr, binary, cast, const, seq, unary, dtype as dt)
+from ..ir.analysis import static_difference
+from .builder import Builder, activate
+from .kernel import KernelSpec, LoopSpec, serial
+from .types import TensorSpec
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+           ast.RShift: ">>", ast.Pow: "**"}
+_PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
+          "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+class KernelFrame:
+    """The open `T.Kernel`: its block index vars and (lazily) its thread index vars."""
+
+    def __init__(self, spec: KernelSpec, block_vars):
+        self.spec = spec
+        self.block_vars = block_vars
+        self._threads: dict[int, Var] = {}
+
+    def thread_var(self, dim: int) -> Var:
+        if dim not in self._threads:
+            self._threads[dim] = Var("threadIdx_" + "xyz"[dim])
+        return self._threads[dim]
+
+
+class Macro:
+    """`@T.macro`: a helper whose body is parsed inline at each call site."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "macro")
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *args, **kwargs):
+        parser = _ACTIVE_PARSER[-1] if _ACTIVE_PARSER else None
+        if parser is None:
+            raise TilecraftError(f"T.macro {self.__name__} can only be called inside a @T.prim_func body")
+        return parser.inline_macro(self, args, kwargs)
+
+
+_ACTIVE_PARSER: list = []
+
+
+def macro(fn=None, **_):
+    if fn is None:
+        return lambda f: Macro(f)
+    return Macro(fn)
+
+
+def _python_env(fn) -> dict:
+    env = dict(builtins.__dict__)
+    env.update(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                env[name] = cell.cell_contents
+            except ValueError:  # an enclosing variable not assigned yet
+                pass
+    return env
+
+
+def _function_ast(fn):
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+        file = inspect.getsourcefile(fn) or "<unknown>"
+    except (OSError, TypeError) as e:
+        raise TilecraftError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}; "
+                             f"@T.prim_func needs the function's source file") from None
+    source = textwrap.dedent("".join(lines))
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return node, file, fn.__code__.co_firstlineno - 1, source
+
+
+class Parser:
+    def __init__(self, fn):
+        self.fn = fn
+        self.node, self.file, self.line_offset, self.source = _function_ast(fn)
+        self.src_lines = self.source.splitlines()
+        self.env = _python_env(fn)
+        self.scopes: list[dict] = [{}]
+        self.builder = Builder()
+        self.func_name = fn.__name__
+        self.symbols: list[Var] = []
+
+    # ---- spans and errors -------------------------------------------------------------------
+    def span(self, node) -> Span:
+        line = getattr(node, "lineno", 1)
+        text = self.src_lines[line - 1] if 0 < line <= len(self.src_lines) else ""
+        return Span(self.file, line + self.line_offset, getattr(node, "col_offset", 0), text, self.func_name)
+
+    def error(self, node, message, hint=None):
+        return TilecraftError(message, self.span(node), hint=hint)
+
+    # ---- names ------------------------------------------------------------------------------
+    def lookup(self, name, node):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        if name in self.env:
+            return self.env[name]
+        close = difflib.get_close_matches(name, [n for s in self.scopes for n in s] + list(self.env), 1)
+        raise self.error(node, f"name {name!r} is not defined",
+                         hint=f"did you mean {close[0]!r}?" if close else None)
+
+    def bind(self, name, value):
+        self.scopes[-1][name] = value
+
+    def is_kernel_name(self, name) -> bool:
+        return any(name in s for s in self.scopes)
+
+    # ---- entry ------------------------------------------------------------------------------
+    def parse(self) -> PrimFunc:
+        params = []
+        with activate(self.builder):
+            _ACTIVE_PARSER.append(self)
+            try:
+                for arg in self.node.args.args:
+                    params.append(self.param(arg))
+                body = self.block(self.node.body)
+            finally:
+                _ACTIVE_PARSER.pop()
+        return PrimFunc(self.func_name, tuple(params), body, source=self.source,
+                        symbols=tuple(self.symbols), span=self.span(self.node))
+
+    def param(self, arg) -> Buffer:
+        if arg.annotation is None:
+            raise self.error(arg, f"parameter {arg.arg!r} needs a type annotation such as "
+                                  f"T.Tensor((M, N), \"float16\")")
+        self.builder.span = self.span(arg)
+        spec = self.eval(arg.annotation)
+        if not isinstance(spec, TensorSpec):
+            raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype), "
+                                  f"got {spec!r}")
+        for s in spec.shape:
+            if isinstance(s, Var) and all(s is not v for v in self.symbols):
+                self.symbols.append(s)
+        buf = Buffer(arg.arg, spec.shape, spec.dtype, "global", span=self.span(arg))
+        self.bind(arg.arg, buf)
+        return buf
+
+    # ---- statements -------------------------------------------------------------------------
+    def block(self, stmts, new_scope=False):
+        if new_scope:
+            self.scopes.append({})
+        try:
+            with self.builder.block() as box:
+                for s in stmts:
+                    self.stmt(s)
+        finally:
+            if new_scope:
+                self.scopes.pop()
+        return box[0]
+
+    def stmt(self, node):
+        self.builder.span = self.span(node)
+        method = getattr(self, "stmt_" + type(node).__name__, None)
+        if method is None:
+            raise self.error(node, f"{type(node).__name__} statements are not supported in a kernel body")
+        try:
+            method(node)
+        except TilecraftError as e:
+            raise e.with_span(self.span(node)) from None
+        except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, AttributeError) as e:
+            raise self.error(node, f"{type(e).__name__}: {e}") from None
+
+    def stmt_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.eval(node.value)
+
+    def stmt_Pass(self, node):
+        pass
+
+    def stmt_Return(self, node):
+        if getattr(self, "_macro_return", None) is not None:
+            self._macro_return.append(None if node.value is None else self.eval(node.value))
+            return
+        if node.value is not None:
+            raise self.error(node, "a @T.prim_func cannot return a value; write results into an "
+                                   "output tensor (use out_idx to have it allocated)")
+
+    def stmt_Assert(self, node):
+        v = self.eval(node.test)
+        if isinstance(v, Expr):
+            return  # device asserts are not checked (yet); accepted for compatibility
+        if not v:
+            msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
+            raise self.error(node, f"assertion failed at compile time: {msg}")
+
+    def stmt_Assign(self, node):
+        name = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
+        self.builder.pending_name = name
+        try:
+            value = self.eval(node.value)
+        finally:
+            self.builder.pending_name = None
+        for target in node.targets:
+            self.assign(target, value, node)
+
+    def stmt_AnnAssign(self, node):
+        if node.value is None:
+            return
+        value = self.eval(node.value)
+        ann = self.eval(node.annotation)
+        try:
+            value = cast(value, dt.dtype(ann)) if isinstance(value, (Expr, int, float)) else value
+        except ValueError:
+            pass
+        self.assign(node.target, value, node)
+
+    def assign(self, target, value, node):
+        if isinstance(target, ast.Name):
+            old = None
+            for scope in reversed(self.scopes):
+                if target.id in scope:
+                    old = scope[target.id]
+                    break
+            if isinstance(old, Buffer) and old.scope == "var" and isinstance(value, (Expr, int, float)):
+                self.builder.emit(Store(old, (const(0),), cast(value, old.dtype), span=self.span(node)))
+                return
+            if isinstance(value, Buffer) and value.scope == "var":
+                self.bind(target.id, value)
+                return
+            if isinstance(value, Expr):
+                var = Var(self.builder.fresh_name(target.id), value.dtype)
+                self.builder.emit(Let(var, value, span=self.span(node)))
+                self.bind(target.id, var)
+            else:
+                self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, Expr) or not hasattr(value, "__iter__"):
+                raise self.error(node, f"cannot unpack {value!r} into {len(target.elts)} names")
+            values = list(value)
+            if len(values) != len(target.elts):
+                raise self.error(node, f"cannot unpack {len(values)} values into {len(target.elts)} names")
+            for t, v in zip(target.elts, values):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            obj = self.eval(target.value)
+            if not isinstance(obj, Buffer):
+                raise self.error(node, "only buffers can be assigned by subscript inside a kernel")
+            self.store(obj, self.subscript(obj, target.slice, node), value, node)
+        else:
+            raise self.error(node, f"cannot assign to {ast.unparse(target)}")
+
+    def store(self, buf, where, value, node):
+        if isinstance(where, Region):
+            raise self.error(node, f"cannot assign to a slice of {buf.name}; use T.fill or a T.Parallel loop")
+        if isinstance(value, (Buffer, Region)):
+            raise self.error(node, f"cannot store a whole tile into an element of {buf.name}; use T.copy")
+        try:
+            v = cast(as_expr(value, buf.dtype), buf.dtype)
+        except TypeError as e:
+            raise self.error(node, f"cannot store {value!r} into {buf.name} ({buf.dtype}): {e}") from None
+        self.builder.emit(Store(buf, where.indices, v, span=self.span(node)))
+
+    def stmt_AugAssign(self, node):
+        op = _BINOPS[type(node.op)]
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            obj = self.eval(target.value)
+            if not isinstance(obj, Buffer):
+                raise self.error(node, "only buffers can be updated by subscript inside a kernel")
+            where = self.subscript(obj, target.slice, node)
+            self.store(obj, where, self.binop(op, where, self.eval(node.value), node), node)
+        elif isinstance(target, ast.Name):
+            cur = self.lookup(target.id, target)
+            cur_val = Load(cur, (const(0),)) if isinstance(cur, Buffer) and cur.scope == "var" else cur
+            self.assign(target, self.binop(op, cur_val, self.eval(node.value), node), node)
+        else:
+            raise self.error(node, f"cannot update {ast.unparse(target)}")
+
+    def stmt_If(self, node):
+        cond = self.value(self.eval(node.test), node)
+        if not isinstance(cond, Expr):
+            self.block_inline(node.body if cond else node.orelse)
+            return
+        then = self.block(node.body, new_scope=True)
+        orelse = self.block(node.orelse, new_scope=True) if node.orelse else None
+        self.builder.emit(If(cast(cond, dt.bool_), then, orelse, span=self.span(node)))
+
+    def block_inline(self, stmts):
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt_For(self, node):
+        if node.orelse:
+            raise self.error(node, "for ... else is not supported in a kernel body")
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and self._is_builtin_range(it.func):
+            args = [self.eval(a) for a in it.args]
+            spec = serial(*args)
+        else:
+            spec = self.eval(it)
+        if not isinstance(spec, LoopSpec):
+            if isinstance(spec, Expr) or not hasattr(spec, "__iter__"):
+                raise self.error(node, f"cannot loop over {spec!r}; use T.Parallel, T.Pipelined, "
+                                       f"T.serial, T.unroll or range")
+            for v in list(spec):  # a Python iterable: unrolled at parse time
+                self.assign(node.target, v, node)
+                self.block_inline(node.body)
+            return
+        names = [node.target] if isinstance(node.target, ast.Name) else list(getattr(node.target, "elts", []))
+        if not all(isinstance(n, ast.Name) for n in names) or len(names) != len(spec.extents):
+            raise self.error(node, f"this loop binds {len(spec.extents)} variable(s); write "
+                                   f"`for {', '.join('ijkl'[:len(spec.extents)])} in ...`")
+        self.scopes.append({})
+        loop_vars = []
+        try:
+            for n in names:
+                v = Var(self.builder.fresh_name(n.id))
+                loop_vars.append(v)
+                index = v if spec.step == 1 and (isinstance(spec.start, int) and spec.start == 0) \
+                    else binary("+", binary("*", v, spec.step), spec.start)
+                self.bind(n.id, index)
+            body = self.block(node.body)
+        finally:
+            self.scopes.pop()
+        for v, extent in reversed(list(zip(loop_vars, spec.extents))):
+            body = For(v, const(0), as_expr(extent), spec.kind, body, 1, spec.annotations, span=self.span(node))
+        self.builder.emit(body)
+
+    def _is_builtin_range(self, func_node) -> bool:
+        try:
+            return self.lookup(func_node.id, func_node) is builtins.range
+        except TilecraftError:
+            return False
+
+    def stmt_With(self, node):
+        if len(node.items) != 1:
+            raise self.error(node, "use one context manager per `with` in a kernel body")
+        item = node.items[0]
+        spec = self.eval(item.context_expr)
+        if not isinstance(spec, KernelSpec):
+            raise self.error(node, f"unsupported `with` target {ast.unparse(item.context_expr)}; only "
+                                   f"`with T.Kernel(...) as ...:` is supported")
+        if self.builder.kernel is not None:
+            raise self.error(node, "T.Kernel cannot be nested inside another T.Kernel")
+        tgt = item.optional_vars
+        names = [] if tgt is None else [tgt] if isinstance(tgt, ast.Name) else list(tgt.elts)
+        if len(names) > len(spec.grid):
+            raise self.error(node, f"T.Kernel has {len(spec.grid)} grid dimension(s) but binds {len(names)} names")
+        block_vars = tuple(Var(self.builder.fresh_name(n.id if i < len(names) else "bxyz"[i]))
+                           for i, n in enumerate(names + [None] * (len(spec.grid) - len(names))))
+        frame = KernelFrame(spec, block_vars)
+        self.builder.kernel = frame
+        self.scopes.append({})
+        try:
+            for n, v in zip(names, block_vars):
+                self.bind(n.id, v)
+            body = self.block(node.body)
+        finally:
+            self.scopes.pop()
+            self.builder.kernel = None
+        grid = tuple(as_expr(g) for g in spec.grid)
+        self.builder.emit(Kernel(grid, block_vars, spec.threads, body, span=self.span(node)))
+
+    for _bad in ("While", "Break", "Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
+                 "Global", "Nonlocal", "Import", "ImportFrom"):
+        locals()["stmt_" + _bad] = (lambda kind: lambda self, node: (_ for _ in ()).throw(
+            self.error(node, f"`{kind.lower()}` is not supported inside a kernel body")))(_bad)
+
+    # ---- expressions ------------------------------------------------------------------------
+    def value(self, v, node):
+        """A read of a scalar `T.alloc_var` buffer used as a value."""
+        if isinstance(v, Buffer) and v.scope == "var":
+            return Load(v, (const(0),))
+        return v
+
+    def eval(self, node):
+        method = getattr(self, "expr_" + type(node).__name__, None)
+        if method is None:
+            return self.eval_python(node)
+        return method(node)
+
+    def eval_python(self, node):
+        """Fallback for Python-only syntax (comprehensions, lambdas, f-strings): evaluate it with
+        Python, seeing kernel names as their IR values."""
+        env = dict(self.env)
+        for scope in self.scopes:
+            env.update(scope)
+        try:
+            return eval(compile(ast.Expression(node), self.file, "eval"), env)
+        except TilecraftError:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported at the user's line
+            raise self.error(node, f"{type(e).__name__}: {e}") from None
+
+    def expr_Constant(self, node):
+        return node.value
+
+    def expr_Name(self, node):
+        return self.lookup(node.id, node)
+
+    def expr_Attribute(self, node):
+        base = self.eval(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            if getattr(base, "__name__", "").startswith("tilecraft.language"):
+                names = [n for n in dir(base) if not n.startswith("_")]
+                close = difflib.get_close_matches(node.attr, names, 1)
+                raise self.error(node, f"unknown language construct T.{node.attr}",
+                                 hint=f"did you mean T.{close[0]}?" if close else None) from None
+            raise self.error(node, f"{ast.unparse(node.value)} has no attribute {node.attr!r}") from None
+
+    def expr_Tuple(self, node):
+        return tuple(self.eval(e) for e in node.elts)
+
+    def expr_List(self, node):
+        return [self.eval(e) for e in node.elts]
+
+    def expr_BinOp(self, node):
+        return self.binop(_BINOPS[type(node.op)], self.eval(node.left), self.eval(node.right), node)
+
+    def binop(self, op, a, b, node):
+        a, b = self.value(a, node), self.value(b, node)
+        if isinstance(a, Load) is False and isinstance(a, Expr) is False and isinstance(b, Expr) is False:
+            return _PYOPS[op](a, b)
+        if op == "**":
+            if isinstance(b, int) and b in (1, 2, 3):
+                out = a
+                for _ in range(b - 1):
+                    out = binary("*", out, a)
+                return out
+            from ..ir import call
+            return call("pow", a, b)
+        for x in (a, b):
+            if isinstance(x, (Buffer, Region)):
+                raise self.error(node, f"cannot use the tile {x.name if isinstance(x, Buffer) else x.buffer.name} "
+                                       f"in arithmetic; index an element, e.g. {getattr(x, 'name', 'buf')}[i, j]")
+        return binary(op, a, b, self.span(node))
+
+    def expr_UnaryOp(self, node):
+        v = self.value(self.eval(node.operand), node)
+        if not isinstance(v, Expr):
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                    ast.Invert: operator.invert}[type(node.op)](v)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        return unary({ast.USub: "neg", ast.Not: "not", ast.Invert: "bitnot"}[type(node.op)], v)
+
+    def expr_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = None
+        for sub in node.values:
+            v = self.value(self.eval(sub), node)
+            if not isinstance(v, Expr) and result is None:
+                if (op == "and" and not v) or (op == "or" and v):
+                    return v  # Python short-circuit
+                continue
+            result = v if result is None else binary(op, result, v)
+        return True if result is None and op == "and" else False if result is None else result
+
+    def expr_Compare(self, node):
+        left = self.value(self.eval(node.left), node)
+        out = None
+        for op, comp in zip(node.ops, node.comparators):
+            right = self.value(self.eval(comp), node)
+            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+                r = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
+                     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
+            elif isinstance(left, Expr) or isinstance(right, Expr):
+                r = binary(_CMPOPS[type(op)], left, right, self.span(node))
+            else:
+                r = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+                     ast.Eq: operator.eq, ast.NotEq: operator.ne}[type(op)](left, right)
+            out = r if out is None else (binary("and", out, r) if isinstance(out, Expr) or isinstance(r, Expr)
+                                         else out and r)
+            left = right
+        return out
+
+    def expr_IfExp(self, node):
+        cond = self.value(self.eval(node.test), node)
+        if not isinstance(cond, Expr):
+            return self.eval(node.body) if cond else self.eval(node.orelse)
+        from .math import if_then_else
+        return if_then_else(cond, self.value(self.eval(node.body), node), self.value(self.eval(node.orelse), node))
+
+    def expr_Subscript(self, node):
+        obj = self.eval(node.value)
+        if isinstance(obj, Buffer):
+            return self.subscript(obj, node.slice, node)
+        idx = self.eval(node.slice)
+        if isinstance(idx, Expr):
+            raise self.error(node, f"cannot index the Python value {ast.unparse(node.value)} with a kernel value")
+        return obj[idx]
+
+    def subscript(self, buf: Buffer, slice_node, node):
+        items = list(slice_node.elts) if isinstance(slice_node, ast.Tuple) else [slice_node]
+        if len(items) > buf.ndim:
+            raise self.error(node, f"{buf.name} has {buf.ndim} dimension(s) but is indexed with {len(items)}")
+        starts, extents, any_slice = [], [], False
+        for d, it in enumerate(items):
+            if isinstance(it, ast.Slice):
+                any_slice = True
+                if it.step is not None and self.eval(it.step) not in (None, 1):
+                    raise self.error(node, f"slices of {buf.name} must have step 1")
+                lo = self.value(self.eval(it.lower), node) if it.lower is not None else 0
+                hi = self.value(self.eval(it.upper), node) if it.upper is not None else buf.shape[d]
+                ext = static_difference(hi, lo)
+                if ext is None:
+                    raise self.error(node, f"the slice {ast.unparse(it)} of {buf.name} (dimension {d}) must have a "
+                                           f"compile-time extent", hint="write it as start:start + EXTENT")
+                if ext <= 0:
+                    raise self.error(node, f"the slice {ast.unparse(it)} of {buf.name} is empty")
+                starts.append(as_expr(lo))
+                extents.append(ext)
+            else:
+                v = self.value(self.eval(it), node)
+                if isinstance(v, float) or (isinstance(v, Expr) and not v.dtype.is_int):
+                    raise self.error(node, f"index {ast.unparse(it)} of {buf.name} must be an integer, "
+                                           f"got {v.dtype if isinstance(v, Expr) else 'float'}")
+                if not isinstance(v, (int, Expr)):
+                    raise self.error(node, f"index {ast.unparse(it)} of {buf.name} must be an integer, got {v!r}")
+                starts.append(as_expr(v))
+                extents.append(1)
+        for d in range(len(items), buf.ndim):  # missing trailing indices: whole dimensions
+            any_slice = True
+            starts.append(const(0))
+            extents.append(buf.shape[d])
+        if any_slice:
+            return Region(buf, tuple(starts), tuple(extents), span=self.span(node))
+        return Load(buf, tuple(starts), span=self.span(node))
+
+    def expr_Call(self, node):
+        func = self.eval(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.eval(a.value))
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                kwargs.update(self.eval(kw.value))
+            else:
+                kwargs[kw.arg] = self.eval(kw.value)
+        if func in (builtins.max, builtins.min, builtins.abs) and any(isinstance(self.value(a, node), Expr) for a in args):
+            from . import math as tm
+            func = {builtins.max: tm.max, builtins.min: tm.min, builtins.abs: tm.abs}[func]
+            args = [self.value(a, node) for a in args]
+        try:
+            return func(*args, **kwargs)
+        except TilecraftError as e:
+            raise e.with_span(self.span(node)) from None
+        except TypeError as e:
+            raise self.error(node, f"bad call {ast.unparse(node.func)}(...): {e}") from None
+
+    def expr_Slice(self, node):
+        raise self.error(node, "a slice is only valid as a buffer index")
+
+    # ---- macros -----------------------------------------------------------------------------
+    def inline_macro(self, m: Macro, args, kwargs):
+        sub = Parser(m.fn)
+        sub.builder = self.builder
+        sub.scopes = [{}]
+        sig = inspect.signature(m.fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TilecraftError(f"bad call of T.macro {m.__name__}: {e}") from None
+        bound.apply_defaults()
+        for k, v in bound.arguments.items():
+            sub.bind(k, v)
+        sub._macro_return = []
+        saved_span = self.builder.span
+        _ACTIVE_PARSER.append(sub)
+        try:
+            for s in sub.node.body:
+                sub.stmt(s)
+                if sub._macro_return:
+                    break
+        finally:
+            _ACTIVE_PARSER.pop()
+            self.builder.span = saved_span
+        return sub._macro_return[0] if sub._macro_return else None
+
+
+def prim_func(fn=None, **_):
+    """Parse a kernel function into a `PrimFunc` (decorator)."""
+    if fn is None:
+        return lambda f: prim_func(f)
+    if isinstance(fn, PrimFunc):
+        return fn
+    try:
+        return Parser(fn).parse()
+    except TilecraftError as e:
+        raise e.with_traceback(None) from None

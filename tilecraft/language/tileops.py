@@ -1,0 +1,256 @@
+"""Tile operations of the language: `T.copy`, `T.gemm`, `T.fill`/`T.clear`, `T.reduce_*`,
+`T.atomic_*`, `T.cumsum`, `T.print`.
+
+Each function checks its operands eagerly (shapes are static) and raises at the user's line, then
+emits one tile-op statement.  Region rules for `T.copy` (SPEC §3) live in `resolve_pair`.
+"""
+from __future__ import annotations
+
+from ..ir import (AtomicAdd, Buffer, Copy, Cumsum, Expr, Fill, Gemm, Load, Print, Reduce,
+                  Region, as_expr, cast, const)
+from ..ir.tileop import REDUCE_KINDS
+from .builder import error, require_kernel
+from .types import GemmWarpPolicy
+
+
+def _describe(x) -> str:
+    if isinstance(x, Buffer):
+        return f"{x.name} {tuple(x.shape)}"
+    if isinstance(x, Region):
+        return f"{x.buffer.name}[...] {tuple(x.extents)}"
+    if isinstance(x, Load):
+        return f"{x.buffer.name}[...] (a single element)"
+    return repr(x)
+
+
+def _shape_of(x):
+    if isinstance(x, Buffer):
+        return tuple(x.shape)
+    if isinstance(x, Region):
+        return tuple(x.extents)
+    return None
+
+
+def as_region(x, what: str) -> Region:
+    if isinstance(x, Region):
+        return x
+    if isinstance(x, Buffer):
+        if not x.is_static:
+            return Region(x, tuple(const(0) for _ in x.shape), tuple(x.shape))
+        return Region.whole(x)
+    if isinstance(x, Load):
+        return Region(x.buffer, x.indices, (1,) * len(x.indices))
+    raise error(f"{what} must be a buffer, a slice of one, or an element, got {x!r}")
+
+
+def expand_point(point: Load, tile_shape: tuple, other: str) -> Region:
+    """`A[i, j]` against a tile of shape (m, n) means `A[i:i+m, j:j+n]`: the tile's extents are
+    aligned to the trailing dimensions of the tensor; leading dimensions get extent 1."""
+    buf = point.buffer
+    shape = list(tile_shape)
+    while len(shape) > buf.ndim and shape[0] == 1:
+        shape.pop(0)
+    if len(shape) > buf.ndim:
+        raise error(f"T.copy: {buf.name} has {buf.ndim} dimensions but the tile {other} has "
+                    f"shape {tuple(tile_shape)}; give a slice for each dimension")
+    extents = (1,) * (buf.ndim - len(shape)) + tuple(shape)
+    region = Region(buf, point.indices, extents)
+    if buf.ndim > len(tile_shape):
+        # The alignment picked which dimensions the tile spans; if one of them is smaller than the
+        # extent it was given, the region can never lie inside the tensor: almost surely the
+        # user meant other dimensions.  Reject rather than silently copy a wrong region.
+        for d in range(buf.ndim - len(shape), buf.ndim):
+            size = buf.shape[d]
+            if isinstance(size, int) and extents[d] > size:
+                raise error(
+                    f"T.copy: the region of {buf.name} starting at the element given can never lie "
+                    f"inside the tensor: dimension {d} has size {size} but the tile {other} "
+                    f"(shape {tuple(tile_shape)}) gives it extent {extents[d]}",
+                    hint=f"an element index takes its extents from the other side's shape, aligned "
+                         f"to the last dimensions of {buf.name}{tuple(buf.shape)}; write explicit "
+                         f"slices such as {buf.name}[b, s0:s1, h, :] to say which dimensions the "
+                         f"tile covers")
+    return region
+
+
+def resolve_pair(src, dst) -> tuple[Region, Region]:
+    if isinstance(src, Load) and isinstance(dst, Load):
+        raise error("T.copy: both sides are single elements; one side must be a buffer or a slice "
+                    "so the tile shape is known")
+    if isinstance(src, Load):
+        d = as_region(dst, "T.copy destination")
+        s = expand_point(src, d.extents, f"{d.buffer.name}")
+    elif isinstance(dst, Load):
+        s = as_region(src, "T.copy source")
+        d = expand_point(dst, s.extents, f"{s.buffer.name}")
+    else:
+        s, d = as_region(src, "T.copy source"), as_region(dst, "T.copy destination")
+    if s.squeezed_shape() != d.squeezed_shape():
+        raise error(f"T.copy: shapes do not match: source {_describe(s)} vs destination {_describe(d)}",
+                    hint="the two sides must have the same shape once dimensions of size 1 are ignored")
+    return s, d
+
+
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
+    b = require_kernel("T.copy")
+    s, d = resolve_pair(src, dst)
+    b.emit(Copy(s, d, span=b.span))
+
+
+def async_copy(src, dst):
+    copy(src, dst)
+
+
+def _gemm_operand(x, what, allowed):
+    if isinstance(x, Load):
+        raise error(f"T.gemm: {what} must be a tile (a buffer or a slice), not a single element")
+    r = as_region(x, f"T.gemm {what}")
+    if r.buffer.scope not in allowed:
+        raise error(f"T.gemm: {what} {r.buffer.name} is in {r.buffer.scope} memory; it must be "
+                    f"{' or '.join(allowed)}",
+                    hint="copy it into a T.alloc_shared / T.alloc_fragment tile first")
+    if len(r.squeezed_shape()) != 2 and not (len(r.extents) == 2):
+        raise error(f"T.gemm: {what} {_describe(r)} must be a 2-D tile")
+    return r
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0, use_wgmma=None):
+    b = require_kernel("T.gemm")
+    a = _gemm_operand(A, "A", ("shared", "fragment", "local"))
+    bb = _gemm_operand(B, "B", ("shared", "fragment", "local"))
+    c = _gemm_operand(C, "C", ("fragment", "local"))
+    pol = policy.value if isinstance(policy, GemmWarpPolicy) else str(policy)
+    if pol not in ("Square", "FullRow", "FullCol"):
+        raise error(f"T.gemm: unknown policy {policy!r}; use T.GemmWarpPolicy.Square/FullRow/FullCol")
+    op = Gemm(a, bb, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum), span=b.span)
+    m, n, k = op.mnk
+    a2 = a.squeezed_shape() if len(a.squeezed_shape()) == 2 else a.extents
+    b2 = bb.squeezed_shape() if len(bb.squeezed_shape()) == 2 else bb.extents
+    c2 = c.squeezed_shape() if len(c.squeezed_shape()) == 2 else c.extents
+    kb = b2[1] if transpose_B else b2[0]
+    ta = "transpose_A=True" if transpose_A else "A as (M, K)"
+    tb = "transpose_B=True" if transpose_B else "B as (K, N)"
+    if k != kb:
+        raise error(f"T.gemm: tile shapes do not agree: {a.buffer.name} {tuple(a2)} and "
+                    f"{bb.buffer.name} {tuple(b2)} have different K ({k} vs {kb}) with {ta}, {tb}",
+                    hint="for B stored as (N, K) pass transpose_B=True")
+    if tuple(c2) != (m, n):
+        raise error(f"T.gemm: accumulator {c.buffer.name} has shape {tuple(c2)} but "
+                    f"{a.buffer.name} @ {bb.buffer.name} is ({m}, {n})")
+    if a.buffer.dtype is not bb.buffer.dtype:
+        raise error(f"T.gemm: A ({a.buffer.name}) is {a.buffer.dtype} but B ({bb.buffer.name}) is "
+                    f"{bb.buffer.dtype}; both operands must have the same dtype")
+    b.emit(op)
+
+
+def fill(buffer, value):
+    b = require_kernel("T.fill")
+    r = as_region(buffer, "T.fill target")
+    v = as_expr(value, r.buffer.dtype)
+    b.emit(Fill(r, cast(v, r.buffer.dtype), span=b.span))
+
+
+def clear(buffer):
+    fill(buffer, 0)
+
+
+def _reduce(kind, src, dst, dim, clear):
+    b = require_kernel(f"T.reduce_{kind}")
+    for x, what in ((src, "source"), (dst, "destination")):
+        if not isinstance(x, Buffer):
+            raise error(f"T.reduce_{kind}: the {what} must be a whole fragment or shared buffer, got "
+                        f"{_describe(x)}")
+        if x.scope == "global":
+            raise error(f"T.reduce_{kind}: the {what} {x.name} is a global tensor; reduce a "
+                        f"fragment or shared tile")
+    nd = src.ndim
+    d = dim + nd if dim < 0 else dim
+    if not 0 <= d < nd:
+        raise error(f"T.reduce_{kind}: dim={dim} is out of range for {src.name} with {nd} dimensions")
+    expect = tuple(s for i, s in enumerate(src.shape) if i != d) or (1,)
+    got = tuple(dst.shape)
+    if got != expect and got != tuple(1 if i == d else s for i, s in enumerate(src.shape)):
+        raise error(f"T.reduce_{kind}: reducing {src.name} {tuple(src.shape)} over dim {d} gives shape "
+                    f"{expect}, but {dst.name} has shape {got}")
+    b.emit(Reduce(kind, src, dst, d, bool(clear), span=b.span))
+
+
+def reduce_max(buffer, out, dim=-1, clear=True):
+    _reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer, out, dim=-1, clear=True):
+    _reduce("min", buffer, out, dim, clear)
+
+
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    _reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer, out, dim=-1, clear=True):
+    _reduce("abssum", buffer, out, dim, clear)
+
+
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+def reduce(buffer, out, reduce_type, dim=-1, clear=True):
+    if reduce_type not in REDUCE_KINDS:
+        raise error(f"T.reduce: unknown reduce_type {reduce_type!r}; expected one of {REDUCE_KINDS}")
+    _reduce(reduce_type, buffer, out, dim, clear)
+
+
+def _atomic(kind, dst, value, memory_order=None, **_):
+    b = require_kernel(f"T.atomic_{kind}")
+    if isinstance(value, (Buffer, Region)) or (isinstance(value, Load) and not isinstance(dst, Load)):
+        if isinstance(dst, Load) and not isinstance(value, Load):
+            vr = as_region(value, f"T.atomic_{kind} value")
+            dr = expand_point(dst, vr.extents, vr.buffer.name)
+        else:
+            vr, dr = resolve_pair(value, dst)
+        if dr.buffer.scope not in ("global", "shared"):
+            raise error(f"T.atomic_{kind}: destination {dr.buffer.name} must be global or shared")
+        b.emit(AtomicAdd(dr, vr, kind, span=b.span))
+        return
+    dr = as_region(dst, f"T.atomic_{kind} destination")
+    if dr.buffer.scope not in ("global", "shared"):
+        raise error(f"T.atomic_{kind}: destination {dr.buffer.name} must be global or shared")
+    if dr.numel != 1:
+        raise error(f"T.atomic_{kind}: a scalar value needs a single-element destination, got "
+                    f"{_describe(dr)}")
+    b.emit(AtomicAdd(dr, cast(as_expr(value, dr.buffer.dtype), dr.buffer.dtype), kind, span=b.span))
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    _atomic("add", dst, value)
+
+
+def atomic_max(dst, value, memory_order=None, return_prev=False):
+    _atomic("max", dst, value)
+
+
+def atomic_min(dst, value, memory_order=None, return_prev=False):
+    _atomic("min", dst, value)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False):
+    b = require_kernel("T.cumsum")
+    dst = src if dst is None else dst
+    for x in (src, dst):
+        if not isinstance(x, Buffer) or x.scope == "global":
+            raise error(f"T.cumsum: operands must be whole shared or fragment tiles, got {_describe(x)}")
+    if tuple(src.shape) != tuple(dst.shape):
+        raise error(f"T.cumsum: {src.name} {tuple(src.shape)} and {dst.name} {tuple(dst.shape)} differ in shape")
+    d = dim + src.ndim if dim < 0 else dim
+    if not 0 <= d < src.ndim:
+        raise error(f"T.cumsum: dim={dim} is out of range for {src.name}")
+    b.emit(Cumsum(src, dst, d, bool(reverse), span=b.span))
+
+
+def print(value, msg: str = "", warp_group_id=0, warp_id=0):  # noqa: A001 - TileLang spelling
+    b = require_kernel("T.print")
+    if isinstance(value, Load) or not isinstance(value, (Buffer, Expr)):
+        value = as_expr(value) if not isinstance(value, Load) else value
+    b.emit(Print(value, str(msg), span=b.span))

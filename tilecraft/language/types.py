@@ -1,0 +1,74 @@
+"""Type-level pieces of the language: tensor annotations, symbolic sizes, dtypes, warp policies."""
+from __future__ import annotations
+
+import enum
+
+from ..ir import Var, dtype as dt
+from ..ir.dtype import DType
+
+
+class TensorSpec:
+    """The value of a parameter annotation `T.Tensor(shape, dtype)`: shape entries are ints or
+    `T.dynamic` symbols."""
+
+    def __init__(self, shape, dtype="float32", **_ignored):
+        if isinstance(shape, (int, Var)):
+            shape = (shape,)
+        self.shape = tuple(shape)
+        self.dtype = dt.dtype(dtype)
+        for s in self.shape:
+            if not isinstance(s, (int, Var)) or (isinstance(s, int) and s < 0):
+                raise TypeError(f"T.Tensor shape entries must be non-negative ints or T.dynamic "
+                                f"symbols, got {s!r}")
+
+    def __class_getitem__(cls, item):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (str, DType)):
+            return cls(item[0], item[1])
+        return cls(item)
+
+    def __repr__(self):
+        return f"T.Tensor({self.shape}, {self.dtype})"
+
+
+Tensor = TensorSpec
+Buffer = TensorSpec
+
+
+def StridedTensor(shape, strides=None, dtype="float32"):  # noqa: N802 - TileLang spelling
+    # Only contiguous strides are supported for now; the argument is accepted for API parity.
+    return TensorSpec(shape, dtype)
+
+
+def dynamic(name: str, dtype="int32") -> Var:
+    """A symbolic dimension bound from the argument's shape at call time."""
+    return Var(name, dt.dtype(dtype))
+
+
+symbolic = dynamic
+
+
+class GemmWarpPolicy(enum.Enum):
+    """How the block's warps split the gemm tile: a square-ish grid, all along M, or all along N."""
+    Square = "Square"
+    FullRow = "FullRow"
+    FullCol = "FullCol"
+
+    def __str__(self):
+        return self.value
+
+
+float16 = dt.float16
+bfloat16 = dt.bfloat16
+float32 = dt.float32
+float64 = dt.float64
+float8_e4m3fn = dt.float8_e4m3fn
+float8_e5m2 = dt.float8_e5m2
+int8 = dt.int8
+int16 = dt.int16
+int32 = dt.int32
+int64 = dt.int64
+uint8 = dt.uint8
+uint16 = dt.uint16
+uint32 = dt.uint32
+uint64 = dt.uint64
+boolean = dt.bool_

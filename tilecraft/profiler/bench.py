@@ -1,0 +1,204 @@
+"""Timing: ``do_bench`` (a number in ms) and ``measure`` (every sample, as ``BenchStats``).
+
+The method is triton's ``do_bench``: ``warmup`` and ``rep`` are milliseconds of work, not
+iteration counts. A few calls estimate the time of one call; the iteration counts follow from it
+(``n_warmup``/``n_repeat`` override). Every repetition is timed on its own so that the median and
+quantiles are meaningful.
+
+- CUDA: a pair of ``torch.cuda.Event``s around each call on the current stream. Before each call
+  a 256 MB buffer is zeroed so that the kernel starts with a cold L2 (H100/H200 have 50-60 MB of
+  L2; without the flush a kernel re-reading its inputs looks faster than it will in a model).
+  ``cuda_graph=True`` captures one call in a CUDA graph and times its replay, which removes the
+  host launch overhead from small kernels.
+- CPU: ``time.perf_counter`` around each call; there is no cache flush.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+__all__ = ["BenchStats", "summarize", "measure", "do_bench", "L2_FLUSH_BYTES"]
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+RETURN_MODES = ("mean", "median", "min", "max", "all")
+_MAX_ITERATIONS = 1_000_000
+_ESTIMATE_CALLS = 5
+
+
+@dataclass(frozen=True)
+class BenchStats:
+    """The samples of one measurement (ms per call) and the statistics drawn from them."""
+
+    times: tuple[float, ...]
+
+    def __post_init__(self):
+        if not self.times:
+            raise ValueError("BenchStats needs at least one sample")
+
+    @property
+    def n(self) -> int:
+        return len(self.times)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.times)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def max(self) -> float:
+        return max(self.times)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.times) if self.n > 1 else 0.0
+
+    def quantile(self, q: float) -> float:
+        """Linear-interpolated quantile, ``q`` in [0, 1] (what ``torch.quantile`` computes)."""
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile {q} is outside [0, 1]")
+        ordered = sorted(self.times)
+        pos = q * (len(ordered) - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+    def select(self, return_mode: str = "mean", quantiles: Sequence[float] | None = None):
+        """The number (or list) a caller asked for: quantiles win over ``return_mode``, as in triton."""
+        if quantiles is not None:
+            values = [self.quantile(q) for q in quantiles]
+            return values[0] if len(values) == 1 else values
+        if return_mode not in RETURN_MODES:
+            raise ValueError(f"return_mode={return_mode!r}: expected one of {', '.join(RETURN_MODES)}")
+        if return_mode == "all":
+            return list(self.times)
+        return getattr(self, return_mode)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"n": self.n, "mean": self.mean, "median": self.median, "min": self.min, "max": self.max,
+                "std": self.std, "p20": self.quantile(0.2), "p80": self.quantile(0.8)}
+
+
+def summarize(times: Sequence[float], return_mode: str = "mean", quantiles: Sequence[float] | None = None):
+    """The one place bench statistics come from: samples -> the requested number(s)."""
+    return BenchStats(tuple(float(t) for t in times)).select(return_mode, quantiles)
+
+
+def _iterations(estimate_ms: float, warmup: float, rep: float,
+                n_warmup: int | None, n_repeat: int | None) -> tuple[int, int]:
+    est = max(estimate_ms, 1e-4)
+    nw = n_warmup if n_warmup is not None else max(1, int(warmup / est))
+    nr = n_repeat if n_repeat is not None else max(1, int(rep / est))
+    return min(max(nw, 0), _MAX_ITERATIONS), min(max(nr, 1), _MAX_ITERATIONS)
+
+
+def _resolve_device(device) -> str:
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    kind = torch.device(device).type
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"do_bench: unsupported device {device!r} (expected 'cpu' or 'cuda')")
+    return kind
+
+
+def _cpu_times(fn, warmup, rep, n_warmup, n_repeat) -> list[float]:
+    fn()  # first call: lazy loading, page faults, allocator warm-up
+    samples: list[float] = []
+    began = time.perf_counter()
+    while len(samples) < _ESTIMATE_CALLS and (time.perf_counter() - began) * 1e3 < max(rep, 1e-3):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    nw, nr = _iterations(statistics.fmean(samples), warmup, rep, n_warmup, n_repeat)
+    for _ in range(nw):
+        fn()
+    times = []
+    clock = time.perf_counter
+    for _ in range(nr):
+        t0 = clock()
+        fn()
+        times.append((clock() - t0) * 1e3)
+    return times
+
+
+def _capture_graph(fn: Callable[[], object]) -> Callable[[], None]:
+    """Capture one call of ``fn`` in a CUDA graph (after warming it up on a side stream)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay  # the bound method keeps the graph (and its memory pool) alive
+
+
+def _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph) -> list[float]:
+    fn()
+    torch.cuda.synchronize()
+    if cuda_graph:
+        fn = _capture_graph(fn)
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda") if flush_l2 else None
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(_ESTIMATE_CALLS):
+        if flush is not None:
+            flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    nw, nr = _iterations(start.elapsed_time(end) / _ESTIMATE_CALLS, warmup, rep, n_warmup, n_repeat)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(nr)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(nr)]
+    for _ in range(nw):
+        fn()
+    for i in range(nr):
+        if flush is not None:
+            flush.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def measure(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_warmup: int | None = None,
+            n_repeat: int | None = None, flush_l2: bool = True, cuda_graph: bool = False,
+            device: str | torch.device | None = None) -> BenchStats:
+    """Time ``fn()`` (no arguments) and return every sample as ``BenchStats`` (ms per call)."""
+    kind = _resolve_device(device)
+    if kind == "cuda":
+        times = _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph)
+    else:
+        if cuda_graph:
+            raise ValueError("do_bench: cuda_graph=True needs a CUDA device")
+        times = _cpu_times(fn, warmup, rep, n_warmup, n_repeat)
+    return BenchStats(tuple(times))
+
+
+def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_warmup: int | None = None,
+             n_repeat: int | None = None, return_mode: str = "mean", quantiles: Sequence[float] | None = None,
+             flush_l2: bool = True, cuda_graph: bool = False, device: str | torch.device | None = None):
+    """Milliseconds per call of ``fn()``: the ``return_mode`` statistic, or a list for ``quantiles``.
+
+    ``device`` picks the clock: CUDA events or the CPU's ``perf_counter`` (default: CUDA when
+    available). ``warmup``/``rep`` are in ms of work; ``n_warmup``/``n_repeat`` fix the counts.
+    """
+    if return_mode not in RETURN_MODES:  # fail before spending the benchmark time
+        raise ValueError(f"return_mode={return_mode!r}: expected one of {', '.join(RETURN_MODES)}")
+    stats = measure(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph, device)
+    return stats.select(return_mode, quantiles)
