@@ -14,7 +14,7 @@ import time
 from typing import Sequence
 
 from .errors import CudaCompileError
-from .nvrtc import CudaBinary, parse_arch
+from .nvrtc import CudaBinary, _cuda_home, parse_arch
 
 __all__ = ["compile_cuda_nvcc", "find_nvcc"]
 
@@ -25,8 +25,8 @@ def find_nvcc() -> str | None:
     found = shutil.which("nvcc")
     if found:
         return found
-    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")]
-    for root in [r for r in roots if r] + ["/usr/local/cuda", "/opt/cuda"]:
+    home = _cuda_home()
+    for root in ([home] if home else []) + ["/usr/local/cuda", "/opt/cuda"]:
         cand = os.path.join(root, "bin", "nvcc")
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand

@@ -57,6 +57,16 @@ def _normalise_arch(arch: str) -> str:
     return f"sm_{num}{suffix}"
 
 
+def _cuda_home() -> str | None:
+    """CUDA_HOME / CUDA_PATH (or TILECRAFT_CUDA_HOME) through the project's knob module."""
+    try:
+        from tilecraft import env
+        home = env.cuda_home()
+    except Exception:  # a malformed value must not stop the search for other locations
+        return None
+    return str(home) if home else None
+
+
 def _has_fp16_headers(d: str) -> bool:
     return os.path.isfile(os.path.join(d, "cuda_fp16.h")) and os.path.isfile(os.path.join(d, "cuda_bf16.h"))
 
@@ -71,9 +81,9 @@ def _candidate_include_dirs() -> list[str]:
         for root in spec.submodule_search_locations:
             for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc", "cuda_nvcc"):
                 out.append(os.path.join(root, sub, "include"))
-    for var in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"):
-        if os.environ.get(var):
-            out.append(os.path.join(os.environ[var], "include"))
+    home = _cuda_home()
+    if home:
+        out.append(os.path.join(home, "include"))
     nvcc = shutil.which("nvcc")
     if nvcc:
         out.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "include"))
