@@ -7,3 +7,21 @@ __version__ = "0.1.0"
 
 from . import language
 from .errors import TilecraftError, CompileError
+from .jit import jit, compile, JITFactory
+from .runtime.kernel import JITKernel
+from .target import Target
+from .device import include_dir
+
+
+def __getattr__(name):
+    # Heavier pieces load on first use so `import tilecraft` stays fast.
+    if name in ("TensorSupplyType", "Profiler"):
+        from . import profiler
+        return getattr(profiler, name)
+    if name in ("autotune", "AutoTuner"):
+        from . import autotuner
+        return getattr(autotuner, name)
+    if name == "autotuner":
+        import importlib
+        return importlib.import_module(".autotuner", __name__)
+    raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

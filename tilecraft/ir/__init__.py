@@ -2,7 +2,7 @@
 from . import dtype
 from .dtype import DType
 from .node import Node, Span
-from .expr import (Expr, Const, Var, Binary, Unary, Call, Cast, Select, Load, const, as_expr,
+from .expr import (Expr, Const, Var, Binary, Unary, Call, Cast, Select, Load, Ref, const, as_expr,
                    binary, unary, call, cast, select, is_const)
 from .buffer import Buffer, Region
 from .stmt import (Stmt, Seq, Store, Let, For, If, Alloc, Annotate, Kernel, Evaluate, Sync, seq)

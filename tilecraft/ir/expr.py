@@ -146,6 +146,17 @@ class Load(Expr):
         return self.buffer.dtype
 
 
+@dataclass(frozen=True, eq=False)
+class Ref(Expr):
+    """The address of one element, `&buffer[indices]`: the target of atomics and intrinsics."""
+    buffer: "Buffer"  # noqa: F821
+    indices: tuple
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("and", "or")
 BIT_OPS = ("&", "|", "^", "<<", ">>")

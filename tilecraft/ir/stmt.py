@@ -84,6 +84,7 @@ class Kernel(Stmt):
     block_vars: tuple
     threads: tuple
     body: Stmt
+    thread_vars: tuple = ()  # Vars for threadIdx.x/y/z, used by low-level code
 
     @property
     def num_threads(self) -> int:

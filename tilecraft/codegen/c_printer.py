@@ -1,0 +1,238 @@
+"""The shared C-family printer: thread-level IR → C++ / CUDA C++ text.
+
+It prints only plain statements (loops, stores, lets, ifs, intrinsic calls); tile operations must
+have been lowered by the target's passes first.  Targets subclass it and override the hooks
+(`type_name`, `buffer_ref`, `visit_Evaluate`, ...), as a visitor dispatched by node class.
+Intrinsic calls are printed through the `INTRINSICS` table so the generated code calls small
+inline functions from the device header library instead of pasting assembly.
+"""
+from __future__ import annotations
+
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer
+from ..ir.functor import _Dispatch
+from ..ir.tileop import TileOp
+
+C_TYPES = {
+    "float16": "tc::half_t", "bfloat16": "tc::bfloat16_t", "float32": "float", "float64": "double",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t", "uint8": "uint8_t",
+    "uint16": "uint16_t", "uint32": "unsigned", "uint64": "uint64_t", "bool": "bool",
+    "float8_e4m3fn": "tc::fp8_e4m3_t", "float8_e5m2": "tc::fp8_e5m2_t",
+}
+
+_C_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
+             "==": "==", "!=": "!=", "and": "&&", "or": "||", "&": "&", "|": "|", "^": "^",
+             "<<": "<<", ">>": ">>"}
+
+
+class Doc:
+    """Indented lines; cheap and enough for generated code."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.level = 0
+
+    def line(self, text: str = ""):
+        self.lines.append(("  " * self.level + text) if text else "")
+
+    def indent(self):
+        self.level += 1
+
+    def dedent(self):
+        self.level -= 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+class CPrinter(_Dispatch):
+    _cache: dict = {}
+
+    def __init__(self):
+        self.doc = Doc()
+        self.nonneg: set = set()   # Vars known to be >= 0 (loop / block / thread indices)
+
+    # ---- hooks ------------------------------------------------------------------------------
+    def type_name(self, d: dt.DType) -> str:
+        return C_TYPES[d.name]
+
+    def buffer_ref(self, buf: Buffer, offset: str) -> str:
+        return f"{buf.name}[{offset}]"
+
+    def float_literal(self, value: float, d: dt.DType) -> str:
+        if value != value:
+            return f"tc::nan<{self.type_name(d)}>()"
+        if value in (float("inf"), float("-inf")):
+            s = f"tc::infinity<{self.type_name(d)}>()"
+            return s if value > 0 else f"(-{s})"
+        text = repr(float(value))
+        if "e" not in text and "." not in text:
+            text += ".0"
+        if d.bits == 64:
+            return text
+        if d.bits == 32:
+            return text + "f"
+        return f"{self.type_name(d)}({text}f)"
+
+    # ---- expressions ------------------------------------------------------------------------
+    def expr(self, e) -> str:
+        if isinstance(e, str):
+            return '"' + e.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        if isinstance(e, int):
+            return str(e)
+        return type(self)._method(type(e))(self, e)
+
+    def generic(self, node):
+        if isinstance(node, TileOp):
+            raise NotImplementedError(f"tile op {type(node).__name__} reached code generation un-lowered")
+        raise NotImplementedError(f"cannot print {type(node).__name__}")
+
+    def visit_Const(self, e):
+        d = e.dtype
+        if d.is_bool:
+            return "true" if e.value else "false"
+        if d.is_float:
+            return self.float_literal(e.value, d)
+        if d.bits == 64:
+            return f"{e.value}LL" if d.kind == "int" else f"{e.value}ULL"
+        if d.kind == "uint":
+            return f"{e.value}u"
+        if d.bits < 32:
+            return f"(({self.type_name(d)}){e.value})"
+        return str(e.value)
+
+    def visit_Var(self, e):
+        return e.name
+
+    def is_nonneg(self, e) -> bool:
+        if isinstance(e, E.Const):
+            return e.value >= 0
+        if isinstance(e, E.Var):
+            return e in self.nonneg
+        if isinstance(e, E.Binary) and e.op in ("+", "*", "//", "%", "min", "max", ">>", "&"):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        if isinstance(e, E.Cast):
+            return self.is_nonneg(e.value)
+        return False
+
+    def visit_Binary(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in ("min", "max"):
+            return f"tc::{e.op}({a}, {b})"
+        if e.op in ("//", "%"):
+            if e.dtype.is_float:
+                return f"tc::floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
+            if self.is_nonneg(e.a) and self.is_nonneg(e.b):
+                return f"({a} {'/' if e.op == '//' else '%'} {b})"
+            return f"tc::floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
+        if e.op == "%" or (e.op == "/" and e.dtype.is_int):
+            return f"({a} {e.op} {b})"
+        if e.a.dtype.bits < 32 and e.a.dtype.is_float and e.op in ("+", "-", "*", "/"):
+            # 16-bit float arithmetic: compute in float, round once to the declared type.
+            return f"{self.type_name(e.dtype)}((float)({a}) {e.op} (float)({b}))"
+        return f"({a} {_C_BINOPS[e.op]} {b})"
+
+    def visit_Unary(self, e):
+        a = self.expr(e.a)
+        if e.op == "neg":
+            if e.dtype.is_float and e.dtype.bits < 32:
+                return f"{self.type_name(e.dtype)}(-(float)({a}))"
+            return f"(-{a})"
+        return f"(!{a})" if e.op == "not" else f"(~{a})"
+
+    def visit_Call(self, e):
+        args = ", ".join(self.expr(a) for a in e.args)
+        if e.op in E.MATH_FUNCS:
+            if e.dtype.is_float and e.dtype.bits < 32 and e.op not in ("isnan", "isinf", "isfinite"):
+                return f"{self.type_name(e.dtype)}(tc::{e.op}({', '.join(f'(float)({self.expr(a)})' for a in e.args)}))"
+            return f"tc::{e.op}({args})"
+        return self.intrinsic(e)
+
+    def intrinsic(self, e) -> str:
+        raise NotImplementedError(f"intrinsic {e.op} has no printer for this target")
+
+    def visit_Cast(self, e):
+        src, dst = e.value.dtype, e.dtype
+        inner = self.expr(e.value)
+        if src.is_float and src.bits < 32 and not (dst.is_float and dst.bits < 32):
+            inner = f"(float)({inner})"
+        elif dst.is_float and dst.bits < 32 and src.is_float and src.bits < 32:
+            inner = f"(float)({inner})"
+        return f"(({self.type_name(dst)})({inner}))"
+
+    def visit_Select(self, e):
+        return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
+
+    def visit_Load(self, e):
+        return self.buffer_ref(e.buffer, self.offset(e.buffer, e.indices))
+
+    def offset(self, buf: Buffer, indices) -> str:
+        """Row-major linear offset; 64-bit arithmetic only when the buffer may exceed 2^31."""
+        if len(indices) == 1:
+            return self.expr(indices[0])
+        wide = not buf.is_static or buf.numel >= 2 ** 31
+        terms = []
+        stride_exprs = buf.strides()
+        for idx, stride in zip(indices, stride_exprs):
+            if isinstance(idx, E.Const) and idx.value == 0:
+                continue
+            i = self.expr(idx)
+            if wide:
+                i = f"(int64_t)({i})"
+            if isinstance(stride, int):
+                terms.append(i if stride == 1 else f"{i} * {stride}")
+            else:
+                terms.append(f"{i} * ({self.expr(stride)})")
+        return " + ".join(terms) if terms else "0"
+
+    # ---- statements -------------------------------------------------------------------------
+    def stmt(self, s):
+        if s is None:
+            return
+        type(self)._method(type(s))(self, s)
+
+    def visit_Seq(self, s):
+        for x in s.stmts:
+            self.stmt(x)
+
+    def visit_Store(self, s):
+        self.doc.line(f"{self.buffer_ref(s.buffer, self.offset(s.buffer, s.indices))} = {self.expr(s.value)};")
+
+    def visit_Let(self, s):
+        self.doc.line(f"const {self.type_name(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
+
+    def loop_pragma(self, s) -> str | None:
+        return None
+
+    def visit_For(self, s):
+        self.nonneg.add(s.var)
+        pragma = self.loop_pragma(s)
+        if pragma:
+            self.doc.line(pragma)
+        v = s.var.name
+        t = self.type_name(s.var.dtype)
+        self.doc.line(f"for ({t} {v} = {self.expr(s.start)}; {v} < {self.expr(E.binary('+', s.start, s.extent))}; ++{v}) {{")
+        self.doc.indent()
+        self.stmt(s.body)
+        self.doc.dedent()
+        self.doc.line("}")
+
+    def visit_If(self, s):
+        self.doc.line(f"if ({self.expr(s.cond)}) {{")
+        self.doc.indent()
+        self.stmt(s.then)
+        self.doc.dedent()
+        if s.orelse is not None:
+            self.doc.line("} else {")
+            self.doc.indent()
+            self.stmt(s.orelse)
+            self.doc.dedent()
+        self.doc.line("}")
+
+    def visit_Evaluate(self, s):
+        self.doc.line(self.expr(s.value) + ";")
+
+    def visit_Annotate(self, s):
+        pass

@@ -1,0 +1,192 @@
+// tilecraft CPU target runtime: the scalar types and helpers generated C++ calls.
+//
+// The CPU target is the reference semantics, so every helper here favours being obviously right
+// over being fast: 16-bit floats are stored as their IEEE/bfloat16 bit patterns and all
+// arithmetic on them happens in float, rounding once (to nearest even) when a value is stored.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tc {
+
+static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+// IEEE binary16.  Conversions are exact bit manipulations (no reliance on compiler _Float16).
+struct half_t {
+  uint16_t bits;
+  half_t() = default;
+  half_t(float f) : bits(from_float(f)) {}
+  half_t(double d) : bits(from_float((float)d)) {}
+  half_t(int i) : bits(from_float((float)i)) {}
+  half_t(int64_t i) : bits(from_float((float)i)) {}
+  operator float() const { return to_float(bits); }
+  static uint16_t from_float(float f) {
+    uint32_t x = f2u(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) return (uint16_t)(sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
+    if (absx < 0x38800000u) {  // subnormal or zero in half
+      float a = u2f(absx);
+      // scale so that the half subnormal unit (2^-24) becomes 1, round to nearest even
+      float scaled = a * 16777216.0f;
+      uint32_t m = (uint32_t)std::nearbyint(scaled);
+      return (uint16_t)(sign | m);
+    }
+    uint32_t exp = ((absx >> 23) - 112u) << 10;
+    uint32_t mant = (absx >> 13) & 0x3ffu;
+    uint32_t rest = absx & 0x1fffu;
+    uint32_t h = exp | mant;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;  // round to nearest even
+    return (uint16_t)(sign | h);
+  }
+  static float to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0) {
+      float v = (float)mant * 5.9604644775390625e-08f;  // 2^-24
+      return sign ? -v : v;
+    }
+    if (exp == 31) return u2f(sign | 0x7f800000u | (mant << 13));
+    return u2f(sign | ((exp + 112u) << 23) | (mant << 13));
+  }
+};
+
+// bfloat16: the top half of a float32, rounded to nearest even.
+struct bfloat16_t {
+  uint16_t bits;
+  bfloat16_t() = default;
+  bfloat16_t(float f) : bits(from_float(f)) {}
+  bfloat16_t(double d) : bits(from_float((float)d)) {}
+  bfloat16_t(int i) : bits(from_float((float)i)) {}
+  bfloat16_t(int64_t i) : bits(from_float((float)i)) {}
+  operator float() const { return u2f((uint32_t)bits << 16); }
+  static uint16_t from_float(float f) {
+    uint32_t x = f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet NaN
+    uint32_t lsb = (x >> 16) & 1u;
+    x += 0x7fffu + lsb;
+    return (uint16_t)(x >> 16);
+  }
+};
+
+template <class T> static inline T infinity() { return T(std::numeric_limits<float>::infinity()); }
+template <> inline double infinity<double>() { return std::numeric_limits<double>::infinity(); }
+template <class T> static inline T nan() { return T(std::numeric_limits<float>::quiet_NaN()); }
+template <> inline double nan<double>() { return std::numeric_limits<double>::quiet_NaN(); }
+
+// Python semantics for // and % (round toward negative infinity).
+template <class T> static inline T floordiv(T a, T b) {
+  T q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+template <class T> static inline T floormod(T a, T b) {
+  T r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+static inline float floordiv(float a, float b) { return std::floor(a / b); }
+static inline double floordiv(double a, double b) { return std::floor(a / b); }
+static inline float floormod(float a, float b) { return a - std::floor(a / b) * b; }
+static inline double floormod(double a, double b) { return a - std::floor(a / b) * b; }
+
+template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
+template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
+static inline float max(float a, float b) { return std::fmax(a, b); }
+static inline float min(float a, float b) { return std::fmin(a, b); }
+static inline double max(double a, double b) { return std::fmax(a, b); }
+static inline double min(double a, double b) { return std::fmin(a, b); }
+
+#define TC_MATH1(name, expr_f, expr_d)                                  \
+  static inline float name(float x) { return expr_f; }                  \
+  static inline double name(double x) { return expr_d; }
+TC_MATH1(exp, std::exp(x), std::exp(x))
+TC_MATH1(exp2, std::exp2(x), std::exp2(x))
+TC_MATH1(exp10, std::pow(10.0f, x), std::pow(10.0, x))
+TC_MATH1(log, std::log(x), std::log(x))
+TC_MATH1(log2, std::log2(x), std::log2(x))
+TC_MATH1(log10, std::log10(x), std::log10(x))
+TC_MATH1(log1p, std::log1p(x), std::log1p(x))
+TC_MATH1(sqrt, std::sqrt(x), std::sqrt(x))
+TC_MATH1(rsqrt, 1.0f / std::sqrt(x), 1.0 / std::sqrt(x))
+TC_MATH1(tanh, std::tanh(x), std::tanh(x))
+TC_MATH1(sigmoid, 1.0f / (1.0f + std::exp(-x)), 1.0 / (1.0 + std::exp(-x)))
+TC_MATH1(erf, std::erf(x), std::erf(x))
+TC_MATH1(floor, std::floor(x), std::floor(x))
+TC_MATH1(ceil, std::ceil(x), std::ceil(x))
+TC_MATH1(round, std::nearbyint(x), std::nearbyint(x))
+TC_MATH1(trunc, std::trunc(x), std::trunc(x))
+TC_MATH1(sin, std::sin(x), std::sin(x))
+TC_MATH1(cos, std::cos(x), std::cos(x))
+TC_MATH1(tan, std::tan(x), std::tan(x))
+#undef TC_MATH1
+static inline float pow(float a, float b) { return std::pow(a, b); }
+static inline double pow(double a, double b) { return std::pow(a, b); }
+static inline float fmod(float a, float b) { return std::fmod(a, b); }
+static inline double fmod(double a, double b) { return std::fmod(a, b); }
+static inline float atan2(float a, float b) { return std::atan2(a, b); }
+template <class T> static inline T abs(T x) { return x < 0 ? -x : x; }
+static inline float abs(float x) { return std::fabs(x); }
+static inline double abs(double x) { return std::fabs(x); }
+static inline half_t abs(half_t x) { half_t r; r.bits = x.bits & 0x7fffu; return r; }
+static inline bfloat16_t abs(bfloat16_t x) { bfloat16_t r; r.bits = x.bits & 0x7fffu; return r; }
+template <class T> static inline bool isnan(T x) { return std::isnan((double)(float)x); }
+static inline bool isnan(double x) { return std::isnan(x); }
+template <class T> static inline bool isinf(T x) { return std::isinf((double)(float)x); }
+static inline bool isinf(double x) { return std::isinf(x); }
+template <class T> static inline bool isfinite(T x) { return std::isfinite((double)(float)x); }
+static inline bool isfinite(double x) { return std::isfinite(x); }
+
+// Atomics across OpenMP threads (blocks run concurrently).  Types with native support use the
+// compiler's atomic builtins; 16-bit floats use a compare-and-swap loop on their bits.
+template <class T> static inline void atomic_add(T* p, T v) {
+#pragma omp atomic
+  *p += v;
+}
+template <class T> static inline void atomic_max(T* p, T v) {
+#pragma omp critical(tc_atomic_minmax)
+  { if (v > *p) *p = v; }
+}
+template <class T> static inline void atomic_min(T* p, T v) {
+#pragma omp critical(tc_atomic_minmax)
+  { if (v < *p) *p = v; }
+}
+template <class H> static inline void atomic_add16(H* p, H v) {
+  uint16_t* bits = &p->bits;
+  uint16_t old = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  while (true) {
+    H cur; cur.bits = old;
+    H next = H((float)cur + (float)v);
+    if (__atomic_compare_exchange_n(bits, &old, next.bits, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
+  }
+}
+static inline void atomic_add(half_t* p, half_t v) { atomic_add16(p, v); }
+static inline void atomic_add(bfloat16_t* p, bfloat16_t v) { atomic_add16(p, v); }
+
+static inline void print_value(double v) { std::printf("%g", v); }
+static inline void print_value(float v) { std::printf("%g", (double)v); }
+static inline void print_value(half_t v) { std::printf("%g", (double)(float)v); }
+static inline void print_value(bfloat16_t v) { std::printf("%g", (double)(float)v); }
+static inline void print_value(bool v) { std::printf("%s", v ? "true" : "false"); }
+static inline void print_value(int v) { std::printf("%d", v); }
+static inline void print_value(int64_t v) { std::printf("%lld", (long long)v); }
+template <class T> static inline void print_value(T v) { std::printf("%lld", (long long)v); }
+
+template <class T> static inline void print(const char* msg, T v, int bx, int by, int bz) {
+#pragma omp critical(tc_print)
+  {
+    std::printf("%s: block (%d, %d, %d): ", msg, bx, by, bz);
+    print_value(v);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace tc

@@ -1,0 +1,98 @@
+"""Public entry points: `@tilecraft.jit` factories and `tilecraft.compile`.
+
+A jit factory is the user's Python function that returns a `@T.prim_func`; its arguments are
+compile-time constants.  Calling the factory compiles once per distinct argument set (memory
+cache here, disk cache in `compiler.build`) and returns a `JITKernel`.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+from .compiler.build import build
+from .errors import InternalCompilerError, TilecraftError
+from .ir.func import PrimFunc
+from .runtime.kernel import JITKernel
+from .target import Target
+
+
+def compile(func, out_idx=None, target="auto", pass_configs=None, execution_backend=None,  # noqa: A001
+            target_host=None, verbose=False) -> JITKernel:
+    """Compile a parsed `@T.prim_func` for `target` and return the callable kernel."""
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"tilecraft.compile expects a @T.prim_func, got {type(func).__name__}")
+    tgt = Target.resolve(target)
+    try:
+        artifact = build(func, tgt, pass_configs)
+        return JITKernel(func, artifact, out_idx=out_idx, pass_configs=pass_configs)
+    except TilecraftError as e:
+        raise e.with_traceback(None) from None
+    except (NotImplementedError, AssertionError, KeyError, AttributeError, IndexError) as e:
+        raise InternalCompilerError(
+            f"internal compiler error while compiling {func.name} for {tgt}: {type(e).__name__}: {e}",
+            func.span, hint="this is a tilecraft bug; please report it with the program") from e
+
+
+def _freeze(value):
+    """A hashable stand-in for factory arguments (lists, dicts, dtypes, torch dtypes)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return repr(value)
+
+
+class JITFactory:
+    """The object `@tilecraft.jit` returns: call it with the factory's arguments."""
+
+    def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, **extra):
+        self.fn = fn
+        self.compile_kwargs = {"out_idx": out_idx, "target": target, "pass_configs": pass_configs}
+        self.signature = inspect.signature(fn)
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def _key(self, args, kwargs):
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return _freeze(tuple(bound.arguments.items()))
+
+    def __call__(self, *args, **kwargs) -> JITKernel:
+        try:
+            key = self._key(args, kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.fn.__name__}(): {e}") from None
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        func = self.fn(*args, **kwargs)
+        if not isinstance(func, PrimFunc):
+            raise TypeError(f"@tilecraft.jit factory {self.fn.__name__} must return a @T.prim_func, "
+                            f"got {type(func).__name__}")
+        kernel = compile(func, **self.compile_kwargs)
+        with self._lock:
+            self._kernels[key] = kernel
+        return kernel
+
+    def get_tir(self, *args, **kwargs) -> PrimFunc:
+        """The parsed program for these arguments, without compiling it."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<tilecraft.jit {self.fn.__name__} {self.compile_kwargs}>"
+
+
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, execution_backend=None,
+        verbose=False, debug_root_path=None, compile_flags=None, **extra):
+    """Decorator: `@tilecraft.jit(out_idx=[-1])` above a factory returning a `@T.prim_func`."""
+    def wrap(fn):
+        return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs)
+    if func is not None:
+        return wrap(func)
+    return wrap

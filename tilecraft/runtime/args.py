@@ -1,0 +1,114 @@
+"""Checking call arguments against a kernel's signature, and allocating its outputs.
+
+Every mismatch raises `TypeError` (not a tensor, wrong dtype, wrong device) or `ValueError`
+(wrong rank, shape, strides) naming the kernel, the parameter, what was expected and what came,
+before anything is launched: a bad argument must never become a wrong answer or a crash.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Var
+from ..ir import dtype as dt
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    shape: tuple          # ints, or symbol names (str) for T.dynamic dimensions
+    dtype: object         # torch.dtype
+    is_output: bool
+    ir_dtype: dt.DType
+
+    @property
+    def static(self) -> bool:
+        return all(isinstance(s, int) for s in self.shape)
+
+
+def param_infos(func, out_idx) -> list:
+    out = set(out_idx)
+    infos = []
+    for i, b in enumerate(func.params):
+        shape = tuple(s.name if isinstance(s, Var) else s for s in b.shape)
+        infos.append(ParamInfo(b.name, shape, dt.to_torch(b.dtype), i in out, b.dtype))
+    return infos
+
+
+def normalize_out_idx(out_idx, nparams: int, kernel_name: str) -> list:
+    if out_idx is None:
+        return []
+    if isinstance(out_idx, int):
+        out_idx = [out_idx]
+    result = []
+    for i in out_idx:
+        if not isinstance(i, int) or not -nparams <= i < nparams:
+            raise ValueError(f"{kernel_name}: out_idx {i!r} is out of range for {nparams} parameters")
+        j = i % nparams
+        if j in result:
+            raise ValueError(f"{kernel_name}: out_idx lists parameter {j} twice")
+        result.append(j)
+    return sorted(result)
+
+
+def _contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(1, s)
+    return tuple(reversed(strides))
+
+
+class ArgChecker:
+    """Validates tensors for one kernel and resolves symbolic sizes (fast path: few attribute
+    reads per argument; the messages are built only on failure)."""
+
+    def __init__(self, kernel_name: str, params: list, device_type: str):
+        self.kernel_name = kernel_name
+        self.params = params
+        self.device_type = device_type
+        self.inputs = [p for p in params if not p.is_output]
+        self.outputs = [p for p in params if p.is_output]
+
+    def fail(self, exc, p: ParamInfo, what: str):
+        raise exc(f"{self.kernel_name}: parameter '{p.name}' {what}")
+
+    def check(self, p: ParamInfo, t, symbols: dict):
+        import torch
+        if not isinstance(t, torch.Tensor):
+            self.fail(TypeError, p, f"expects a torch.Tensor of dtype {p.ir_dtype} and shape "
+                                    f"{p.shape}, got {type(t).__name__}")
+        if t.device.type != self.device_type:
+            self.fail(TypeError, p, f"expects a tensor on the {self.device_type} device (the kernel was "
+                                    f"compiled for {self.device_type}), got one on {t.device}")
+        if t.dtype != p.dtype:
+            self.fail(TypeError, p, f"expects dtype {p.ir_dtype}, got {str(t.dtype).replace('torch.', '')}")
+        shape = t.shape
+        if len(shape) != len(p.shape):
+            self.fail(ValueError, p, f"expects {len(p.shape)} dimensions with shape {p.shape}, got "
+                                     f"{len(shape)} dimensions with shape {tuple(shape)}")
+        for d, (want, got) in enumerate(zip(p.shape, shape)):
+            if isinstance(want, int):
+                if want != got:
+                    self.fail(ValueError, p, f"expects shape {p.shape}, got {tuple(shape)} (dimension {d}: "
+                                             f"expected {want}, got {got})")
+            else:
+                prev = symbols.setdefault(want, got)
+                if prev != got:
+                    self.fail(ValueError, p, f"dimension {d} is the symbol '{want}', already bound to {prev} "
+                                             f"by an earlier argument, but is {got} here")
+        if not t.is_contiguous():
+            want = _contiguous_strides([symbols.get(s, s) if isinstance(s, str) else s for s in p.shape])
+            self.fail(ValueError, p, f"expects a contiguous (row-major) tensor with strides {want}, got "
+                                     f"strides {tuple(t.stride())}; call .contiguous() on it first")
+
+    def output_shape(self, p: ParamInfo, symbols: dict) -> tuple:
+        shape = []
+        for s in p.shape:
+            if isinstance(s, str):
+                if s not in symbols:
+                    raise ValueError(f"{self.kernel_name}: cannot allocate output '{p.name}': its "
+                                     f"dimension '{s}' is not fixed by any input")
+                shape.append(symbols[s])
+            else:
+                shape.append(s)
+        return tuple(shape)

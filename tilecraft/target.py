@@ -1,0 +1,99 @@
+"""Compilation targets: what the code generator may assume about the machine.
+
+`Target.resolve("auto")` picks the current CUDA device when torch sees one, else the CPU.  A CUDA
+target names an architecture (`sm_80` ... `sm_90a`); generating and compiling code for it needs no
+GPU.  Features (`mma_sync`, `cp_async`, `wgmma`, `tma`) and the shared-memory limit per block
+follow from the architecture.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_SMEM_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
+               100: 227 * 1024, 120: 99 * 1024}
+ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str                 # "cpu" or "cuda"
+    arch: str = ""            # "sm_80", "sm_90a", ... for CUDA
+
+    @property
+    def sm(self) -> int:
+        return int("".join(c for c in self.arch if c.isdigit())) if self.arch else 0
+
+    @property
+    def device_type(self) -> str:
+        return "cuda" if self.kind == "cuda" else "cpu"
+
+    @property
+    def max_shared_memory(self) -> int:
+        """Bytes of shared memory one block may use (with the opt-in dynamic limit)."""
+        if self.kind != "cuda":
+            return 1 << 62
+        return _SMEM_LIMIT.get(self.sm, 48 * 1024)
+
+    def has(self, feature: str) -> bool:
+        if self.kind != "cuda":
+            return False
+        return {
+            "mma_sync": self.sm >= 80, "cp_async": self.sm >= 80, "ldmatrix": self.sm >= 75,
+            "wgmma": self.arch.endswith("a") and self.sm >= 90, "tma": self.sm >= 90,
+        }.get(feature, False)
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "cpu" else f"cuda -arch={self.arch}"
+
+    @staticmethod
+    def resolve(spec=None) -> "Target":
+        if isinstance(spec, Target):
+            return spec
+        if spec is None or spec == "auto":
+            return Target("cuda", current_cuda_arch()) if cuda_available() else Target("cpu")
+        if isinstance(spec, dict):
+            kind = spec.get("kind", "cuda")
+            if kind == "cuda":
+                return Target("cuda", _check_arch(spec.get("arch") or current_cuda_arch(default="sm_80")))
+            return Target.resolve(kind)
+        if isinstance(spec, str):
+            s = spec.strip()
+            if s in ("cpu", "c", "llvm") or s.startswith("llvm") or s.startswith("c "):
+                return Target("cpu")
+            if s.startswith("cuda"):
+                arch = None
+                for part in s.split():
+                    if part.startswith("-arch="):
+                        arch = part.split("=", 1)[1]
+                return Target("cuda", _check_arch(arch or current_cuda_arch(default="sm_80")))
+            if s.startswith("sm_"):
+                return Target("cuda", _check_arch(s))
+            if s in ("hip", "rocm"):
+                raise ValueError("the HIP (AMD) target is not implemented yet; use target='cuda' or 'cpu'")
+        raise ValueError(f"unknown target {spec!r}; expected 'auto', 'cpu', 'cuda', or "
+                         f"{{'kind': 'cuda', 'arch': 'sm_90a'}}")
+
+
+def _check_arch(arch: str) -> str:
+    if arch not in ARCHS:
+        raise ValueError(f"unsupported CUDA arch {arch!r}; expected one of {ARCHS}")
+    return arch
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - no torch CUDA means no GPU for us
+        return False
+
+
+def current_cuda_arch(default: str | None = None) -> str:
+    if cuda_available():
+        import torch
+        major, minor = torch.cuda.get_device_capability()
+        sm = major * 10 + minor
+        return "sm_90a" if sm == 90 else f"sm_{sm}"
+    if default is None:
+        raise RuntimeError("no CUDA device is available to pick an arch from")
+    return default

@@ -1,0 +1,90 @@
+"""Guard every global-memory access that may fall outside its tensor.
+
+Before: element loads, stores and atomics on global buffers, unguarded (user `T.Parallel` code
+and lowered copies alike).  After: a store or atomic whose indices are not provably in bounds is
+wrapped in `if (in bounds)`, and such a load becomes `in bounds ? load : 0`.  This is what makes
+ragged edges correct (SPEC §3): the parts of a tile beyond a tensor are read as zeros and never
+written.  Proofs use interval analysis over block indices, loop variables and lets, so the
+common, aligned case carries no guard at all.
+"""
+from __future__ import annotations
+
+from ..ir import (Binary, Call, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select,
+                  Store, Var, binary, cast, const, dtype as dt)
+from ..ir.analysis import bounds
+from ..ir.func import PrimFunc
+
+
+def in_bounds_condition(buf, indices, env) -> Expr | None:
+    """The condition that `indices` lie inside `buf`, or None when provably always true."""
+    cond = None
+    for idx, size in zip(indices, buf.shape):
+        lo, hi = bounds(idx, env)
+        checks = []
+        if lo < 0:
+            checks.append(binary(">=", idx, 0))
+        size_hi = size if isinstance(size, int) else None
+        if size_hi is None or hi >= size_hi:
+            checks.append(binary("<", idx, size if isinstance(size, int) else size))
+        for c in checks:
+            cond = c if cond is None else binary("and", cond, c)
+    return cond
+
+
+class _Legalize(Mutator):
+    def __init__(self, symbol_env):
+        super().__init__()
+        self.env = dict(symbol_env)
+
+    def visit_Kernel(self, k: Kernel):
+        for v, g in zip(k.block_vars, k.grid):
+            _, hi = bounds(g, self.env)
+            self.env[v] = (0, hi - 1)
+        for v, t in zip(k.thread_vars, k.threads):
+            self.env[v] = (0, t - 1)
+        return Mutator.generic(self, k)
+
+    def visit_For(self, f: For):
+        slo, shi = bounds(f.start, self.env)
+        _, ehi = bounds(f.extent, self.env)
+        self.env[f.var] = (slo, shi + ehi - 1)
+        return Mutator.generic(self, f)
+
+    def visit_Let(self, s: Let):
+        out = Mutator.generic(self, s)
+        if s.var.dtype.is_int:
+            self.env[s.var] = bounds(out.value, self.env)
+        return out
+
+    def visit_Load(self, e: Load):
+        e2 = Mutator.generic(self, e)
+        if e.buffer.scope != "global":
+            return e2
+        cond = in_bounds_condition(e.buffer, e2.indices, self.env)
+        if cond is None:
+            return e2
+        return Select(cond, e2, cast(0, e.buffer.dtype), span=e.span)
+
+    def visit_Store(self, s: Store):
+        s2 = Mutator.generic(self, s)
+        if s.buffer.scope != "global":
+            return s2
+        cond = in_bounds_condition(s.buffer, s2.indices, self.env)
+        return s2 if cond is None else If(cond, s2, span=s.span)
+
+    def visit_Evaluate(self, s: Evaluate):
+        s2 = Mutator.generic(self, s)
+        if isinstance(s2.value, Call):
+            for a in s2.value.args:
+                if isinstance(a, Ref) and a.buffer.scope == "global":
+                    cond = in_bounds_condition(a.buffer, a.indices, self.env)
+                    if cond is not None:
+                        return If(cond, s2, span=s.span)
+        return s2
+
+
+def legalize_global_access(func: PrimFunc, target) -> PrimFunc:
+    env = {}
+    for sym in func.symbols:
+        env[sym] = (0, 2 ** 31 - 1)
+    return func.with_body(_Legalize(env).visit(func.body))

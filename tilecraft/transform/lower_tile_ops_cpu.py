@@ -1,0 +1,199 @@
+"""Lower every tile operation to plain loops with reference semantics (CPU target).
+
+Before: the body may contain `Copy`, `Gemm`, `Fill`, `Reduce`, `AtomicAdd`, `Cumsum`, `Print`.
+After: only loops, stores, lets, ifs and `Evaluate` of the intrinsics `atomic_<kind>` and `print`.
+Each op covers its whole tile, in program order: this is the semantics every other target must
+reproduce.  Global accesses are left unguarded here; `legalize_global_access` guards them next.
+The lowering of each op is registered per op class in `CPU_LOWERING`.
+"""
+from __future__ import annotations
+
+from ..errors import TilecraftError
+from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Load,
+                  Mutator, Print, Reduce, Ref, Region, Store, Var, binary, call, cast, const, seq,
+                  dtype as dt)
+from ..ir.func import PrimFunc
+from ..language.math import infinity, max_value, min_value
+
+CPU_LOWERING: dict = {}
+
+
+def register(op_cls):
+    def deco(fn):
+        CPU_LOWERING[op_cls] = fn
+        return fn
+    return deco
+
+
+class _Names:
+    def __init__(self):
+        self.n = 0
+
+    def var(self, base="i"):
+        self.n += 1
+        return Var(f"{base}{self.n}")
+
+
+def region_indices(region: Region, tile_idx: list) -> tuple:
+    """Full buffer indices of the element at `tile_idx` (indices over the non-unit extents)."""
+    it = iter(tile_idx)
+    out = []
+    for start, ext in zip(region.starts, region.extents):
+        out.append(start if ext == 1 else binary("+", start, next(it)))
+    return tuple(out)
+
+
+def tile_loops(shape, names: _Names, body_fn, kind="serial", span=None):
+    vars_ = [names.var() for _ in shape]
+    body = body_fn(vars_)
+    for v, n in reversed(list(zip(vars_, shape))):
+        body = For(v, const(0), const(n), kind, body, span=span)
+    return body
+
+
+@register(Copy)
+def lower_copy(op: Copy, names):
+    shape = op.src.squeezed_shape() or (1,)
+    squeeze = not op.src.squeezed_shape()
+
+    def body(ix):
+        ix = [] if squeeze else ix
+        v = Load(op.src.buffer, region_indices(op.src, ix), span=op.span)
+        return Store(op.dst.buffer, region_indices(op.dst, ix), cast(v, op.dst.buffer.dtype), span=op.span)
+    return tile_loops(shape, names, body, span=op.span)
+
+
+@register(Fill)
+def lower_fill(op: Fill, names):
+    shape = op.dst.squeezed_shape() or (1,)
+    squeeze = not op.dst.squeezed_shape()
+    return tile_loops(shape, names, lambda ix: Store(op.dst.buffer, region_indices(op.dst, [] if squeeze else ix),
+                                                     op.value, span=op.span), span=op.span)
+
+
+def _operand(region: Region, row, col, transposed):
+    idx = [col, row] if transposed else [row, col]
+    return Load(region.buffer, region_indices(region, idx))
+
+
+@register(Gemm)
+def lower_gemm(op: Gemm, names):
+    m, n, k = op.mnk
+    c_buf = op.c.buffer
+    acc_t = dt.float64 if c_buf.dtype is dt.float64 else dt.float32 if c_buf.dtype.is_float else c_buf.dtype
+    i, kk, j = names.var(), names.var(), names.var()
+    c_idx = region_indices(op.c, [i, j])
+    a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
+    b = cast(_b_operand(op, kk, j), acc_t)
+    update = Store(c_buf, c_idx, cast(binary("+", cast(Load(c_buf, c_idx), acc_t), binary("*", a, b)), c_buf.dtype))
+    loops = For(i, const(0), const(m), "serial",
+                For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
+    if op.clear_accum:
+        zero = tile_loops((m, n), names, lambda ix: Store(c_buf, region_indices(op.c, ix), cast(0, c_buf.dtype)))
+        return seq(zero, loops)
+    return loops
+
+
+def _b_operand(op: Gemm, kk, j):
+    idx = [j, kk] if op.trans_b else [kk, j]
+    return Load(op.b.buffer, region_indices(op.b, idx))
+
+
+def _identity(kind, d):
+    if kind in ("sum", "abssum", "absmax"):
+        return cast(0, d)
+    if kind == "max":
+        return -infinity(d) if d.is_float else min_value(d)
+    return infinity(d) if d.is_float else max_value(d)
+
+
+def _combine(kind, acc, v):
+    if kind in ("abssum", "absmax"):
+        v = call("abs", v)
+    if kind in ("sum", "abssum"):
+        return binary("+", acc, v)
+    return binary("max" if kind in ("max", "absmax") else "min", acc, v)
+
+
+@register(Reduce)
+def lower_reduce(op: Reduce, names):
+    src, dst, d = op.src, op.dst, op.dim
+    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    acc = Buffer(f"red{names.var().name}", (1,), acc_t, "local")
+    keep = [s for i, s in enumerate(src.shape) if i != d] or [1]
+    keepdim = dst.ndim == src.ndim
+
+    def body(ix):
+        r = names.var()
+        full = list(ix[:d]) + [r] + list(ix[d:]) if src.ndim > 1 else [r]
+        out_idx = (list(ix[:d]) + [const(0)] + list(ix[d:])) if keepdim else (list(ix) if src.ndim > 1 else [const(0)])
+        init = _identity(op.kind, acc_t) if op.clear else cast(Load(dst, tuple(out_idx)), acc_t)
+        a0 = Load(acc, (const(0),))
+        return seq(
+            Alloc(acc),
+            Store(acc, (const(0),), init),
+            For(r, const(0), const(src.shape[d]), "serial",
+                Store(acc, (const(0),), _combine(op.kind, a0, cast(Load(src, tuple(full)), acc_t)))),
+            Store(dst, tuple(out_idx), cast(a0, dst.dtype)),
+        )
+    return tile_loops(keep, names, body, span=op.span)
+
+
+@register(AtomicAdd)
+def lower_atomic(op: AtomicAdd, names):
+    if not isinstance(op.value, Region):
+        return Evaluate(Call(f"atomic_{op.kind}", (Ref(op.dst.buffer, op.dst.starts), op.value), dt.int32), span=op.span)
+    shape = op.value.squeezed_shape() or (1,)
+    squeeze = not op.value.squeezed_shape()
+
+    def body(ix):
+        ix = [] if squeeze else ix
+        v = cast(Load(op.value.buffer, region_indices(op.value, ix)), op.dst.buffer.dtype)
+        return Evaluate(Call(f"atomic_{op.kind}", (Ref(op.dst.buffer, region_indices(op.dst, ix)), v), dt.int32),
+                        span=op.span)
+    return tile_loops(shape, names, body, span=op.span)
+
+
+@register(Cumsum)
+def lower_cumsum(op: Cumsum, names):
+    src, dst, d = op.src, op.dst, op.dim
+    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    acc = Buffer(f"scan{names.var().name}", (1,), acc_t, "local")
+    keep = [s for i, s in enumerate(src.shape) if i != d] or [1]
+    n = src.shape[d]
+
+    def body(ix):
+        r = names.var()
+        pos = binary("-", n - 1, r) if op.reverse else r
+        full = tuple(list(ix[:d]) + [pos] + list(ix[d:])) if src.ndim > 1 else (pos,)
+        a0 = Load(acc, (const(0),))
+        return seq(Alloc(acc), Store(acc, (const(0),), cast(0, acc_t)),
+                   For(r, const(0), const(n), "serial", seq(
+                       Store(acc, (const(0),), binary("+", a0, cast(Load(src, full), acc_t))),
+                       Store(dst, full, cast(a0, dst.dtype)))))
+    return tile_loops(keep, names, body, span=op.span)
+
+
+@register(Print)
+def lower_print(op: Print, names):
+    if isinstance(op.value, Buffer):
+        buf = op.value
+        return tile_loops(buf.shape, names, lambda ix: Evaluate(
+            Call("print_elem", (op.msg or buf.name, Load(buf, tuple(ix))) + tuple(ix), dt.int32)), span=op.span)
+    return Evaluate(Call("print", (op.msg, op.value), dt.int32), span=op.span)
+
+
+class _Lower(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.names = _Names()
+
+    def generic(self, node):
+        fn = CPU_LOWERING.get(type(node))
+        if fn is not None:
+            return fn(node, self.names)
+        return Mutator.generic(self, node)
+
+
+def lower_tile_ops_cpu(func: PrimFunc, target) -> PrimFunc:
+    return func.with_body(_Lower().visit(func.body))

@@ -1,0 +1,35 @@
+"""The pass pipelines, one flat list per target.  Each pass is `fn(func, target) -> func`.
+
+Order matters and each position has a reason:
+"""
+from __future__ import annotations
+
+from ..ir.func import PrimFunc
+from .check_regions import check_regions
+from .legalize_global_access import legalize_global_access
+from .lower_tile_ops_cpu import lower_tile_ops_cpu
+
+CPU_PIPELINE = [
+    # Reject on-chip regions/indices that can never be in range, while tile ops still exist and
+    # errors can name the user's copy or gemm.
+    check_regions,
+    # Every tile op becomes whole-tile loops: the reference semantics.
+    lower_tile_ops_cpu,
+    # Guard global accesses last, so the copies' loads/stores produced above get guards too.
+    legalize_global_access,
+]
+
+
+def pipeline_for(target) -> list:
+    if target.kind == "cpu":
+        return CPU_PIPELINE
+    from .cuda_pipeline import CUDA_PIPELINE
+    return CUDA_PIPELINE
+
+
+def run_pipeline(func: PrimFunc, target, trace: list | None = None) -> PrimFunc:
+    for p in pipeline_for(target):
+        func = p(func, target)
+        if trace is not None:
+            trace.append((p.__name__, func))
+    return func
