@@ -27,6 +27,8 @@ class Printer(_Dispatch):
             return e.name
         if isinstance(e, Region):
             return self.region(e)
+        if isinstance(e, E.Node):
+            return f"<{type(e).__name__}>"
         return repr(e)
 
     def visit_Const(self, e):
@@ -65,6 +67,9 @@ class Printer(_Dispatch):
 
     def visit_Load(self, e):
         return f"{e.buffer.name}[{', '.join(self.expr(i) for i in e.indices)}]"
+
+    def visit_Ref(self, e):
+        return f"T.address_of({self.visit_Load(e)})"
 
     def region(self, r: Region) -> str:
         if r.covers_whole():

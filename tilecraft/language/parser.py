@@ -40,12 +40,10 @@ class KernelFrame:
     def __init__(self, spec: KernelSpec, block_vars):
         self.spec = spec
         self.block_vars = block_vars
-        self._threads: dict[int, Var] = {}
+        self.thread_vars = tuple(Var("threadIdx_" + c) for c in "xyz")
 
     def thread_var(self, dim: int) -> Var:
-        if dim not in self._threads:
-            self._threads[dim] = Var("threadIdx_" + "xyz"[dim])
-        return self._threads[dim]
+        return self.thread_vars[dim]
 
 
 class Macro:
@@ -72,9 +70,11 @@ def macro(fn=None, **_):
     return Macro(fn)
 
 
-def _python_env(fn) -> dict:
+def _python_env(fn, caller_locals=None) -> dict:
     env = dict(builtins.__dict__)
     env.update(fn.__globals__)
+    if caller_locals:
+        env.update(caller_locals)
     if fn.__closure__:
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
             try:
@@ -98,11 +98,11 @@ def _function_ast(fn):
 
 
 class Parser:
-    def __init__(self, fn):
+    def __init__(self, fn, caller_locals=None):
         self.fn = fn
         self.node, self.file, self.line_offset, self.source = _function_ast(fn)
         self.src_lines = self.source.splitlines()
-        self.env = _python_env(fn)
+        self.env = _python_env(fn, caller_locals)
         self.scopes: list[dict] = [{}]
         self.builder = Builder()
         self.func_name = fn.__name__
@@ -153,7 +153,9 @@ class Parser:
             raise self.error(arg, f"parameter {arg.arg!r} needs a type annotation such as "
                                   f"T.Tensor((M, N), \"float16\")")
         self.builder.span = self.span(arg)
-        spec = self.eval(arg.annotation)
+        spec = self.fn.__annotations__.get(arg.arg)  # already evaluated by Python at def time
+        if not isinstance(spec, TensorSpec):
+            spec = self.eval(arg.annotation)
         if not isinstance(spec, TensorSpec):
             raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype), "
                                   f"got {spec!r}")
@@ -379,7 +381,7 @@ class Parser:
             self.scopes.pop()
             self.builder.kernel = None
         grid = tuple(as_expr(g) for g in spec.grid)
-        self.builder.emit(Kernel(grid, block_vars, spec.threads, body, span=self.span(node)))
+        self.builder.emit(Kernel(grid, block_vars, spec.threads, body, frame.thread_vars, span=self.span(node)))
 
     for _bad in ("While", "Break", "Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
                  "Global", "Nonlocal", "Import", "ImportFrom"):
@@ -610,7 +612,11 @@ def prim_func(fn=None, **_):
         return lambda f: prim_func(f)
     if isinstance(fn, PrimFunc):
         return fn
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_locals if frame is not None and frame.f_back is not None else None
+    if caller is not None and caller.get("fn") is fn and frame.f_back.f_back is not None:
+        caller = frame.f_back.f_back.f_locals  # called as prim_func()(fn)
     try:
-        return Parser(fn).parse()
+        return Parser(fn, caller).parse()
     except TilecraftError as e:
         raise e.with_traceback(None) from None
