@@ -125,3 +125,10 @@ def test_disassemble_without_tools_says_what_to_install(monkeypatch):
         sass.disassemble(b"\x7fELF")
     with pytest.raises(RuntimeError, match="cuobjdump"):
         sass.resource_usage(b"\x7fELF")
+
+
+def test_header_fingerprint_is_stable_hex():
+    from tilecraft.device import fingerprint, include_dir
+    fp = fingerprint()
+    assert len(fp) == 64 and int(fp, 16) >= 0 and fingerprint() == fp
+    assert os.path.isfile(os.path.join(include_dir(), "tilecraft", "tilecraft.h"))

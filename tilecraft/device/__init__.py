@@ -8,6 +8,8 @@ The headers compile under NVRTC (no host headers) and nvcc, for sm_80 and newer.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 
 _INCLUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
@@ -18,4 +20,18 @@ def include_dir() -> str:
     return _INCLUDE_DIR
 
 
-__all__ = ["include_dir"]
+@functools.lru_cache(maxsize=None)
+def fingerprint() -> str:
+    """SHA-256 over every header's path and content: part of kernel cache keys, so editing a
+    header never serves a cubin compiled against the old one."""
+    h = hashlib.sha256()
+    for root, _, files in sorted(os.walk(_INCLUDE_DIR)):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            h.update(os.path.relpath(path, _INCLUDE_DIR).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read() + b"\0")
+    return h.hexdigest()
+
+
+__all__ = ["include_dir", "fingerprint"]
