@@ -1,0 +1,429 @@
+"""P0 tile operations on the CPU target (the reference semantics), checked against torch.
+
+Kernels are `@tilelang.jit` factories at module level: the factory's memory cache (and the disk
+cache) shares one compiled kernel between the tests that use the same arguments.  Shapes are
+small and deliberately ragged so bounds handling is exercised everywhere.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+TORCH = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
+         "float": torch.float32, "int32": torch.int32}
+
+
+def rand(shape, dtype="float32", lo=-50, hi=50):
+    d = TORCH[dtype]
+    if d == torch.int32:
+        return torch.randint(lo, hi, shape, dtype=d)
+    return torch.randn(shape).to(d)
+
+
+# ---- T.copy ------------------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_chain(M, N, bm, bn, src_dtype, mid_dtype, dst_dtype):
+    """global -> shared -> fragment -> global, casting wherever the dtypes differ."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), src_dtype), B: T.Tensor((M, N), dst_dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            S = T.alloc_shared((bm, bn), src_dtype)
+            F = T.alloc_fragment((bm, bn), mid_dtype)
+            T.copy(A[by * bm, bx * bn], S)
+            T.copy(S, F)
+            T.copy(F, B[by * bm, bx * bn])
+    return main
+
+
+@pytest.mark.parametrize("src,mid,dst", [
+    ("float32", "float32", "float32"),
+    ("float16", "float32", "float16"),
+    ("bfloat16", "float32", "float32"),
+    ("float32", "float16", "float32"),
+    ("float32", "bfloat16", "bfloat16"),
+    ("int32", "float32", "float32"),
+    ("float32", "int32", "int32"),
+    ("float16", "bfloat16", "float16"),
+])
+def test_copy_global_shared_fragment_global_casts(src, mid, dst):
+    a = rand((37, 50), src) * (7 if src != "int32" else 1)
+    b = copy_chain(37, 50, 16, 32, src, mid, dst)(a)
+    expect = a.to(TORCH[mid]).to(TORCH[dst])
+    assert b.dtype == TORCH[dst]
+    torch.testing.assert_close(b, expect, rtol=0, atol=0)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_tile_out_padded(M, N, bm, bn):
+    """Each block writes its whole shared tile into a padded output: out-of-range source
+    elements must arrive as zeros (SPEC §3)."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"),
+             P: T.Tensor((T.ceildiv(M, bm) * bm, T.ceildiv(N, bn) * bn), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            S = T.alloc_shared((bm, bn), "float32")
+            T.fill(S, 123.0)
+            T.copy(A[by * bm, bx * bn], S)
+            T.copy(S, P[by * bm, bx * bn])
+    return main
+
+
+def test_copy_ragged_edge_reads_zeros():
+    a = rand((13, 21))
+    p = copy_tile_out_padded(13, 21, 8, 16)(a)
+    assert p.shape == (16, 32)
+    expect = torch.zeros(16, 32)
+    expect[:13, :21] = a
+    torch.testing.assert_close(p, expect, rtol=0, atol=0)
+
+
+@tilelang.jit(target="cpu")
+def copy_ragged_write(M, N, bm, bn):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm)) as (bx, by):
+            F = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * bm, bx * bn], F)
+            for i, j in T.Parallel(bm, bn):
+                F[i, j] = F[i, j] * 2.0 + 1.0
+            T.copy(F, B[by * bm, bx * bn])
+    return main
+
+
+def test_copy_ragged_edge_writes_nothing_outside():
+    # B is a view into a larger buffer: writes beyond B's bounds would hit the guard values.
+    a = rand((11, 19))
+    storage = torch.full((11 * 19 + 64,), -7.0)
+    b = storage[:11 * 19].view(11, 19)
+    copy_ragged_write(11, 19, 8, 16)(a, b)
+    torch.testing.assert_close(b, a * 2 + 1)
+    assert torch.all(storage[11 * 19:] == -7.0)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_4d_point(B, S, H, D, bm):
+    """`X[b, s, h, 0]` into a (bm, D) tile means X[b, s, h:h+bm, 0:D] (SPEC §3)."""
+    @T.prim_func
+    def main(X: T.Tensor((B, S, H, D), "float32"), Y: T.Tensor((B, S, H, D), "float32")):
+        with T.Kernel(T.ceildiv(H, bm), S, B) as (bh, s, b):
+            tile = T.alloc_shared((bm, D), "float32")
+            T.copy(X[b, s, bh * bm, 0], tile)
+            T.copy(tile, Y[b, s, bh * bm, 0])
+    return main
+
+
+def test_copy_point_region_4d_aligns_to_trailing_dims():
+    x = rand((2, 3, 10, 8))
+    y = copy_4d_point(2, 3, 10, 8, 4)(x)  # H=10 is ragged against bm=4
+    torch.testing.assert_close(y, x, rtol=0, atol=0)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_4d_slices(B, S, H, D, bm):
+    @T.prim_func
+    def main(X: T.Tensor((B, S, H, D), "float16"), Y: T.Tensor((B, S, H, D), "float32")):
+        with T.Kernel(T.ceildiv(S, bm), H, B) as (bx, h, b):
+            tile = T.alloc_shared((bm, D), "float16")
+            frag = T.alloc_fragment((bm, D), "float32")
+            T.copy(X[b, bx * bm:(bx + 1) * bm, h, :], tile)
+            T.copy(tile, frag)
+            T.copy(frag, Y[b, bx * bm:(bx + 1) * bm, h, :])
+    return main
+
+
+def test_copy_4d_slices_with_cast_and_ragged_seq():
+    x = rand((2, 13, 3, 8), "float16")
+    y = copy_4d_slices(2, 13, 3, 8, 4)(x)
+    torch.testing.assert_close(y, x.float(), rtol=0, atol=0)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_row_slices(M, N):
+    """Slices on the global side into a 1-D fragment; a 2-D fragment row back out."""
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(M) as r:
+            row = T.alloc_fragment((N,), "float32")
+            two = T.alloc_fragment((2, N), "float32")
+            T.copy(A[r, 0:N], row)
+            T.copy(row, two[1, :])
+            for j in T.Parallel(N):
+                two[1, j] = two[1, j] + j
+            T.copy(two[1, :], B[r, :])
+    return main
+
+
+def test_copy_slices_between_1d_and_2d_tiles():
+    a = rand((5, 12))
+    b = copy_row_slices(5, 12)(a)
+    torch.testing.assert_close(b, a + torch.arange(12).float())
+
+
+# ---- T.gemm -------------------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_kernel(M, N, K, bm, bn, bk, trans_A, trans_B, dtype, a_mem="shared", b_mem="shared"):
+    A_shape = (K, M) if trans_A else (M, K)
+    B_shape = (N, K) if trans_B else (K, N)
+    A_tile = (bk, bm) if trans_A else (bm, bk)
+    B_tile = (bn, bk) if trans_B else (bk, bn)
+
+    @T.prim_func
+    def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            if a_mem == "shared":
+                A_t = T.alloc_shared(A_tile, dtype)
+            else:
+                A_t = T.alloc_fragment(A_tile, dtype)
+            if b_mem == "shared":
+                B_t = T.alloc_shared(B_tile, dtype)
+            else:
+                B_t = T.alloc_fragment(B_tile, dtype)
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                if trans_A:
+                    T.copy(A[ko * bk, by * bm], A_t)
+                else:
+                    T.copy(A[by * bm, ko * bk], A_t)
+                if trans_B:
+                    T.copy(B[bx * bn, ko * bk], B_t)
+                else:
+                    T.copy(B[ko * bk, bx * bn], B_t)
+                T.gemm(A_t, B_t, C_f, transpose_A=trans_A, transpose_B=trans_B)
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def _gemm_check(M, N, K, tA, tB, dtype, a_mem="shared", b_mem="shared"):
+    a = rand((K, M) if tA else (M, K), dtype)
+    b = rand((N, K) if tB else (K, N), dtype)
+    c = gemm_kernel(M, N, K, 16, 16, 8, tA, tB, dtype, a_mem, b_mem)(a, b)
+    ref = (a.float().t() if tA else a.float()) @ (b.float().t() if tB else b.float())
+    torch.testing.assert_close(c, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gemm_transpose_combinations_and_dtypes(tA, tB, dtype):
+    _gemm_check(21, 35, 20, tA, tB, dtype)
+
+
+@pytest.mark.parametrize("a_mem,b_mem", [("fragment", "shared"), ("shared", "fragment"), ("fragment", "fragment")])
+def test_gemm_operands_from_fragments(a_mem, b_mem):
+    _gemm_check(21, 35, 20, False, True, "float16", a_mem, b_mem)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_clear_accum(M, N, K, clear_accum):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared((M, K), "float32")
+            B_s = T.alloc_shared((K, N), "float32")
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.fill(C_f, 5.0)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=clear_accum)
+            T.copy(C_f, C)
+    return main
+
+
+@pytest.mark.parametrize("clear_accum", [True, False])
+def test_gemm_clear_accum(clear_accum):
+    a, b = rand((8, 12)), rand((12, 16))
+    c = gemm_clear_accum(8, 16, 12, clear_accum)(a, b)
+    torch.testing.assert_close(c, a @ b + (0.0 if clear_accum else 5.0), rtol=1e-5, atol=1e-4)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_into_fragment_slice(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B0: T.Tensor((K, N), "float32"),
+             B1: T.Tensor((K, N), "float32"), C: T.Tensor((M, 2 * N), "float32")):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared((M, K), "float32")
+            B_s = T.alloc_shared((K, N), "float32")
+            C_f = T.alloc_fragment((M, 2 * N), "float32")
+            T.clear(C_f)
+            T.copy(A, A_s)
+            T.copy(B0, B_s)
+            T.gemm(A_s, B_s, C_f[:, 0:N])
+            T.copy(B1, B_s)
+            T.gemm(A_s, B_s, C_f[:, N:2 * N])
+            T.copy(C_f, C)
+    return main
+
+
+def test_gemm_into_slice_of_fragment():
+    a, b0, b1 = rand((8, 4)), rand((4, 6)), rand((4, 6))
+    c = gemm_into_fragment_slice(8, 6, 4)(a, b0, b1)
+    torch.testing.assert_close(c, torch.cat([a @ b0, a @ b1], dim=1), rtol=1e-5, atol=1e-5)
+
+
+# ---- T.clear / T.fill -----------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def fill_kernel(M, N, value, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(1) as bx:
+            F = T.alloc_fragment((M, N), dtype)
+            S = T.alloc_shared((M, N), dtype)
+            T.copy(A, F)
+            T.copy(A, S)
+            T.clear(S)
+            T.fill(F[0:2, :], value)
+            for i, j in T.Parallel(M, N):
+                B[i, j] = F[i, j] + S[i, j]
+    return main
+
+
+@pytest.mark.parametrize("dtype,value", [("float32", 2.5), ("float16", -3.0), ("int32", 7)])
+def test_fill_region_and_clear(dtype, value):
+    a = rand((5, 6), dtype)
+    b = fill_kernel(5, 6, value, dtype)(a)
+    expect = a.clone()
+    expect[0:2, :] = value
+    torch.testing.assert_close(b, expect, rtol=0, atol=0)
+
+
+# ---- T.reduce_* -----------------------------------------------------------------------------------
+
+_TORCH_REDUCE = {
+    "max": lambda x, d: x.amax(d), "min": lambda x, d: x.amin(d), "sum": lambda x, d: x.sum(d),
+    "abssum": lambda x, d: x.abs().sum(d), "absmax": lambda x, d: x.abs().amax(d),
+}
+_FOLD = {"max": torch.maximum, "min": torch.minimum, "sum": torch.add, "abssum": torch.add,
+         "absmax": torch.maximum}
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def reduce_kernel(M, N, kind, dim, clear, dtype="float32"):
+    out_n = N if dim == 0 else M
+    op = {"max": T.reduce_max, "min": T.reduce_min, "sum": T.reduce_sum, "abssum": T.reduce_abssum,
+          "absmax": T.reduce_absmax}[kind]
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Init: T.Tensor((out_n,), "float32"), Y: T.Tensor((out_n,), "float32")):
+        with T.Kernel(1) as bx:
+            xf = T.alloc_fragment((M, N), dtype)
+            acc = T.alloc_fragment((out_n,), "float32")
+            T.copy(X, xf)
+            T.copy(Init, acc)
+            op(xf, acc, dim=dim, clear=clear)
+            T.copy(acc, Y)
+    return main
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "sum", "abssum", "absmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("clear", [True, False])
+def test_reduce_kinds_dims_clear(kind, dim, clear):
+    M, N = 7, 13
+    x = rand((M, N))
+    init = rand((N if dim == 0 else M,)) * 3
+    y = reduce_kernel(M, N, kind, dim, clear)(x, init)
+    ref = _TORCH_REDUCE[kind](x, dim)
+    if not clear:
+        ref = _FOLD[kind](init, ref)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_sum_float16_source_accumulates_in_float32():
+    x = rand((4, 300), "float16")
+    y = reduce_kernel(4, 300, "sum", 1, True, "float16")(x, torch.zeros(4))
+    torch.testing.assert_close(y, x.float().sum(1), rtol=1e-4, atol=1e-3)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def reduce_default_dim(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(1) as bx:
+            xf = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            T.copy(X, xf)
+            T.reduce_max(xf, r)  # dim=-1 by default
+            T.copy(r, Y)
+    return main
+
+
+def test_reduce_default_dim_is_last():
+    x = rand((6, 9))
+    torch.testing.assert_close(reduce_default_dim(6, 9)(x), x.amax(1), rtol=0, atol=0)
+
+
+# ---- T.atomic_add -------------------------------------------------------------------------------
+
+@tilelang.jit(target="cpu")
+def atomic_scalar(N, block):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Out: T.Tensor((2,), "float32")):
+        with T.Kernel(T.ceildiv(N, block)) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    T.atomic_add(Out[0], X[bx * block + i])
+                    T.atomic_add(Out[1], 1.0)
+    return main
+
+
+def test_atomic_add_scalar_from_many_blocks():
+    x = rand((1000,))
+    out = torch.tensor([0.5, 0.0])
+    atomic_scalar(1000, 64)(x, out)
+    torch.testing.assert_close(out[0], x.sum() + 0.5, rtol=1e-4, atol=1e-3)
+    assert out[1].item() == 1000.0
+
+
+@tilelang.jit(target="cpu")
+def atomic_tile(M, N, bm, bn, reps):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Out: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), reps) as (bx, by, r):
+            F = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[by * bm, bx * bn], F)
+            T.atomic_add(Out[by * bm, bx * bn], F)
+    return main
+
+
+def test_atomic_add_tile_form_ragged():
+    x = rand((10, 21))
+    out = rand((10, 21))
+    expect = out + 3 * x
+    atomic_tile(10, 21, 8, 8, 3)(x, out)
+    torch.testing.assert_close(out, expect, rtol=1e-5, atol=1e-5)
+
+
+# ---- T.cumsum (P1) ------------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def cumsum_kernel(M, N, dim, reverse, in_place):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((M, N), "float32")
+            d = T.alloc_shared((M, N), "float32")
+            T.copy(X, s)
+            if in_place:
+                T.cumsum(s, dim=dim, reverse=reverse)
+                T.copy(s, Y)
+            else:
+                T.cumsum(s, d, dim=dim, reverse=reverse)
+                T.copy(d, Y)
+    return main
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cumsum_forward_reverse(dim, reverse, in_place):
+    x = rand((5, 9))
+    y = cumsum_kernel(5, 9, dim, reverse, in_place)(x)
+    ref = x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
