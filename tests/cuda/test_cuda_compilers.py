@@ -109,9 +109,10 @@ def test_nvcc_error_reports_line_and_source():
 
 def test_disassemble_and_resource_usage():
     b = _nvrtc_or_skip()
-    if find_cuda_tool("cuobjdump") is None and find_cuda_tool("nvdisasm") is None:
-        pytest.skip("no disassembler installed")
-    sass = disassemble(b.cubin)
+    try:
+        sass = disassemble(b.cubin)
+    except RuntimeError as e:  # no cuobjdump/nvdisasm installed
+        pytest.skip(str(e))
     assert "add1" in sass and "EXIT" in sass
     if find_cuda_tool("cuobjdump"):
         usage = resource_usage(b.cubin)["add1"]

@@ -50,9 +50,20 @@ def _compile(name: str, compiler: str, arch: str):
     return fn(_source(name), arch)
 
 
+@functools.lru_cache(maxsize=None)
+def _disassembler_problem() -> str | None:
+    """Why SASS cannot be printed here (e.g. CUDA 13's cuobjdump without nvdisasm), or None."""
+    try:
+        disassemble(_compile("header_kernels.cu", "nvrtc", "sm_80").cubin)
+        return None
+    except RuntimeError as e:
+        return str(e)
+
+
 def _need_disassembler():
-    if find_cuda_tool("cuobjdump") is None and find_cuda_tool("nvdisasm") is None:
-        pytest.skip("neither cuobjdump nor nvdisasm is installed")
+    problem = _disassembler_problem()
+    if problem:
+        pytest.skip(f"cannot disassemble: {problem}")
 
 
 @functools.lru_cache(maxsize=None)
