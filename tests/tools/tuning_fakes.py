@@ -54,3 +54,63 @@ def chunked_matmul(chunk: int) -> Callable:
         return out
 
     return run
+
+
+class FakeJit:
+    """A ``@tilelang.jit`` stand-in: ``.fn`` and ``.compile_kwargs``; calling it "compiles".
+
+    ``fn(*args, **config)`` returns a dict describing the kernel (or raises: a compile error).
+    A compile costs ``compile_s`` seconds unless the disk cache (namespace "fake-kernels") has the
+    entry already; every compile leaves an event file ``<pid>_<hit|miss>_<config>`` in
+    ``log_dir`` so tests can see who compiled what, and whether it was a cache hit.
+    """
+
+    def __init__(self, fn, log_dir=None, compile_s: float = 0.0, out_idx=(-1,), target="cpu"):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.compile_kwargs = {"out_idx": list(out_idx), "target": target, "pass_configs": None}
+        self.log_dir = log_dir
+        self.compile_s = compile_s
+
+    def __call__(self, *args, **kwargs):
+        import os
+        import time
+
+        from tilecraft.compiler.cache import DiskCache, cache_key
+
+        spec = self.fn(*args, **kwargs)
+        key = cache_key("fake", self.fn.__qualname__, args, kwargs)
+        cache = DiskCache("fake-kernels")
+        hit = cache.get(key) is not None
+        if not hit:
+            time.sleep(self.compile_s)
+            cache.put(key, {"spec": repr(spec)}, {})
+        if self.log_dir is not None:
+            tag = "-".join(f"{k.replace('_', '')}{v}" for k, v in sorted(kwargs.items()))
+            (self.log_dir / f"{os.getpid()}_{'hit' if hit else 'miss'}_{tag}_{time.monotonic_ns()}").touch()
+        return make_matmul_kernel(spec)
+
+
+def make_matmul_kernel(spec: dict) -> FakeKernel:
+    """spec: M, N, K, chunk (speed), bug (wrong answers), launch_fail (raises when called)."""
+    run = chunked_matmul(spec["chunk"])
+
+    def kernel(a, b):
+        if spec.get("launch_fail"):
+            raise RuntimeError("illegal memory access (simulated)")
+        c = run(a, b)
+        if spec.get("bug"):
+            c[-8:, :] = 0  # 8 wrong rows: well above the 1% mismatch allowance
+        return c
+
+    return FakeKernel(kernel, matmul_params(spec["M"], spec["N"], spec["K"]), name="fake_matmul",
+                      prim_func=("prim_func", spec["chunk"]))
+
+
+def read_events(log_dir) -> list[tuple[int, str, str]]:
+    """(pid, "hit"|"miss", config tag) for every compile logged by FakeJit."""
+    events = []
+    for p in sorted(log_dir.iterdir()):
+        pid, kind, tag, _ = p.name.split("_")
+        events.append((int(pid), kind, tag))
+    return events

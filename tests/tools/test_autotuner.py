@@ -1,0 +1,284 @@
+"""AutoTuner and @autotune: parallel compile, failures skipped, the stored result, reporting."""
+
+import os
+import time
+
+import pytest
+import torch
+from tuning_fakes import FakeJit, read_events
+
+from tilecraft.autotuner import (AutoTuner, AutotuneError, autotune, current_autotune_inputs,
+                                 set_autotune_inputs)
+from tilecraft.autotuner import tuner as tuner_mod
+from tilecraft.profiler import TensorSupplyType
+
+M, N, K = 128, 32, 32
+FAST = dict(warmup=1, rep=8)
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    for name in ("TILECRAFT_DISABLE_CACHE", "TILELANG_DISABLE_CACHE", "TILECRAFT_AUTO_TUNING_DISABLE_CACHE",
+                 "TILELANG_AUTO_TUNING_DISABLE_CACHE", "TILELANG_CACHE_DIR", "TILELANG_AUTO_TUNING_MAX_CPU_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_MAX_CPU_COUNT", "2")
+    set_autotune_inputs.clear()
+    yield
+    set_autotune_inputs.clear()
+
+
+def make_factory(log_dir, compile_s=0.0):
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False):
+        if chunk <= 0:
+            raise ValueError(f"chunk must be positive, got {chunk}")
+        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail)
+
+    return FakeJit(matmul, log_dir, compile_s)
+
+
+def ref(a, b):
+    return a @ b
+
+
+def tuner(factory, configs, **profile):
+    args = dict(FAST, ref_prog=ref, supply_type=TensorSupplyType.Normal)
+    args.update(profile)
+    return AutoTuner.from_kernel(factory, configs).set_kernel_parameters((M, N, K), {}).set_profile_args(**args)
+
+
+# ------------------------------------------------------------------------------------ search
+
+
+def test_failures_are_skipped_and_the_fastest_correct_config_wins(tmp_path):
+    configs = [
+        {"chunk": 1},
+        {"chunk": 0},                       # compile error
+        {"chunk": 16},                      # fastest correct
+        {"chunk": 128, "bug": True},        # faster still, but wrong
+        {"chunk": 128, "launch_fail": True},
+    ]
+    result = tuner(make_factory(None), configs).run()
+    assert result.config == {"chunk": 16}
+    status = [r.status for r in result.all_results]
+    assert status == ["ok", "compile error", "ok", "mismatch", "launch error"]
+    reasons = [r.reason or "" for r in result.all_results]
+    assert "chunk must be positive" in reasons[1]
+    assert "fake_matmul" in reasons[3] and "mismatch" in reasons[3], "the mismatch summary is kept"
+    assert "illegal memory access" in reasons[4]
+    slow, best = result.all_results[0], result.all_results[2]
+    assert best.latency == result.latency < slow.latency
+    assert result.ref_latency is not None and result.ref_latency > 0
+    assert result.func == ("prim_func", 16)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    torch.testing.assert_close(result.kernel(a, b), a @ b)
+    assert best.stats["n"] >= 1 and best.stats["min"] <= best.stats["median"]
+
+
+def test_all_configs_failing_is_a_clear_error():
+    configs = [{"chunk": 0}, {"chunk": -3}, {"chunk": 8, "bug": True}]
+    with pytest.raises(AutotuneError) as info:
+        tuner(make_factory(None), configs).run()
+    msg = str(info.value)
+    assert "all 3 configs failed" in msg
+    assert "chunk must be positive, got -3" in msg and "mismatch" in msg
+
+
+def test_skip_check_and_no_reference():
+    configs = [{"chunk": 8, "bug": True}, {"chunk": 1}]
+    result = tuner(make_factory(None), configs, skip_check=True).run()
+    assert result.all_results[0].ok, "no check: the buggy config is only timed"
+    assert result.config == {"chunk": 8, "bug": True}
+    result = tuner(make_factory(None), configs, ref_prog=None).run()
+    assert result.ref_latency is None and result.all_results[0].ok
+
+
+def test_configs_may_be_a_callable():
+    def space(M, N, K):
+        return [{"chunk": c} for c in (1, M // 8)]
+
+    result = tuner(make_factory(None), space).run()
+    assert result.config == {"chunk": M // 8} and len(result.all_results) == 2
+    with pytest.raises(ValueError, match="empty"):
+        tuner(make_factory(None), []).run()
+
+
+def test_parallel_compile_fills_the_cache_for_the_parent(tmp_path):
+    log = tmp_path / "events"
+    log.mkdir()
+    configs = [{"chunk": c} for c in (1, 2, 4, 8, 16)]
+    result = tuner(make_factory(log, compile_s=0.3), configs).run()
+    assert result.config == {"chunk": 16}
+    events = read_events(log)
+    parent = os.getpid()
+    children = {pid for pid, _, _ in events if pid != parent}
+    assert len(children) == 2, f"two worker processes compile (cap 2): {events}"
+    child_tags = {tag for pid, kind, tag in events if pid != parent and kind == "miss"}
+    assert child_tags == {"chunk2", "chunk4", "chunk8", "chunk16"}
+    parent_events = [(kind, tag) for pid, kind, tag in events if pid == parent]
+    assert ("miss", "chunk1") in parent_events, "the first config is compiled in the parent"
+    assert {tag for kind, tag in parent_events if kind == "hit"} == child_tags, \
+        "the parent's compiles of worker-built configs are cache hits"
+
+
+def test_no_workers_when_the_cache_is_disabled(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_DISABLE_CACHE", "1")
+    log = tmp_path / "events"
+    log.mkdir()
+    tuner(make_factory(log), [{"chunk": c} for c in (1, 2, 4)]).run()
+    assert {pid for pid, _, _ in read_events(log)} == {os.getpid()}
+
+
+def test_worker_count_knob(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_MAX_CPU_COUNT", "1")
+    log = tmp_path / "events"
+    log.mkdir()
+    tuner(make_factory(log), [{"chunk": c} for c in (1, 2, 4)]).run()
+    assert {pid for pid, _, _ in read_events(log)} == {os.getpid()}, "one worker: compile serially"
+
+
+# ------------------------------------------------------------------------------------ stored results
+
+
+def test_second_run_comes_from_the_cache(tmp_path):
+    configs = [{"chunk": 1}, {"chunk": 0}, {"chunk": 16}]
+    first = tuner(make_factory(None), configs).run()
+    assert not first.from_cache
+    t0 = time.perf_counter()
+    second = tuner(make_factory(None), configs).run()
+    assert time.perf_counter() - t0 < 0.5
+    assert second.from_cache
+    assert second.config == first.config and second.latency == first.latency
+    assert second.ref_latency == first.ref_latency
+    assert second.kernel.calls == 0, "nothing is benchmarked on a cache hit"
+    assert [r.status for r in second.all_results] == [r.status for r in first.all_results]
+    assert "chunk must be positive" in second.all_results[1].reason
+    assert "from the autotuning cache" in second.table(show=False)
+
+
+def test_what_invalidates_a_stored_result(monkeypatch):
+    configs = [{"chunk": 1}, {"chunk": 16}]
+    tuner(make_factory(None), configs).run()
+    assert tuner(make_factory(None), configs).run().from_cache
+    assert not tuner(make_factory(None), configs + [{"chunk": 4}]).run().from_cache, "other configs"
+    assert not tuner(make_factory(None), configs, rtol=0.5).run().from_cache, "other check settings"
+    other_args = AutoTuner.from_kernel(make_factory(None), configs).set_kernel_parameters((64, N, K), {})
+    assert not other_args.set_profile_args(ref_prog=ref, **FAST).run().from_cache, "other factory arguments"
+    monkeypatch.setattr(tuner_mod, "compiler_version_hash", lambda: "a-new-compiler")
+    assert not tuner(make_factory(None), configs).run().from_cache, "another compiler version"
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    assert not tuner(make_factory(None), configs).run().from_cache
+    monkeypatch.delenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE")
+    monkeypatch.setenv("TILELANG_AUTO_TUNING_DISABLE_CACHE", "1")
+    assert not tuner(make_factory(None), configs).run().from_cache, "the TileLang spelling works too"
+
+
+# ------------------------------------------------------------------------------------ reporting
+
+
+def test_table_and_plot(tmp_path):
+    configs = [{"chunk": 1}, {"chunk": 4}, {"chunk": 0}, {"chunk": 16, "bug": True}]
+    result = tuner(make_factory(None), configs, flops=2 * M * N * K).run()
+    text = result.table(show=False)
+    lines = text.splitlines()
+    assert "TFLOP/s" in lines[1] and "vs ref" in lines[1] and "latency (ms)" in lines[1]
+    assert "baseline: chunk=1" in lines[3]
+    assert "change chunk=4" in lines[4] and "best" in lines[4]
+    assert "compile error: ValueError: chunk must be positive" in lines[5]
+    assert "change chunk=16 bug=True" in lines[6] and "mismatch" in lines[6]
+    assert "reference" in lines[7]
+    gbs = tuner(make_factory(None), configs[:2], bytes=4 * (M * K + K * N + M * N)).run()
+    assert "GB/s" in gbs.table(show=False)
+    png = tmp_path / "tune.png"
+    assert result.plot(str(png)) == str(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_table_prints(capsys):
+    result = tuner(make_factory(None), [{"chunk": 1}, {"chunk": 8}]).run()
+    result.table()
+    assert "change chunk=8" in capsys.readouterr().out
+    assert "AutotuneResult(matmul" in repr(result)
+
+
+# ------------------------------------------------------------------------------------ decorator and inputs
+
+
+def make_tuned(seen_inputs):
+    @autotune(configs=[{"chunk": 1}, {"chunk": 16}], ref_prog=ref, **FAST)
+    @FakeJitDecorator(seen_inputs)
+    def matmul(M, N, K, chunk=1):
+        return dict(M=M, N=N, K=K, chunk=chunk)
+
+    return matmul
+
+
+class FakeJitDecorator:
+    """``@jit``-like decorator whose kernels record the data pointers of their inputs."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __call__(self, fn):
+        seen = self.seen
+
+        class Recording(FakeJit):
+            def __call__(self, *args, **kwargs):
+                kernel = super().__call__(*args, **kwargs)
+                inner = kernel.fn
+
+                def recording(a, b):
+                    seen.add(a.data_ptr())
+                    return inner(a, b)
+
+                kernel.fn = recording
+                return kernel
+
+        return Recording(fn)
+
+
+def test_decorator_tunes_once_per_argument_set():
+    tuned = make_tuned(set())
+    assert tuned.__name__ == "matmul"
+    kernel = tuned(M, N, K)
+    assert tuned.last_result.config == {"chunk": 16}
+    assert tuned(M, N, K) is kernel, "memoised per argument set"
+    assert tuned.get_tune_result(M, N, K) is tuned.last_result
+    other = tuned(64, N, K)
+    assert other is not kernel and tuned.last_result.config == {"chunk": 16}
+    assert len(tuned.results) == 2
+
+
+def test_decorator_with_every_tuned_argument_given_just_compiles():
+    tuned = make_tuned(set())
+    kernel = tuned(M, N, K, chunk=4)
+    assert tuned.last_result is None and kernel.fn is not None
+
+
+def test_set_autotune_inputs_context_manager_and_plain_call(monkeypatch):
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")  # tune each time, so kernels run
+    seen = set()
+    tuned = make_tuned(seen)
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    with set_autotune_inputs(a, b) as ctx:
+        assert current_autotune_inputs() == (a, b) and ctx.inputs == (a, b)
+        tuned(M, N, K)
+    assert current_autotune_inputs() is None, "the context manager restores the previous inputs"
+    assert seen == {a.data_ptr()}, "the kernels ran on the given tensors only"
+
+    seen.clear()
+    c, d = torch.randn(M, K), torch.randn(K, N)
+    set_autotune_inputs([c, d])  # a plain call (a list works too) stays in force
+    assert current_autotune_inputs() == (c, d)
+    tuned(M, N, K)
+    assert seen == {c.data_ptr()}
+    set_autotune_inputs.clear()
+
+    with set_autotune_inputs(a):
+        with pytest.raises(ValueError, match="got 1 tensors but kernel 'fake_matmul' takes 2 inputs"):
+            make_tuned(set())(M, N, K)
+
+
+def test_decorator_requires_configs():
+    with pytest.raises(TypeError, match="configs"):
+        autotune()

@@ -1,0 +1,109 @@
+"""``@autotune``: stacked above ``@tilelang.jit``, calling the factory tunes it.
+
+    @tilelang.autotune(configs=[{"block_M": 64}, {"block_M": 128}], warmup=10, rep=20)
+    @tilelang.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=128): ...
+
+    kernel = matmul(1024, 1024, 1024)   # tunes block_M (once per argument set), returns the best kernel
+
+Arguments given at the call are fixed; each config supplies the remaining keyword arguments. A
+call that gives every tuned argument explicitly just compiles that kernel, without tuning. Results
+are kept in memory per argument set (and on disk by the tuner), and ``.results`` /
+``.last_result`` expose the ``AutotuneResult`` objects for ``table()`` and ``plot()``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from ..compiler.cache import cache_key
+from ..profiler import TensorSupplyType
+from .inputs import current_autotune_inputs
+from .result import AutotuneResult
+from .tuner import AutoTuner
+
+__all__ = ["autotune", "AutoTuneImpl"]
+
+
+def _dedupe(configs: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for c in configs:
+        try:
+            marker: Any = cache_key(c)
+        except TypeError:
+            marker = repr(c)
+        if marker not in seen:
+            seen.add(marker)
+            out.append(c)
+    return out
+
+
+class AutoTuneImpl:
+    """The object ``@autotune`` returns: call it like the factory to get the tuned kernel."""
+
+    def __init__(self, factory: Callable, configs: Sequence[dict] | Callable, profile_args: dict):
+        self.factory = factory
+        self.configs = configs
+        self.profile_args = profile_args
+        self.results: dict[Any, AutotuneResult] = {}
+        self.last_result: AutotuneResult | None = None
+        functools.update_wrapper(self, getattr(factory, "fn", factory), updated=())
+
+    def _memo_key(self, args: tuple, kwargs: dict) -> Any:
+        inputs = current_autotune_inputs()
+        sig = None if inputs is None else tuple(
+            (tuple(t.shape), str(t.dtype), str(t.device), t.data_ptr()) if hasattr(t, "data_ptr") else id(t)
+            for t in inputs)
+        try:
+            return cache_key(args, kwargs, repr(sig))
+        except TypeError:
+            return repr((args, sorted(kwargs.items()), sig))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = self._memo_key(args, kwargs)
+        if key in self.results:
+            self.last_result = self.results[key]
+            return self.last_result.kernel
+        configs = self.configs
+        if callable(configs):
+            configs = AutoTuner(self.factory, configs).set_kernel_parameters(args, kwargs)._resolve_configs()
+        configs = list(configs)
+        tuned = {k for c in configs for k in c}
+        fixed = {k: v for k, v in kwargs.items() if k in tuned}
+        if tuned and tuned <= set(fixed):  # everything given: no search
+            return self.factory(*args, **kwargs)
+        configs = _dedupe([{**c, **fixed} for c in configs])
+        rest = {k: v for k, v in kwargs.items() if k not in tuned}
+        tuner = (AutoTuner.from_kernel(self.factory, configs).set_kernel_parameters(args, rest)
+                 .set_profile_args(**self.profile_args))
+        result = tuner.run()
+        self.results[key] = self.last_result = result
+        return result.kernel
+
+    def get_tune_result(self, *args: Any, **kwargs: Any) -> AutotuneResult | None:
+        """The stored result for this argument set, if it was tuned in this process."""
+        return self.results.get(self._memo_key(args, kwargs))
+
+
+def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 25, rep: float = 100,
+             timeout: float | None = None, supply_type: TensorSupplyType = TensorSupplyType.Auto,
+             ref_prog: Callable | None = None, rtol: float | None = 1e-2, atol: float | None = 1e-2,
+             max_mismatched_ratio: float = 0.01, skip_check: bool = False,
+             manual_check_prog: Callable | None = None, cache_input_tensors: bool = True,
+             supply_prog: Callable | None = None, flops: float | Callable | None = None,
+             bytes: float | Callable | None = None) -> Callable[[Callable], AutoTuneImpl]:  # noqa: A002
+    """Decorator: tune the ``@jit`` factory below it over ``configs`` whenever it is called."""
+    if configs is None:
+        raise TypeError("autotune: configs= is required (a list of dicts, or a function returning one)")
+    if callable(configs) is False and not isinstance(configs, (list, tuple)):
+        raise TypeError(f"autotune: configs must be a list of dicts or a callable, got {type(configs).__name__}")
+    profile_args = dict(supply_type=supply_type, ref_prog=ref_prog, rtol=rtol, atol=atol,
+                        max_mismatched_ratio=max_mismatched_ratio, skip_check=skip_check, warmup=warmup, rep=rep,
+                        timeout=timeout, manual_check_prog=manual_check_prog,
+                        cache_input_tensors=cache_input_tensors, supply_prog=supply_prog, flops=flops, bytes=bytes)
+
+    def decorate(factory: Callable) -> AutoTuneImpl:
+        return AutoTuneImpl(factory, configs, profile_args)
+
+    return decorate
