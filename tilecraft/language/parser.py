@@ -272,6 +272,7 @@ class Parser:
             raise self.error(node, f"cannot assign to {ast.unparse(target)}")
 
     def store(self, buf, where, value, node):
+        value = self.value(value, node)  # a T.alloc_var scalar stored into an element
         if isinstance(where, Region):
             raise self.error(node, f"cannot assign to a slice of {buf.name}; use T.fill or a T.Parallel loop")
         if isinstance(value, (Buffer, Region)):
