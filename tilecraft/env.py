@@ -10,16 +10,19 @@ conventional variable (``CXX``, ``CUDA_HOME``).
 
 Use the functions (``env.cache_dir()``, ``env.cache_disabled()``, ...) or the ``env.knobs``
 object (``env.knobs.cache_dir``); ``env.snapshot()`` returns every current value and
-``env.describe()`` a readable table of them.
+``env.describe()`` a readable table of them. Python code may override a knob
+(``env.set_knob("disable_cache", True)``, ``with env.override(...)``, ``env.disable_cache()``);
+an override wins over the environment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
 
@@ -86,13 +89,17 @@ class Knob(Generic[T]):
     doc: str
 
     def source(self) -> str | None:
-        """The name of the variable that currently sets this knob, or None for the default."""
+        """Where the current value comes from: "override", a variable name, or None (default)."""
+        if self.key in _overrides:
+            return "override"
         for name in self.names:
             if name in os.environ:
                 return name
         return None
 
     def get(self) -> T:
+        if self.key in _overrides:
+            return _overrides[self.key]
         name = self.source()
         if name is not None:
             return self.parse(name, os.environ[name])
@@ -100,6 +107,11 @@ class Knob(Generic[T]):
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else self.get()
+
+
+# Values set from Python (``set_knob``/``override``, ``tilecraft.disable_cache()``); they win
+# over the environment. Forked workers inherit them with the rest of the process.
+_overrides: dict[str, Any] = {}
 
 
 def _knob(name: str, parse: Callable[[str, str], T], default: Any, doc: str, extra: tuple[str, ...] = ()) -> Knob[T]:
@@ -183,6 +195,50 @@ def cxx() -> str:
 def cuda_home() -> Path | None:
     """The CUDA toolkit root, or None when none is found."""
     return knobs.cuda_home
+
+
+def _knob_named(key: str) -> Knob[Any]:
+    for k in all_knobs():
+        if k.key == key:
+            return k
+    raise KeyError(f"unknown knob {key!r}; known: {[k.key for k in all_knobs()]}")
+
+
+def set_knob(key: str, value: Any) -> None:
+    """Set knob ``key`` (e.g. ``"disable_cache"``) from Python; ``None`` returns it to the environment."""
+    knob = _knob_named(key)
+    if isinstance(value, str):  # the same parsing (and validation) as the environment's text
+        value = knob.parse(f"override {key}", value)
+    if value is None:
+        _overrides.pop(key, None)
+    else:
+        _overrides[key] = value
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Temporarily set knobs: ``with env.override(disable_cache=True): ...``."""
+    saved = {key: _overrides.get(key) for key in values}
+    try:
+        for key, value in values.items():
+            set_knob(key, value)
+        yield
+    finally:
+        for key, value in saved.items():
+            set_knob(key, value)
+
+
+def disable_cache() -> None:
+    """TileLang's ``tilelang.disable_cache()``: stop reading and writing the disk cache."""
+    set_knob("disable_cache", True)
+
+
+def enable_cache() -> None:
+    set_knob("disable_cache", False)
+
+
+def is_cache_enabled() -> bool:
+    return not cache_disabled()
 
 
 def snapshot() -> dict[str, Any]:
