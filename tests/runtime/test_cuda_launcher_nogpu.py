@@ -1,0 +1,52 @@
+"""`CudaLauncher` without a GPU: metadata checks, grid expressions and their validation.
+(The launches themselves are tested in tests/gpu/test_cuda_launch.py.)"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tilecraft.compiler.build import Artifact
+from tilecraft.runtime.cuda_driver import CudaError
+from tilecraft.runtime.cuda_launch import CudaLauncher
+from tilecraft.target import Target
+
+
+def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=None):
+    meta = {"kernel_name": kernel_name, "grid": grid, "block": block, "smem_bytes": smem}
+    if kinds is not None:
+        meta["param_kinds"] = kinds
+    artifact = Artifact(Target("cuda", "sm_90a"), source, meta, binary=b"")
+    params = [SimpleNamespace(name=f"p{i}") for i in range(nparams)]
+    return CudaLauncher(artifact, SimpleNamespace(name=f"tc_{kernel_name}"), params, symbols)
+
+
+def test_grid_expressions_and_validation():
+    la = _launcher("", "vadd", 3, ["m", "n"], ["(n + 255) // 256", "ceildiv(m, 4)", 2], [256, 1, 1],
+                   kinds=["ptr", "ptr", "ptr", "int32", "int32"])
+    assert la._grid is None
+    assert la.grid_for({"m": 9, "n": 1000}) == (4, 3, 2)
+    with pytest.raises(CudaError, match="tc_vadd.*grid of \\(0, 3, 2\\)"):
+        la.grid_for({"m": 9, "n": 0})
+    with pytest.raises(CudaError, match="tc_vadd"):
+        la.grid_for({"m": 4 * 70000, "n": 10})  # gridDim.y > 65535
+    with pytest.raises(CudaError, match="tc_vadd.*NameError"):
+        la.grid_for({"n": 10})
+
+
+def test_static_grid_and_default_kinds():
+    la = _launcher("", "k", 2, [], [7, 1, 1], [128, 1, 1])
+    assert la._grid == (7, 1, 1) and la.param_kinds == ("ptr", "ptr")
+    bad = _launcher("", "k", 2, [], [0, 1, 1], [128, 1, 1])
+    assert bad._grid is None
+    with pytest.raises(CudaError, match="tc_k"):
+        bad.grid_for({})
+
+
+def test_bad_metadata_is_reported():
+    with pytest.raises(CudaError, match="param_kinds"):
+        _launcher("", "k", 2, ["n"], [1, 1, 1], [32, 1, 1], kinds=["ptr", "int32"])
+    with pytest.raises(CudaError, match="three"):
+        _launcher("", "k", 1, [], [1, 1], [32, 1, 1])
+    with pytest.raises(SyntaxError):
+        _launcher("", "k", 1, ["n"], ["(n +", 1, 1], [32, 1, 1], kinds=["ptr", "int32"])

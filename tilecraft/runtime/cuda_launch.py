@@ -1,0 +1,207 @@
+"""`CudaLauncher`: the host side of a compiled CUDA kernel, in Python, built for a short hot path.
+
+`JITKernel` checks the arguments and allocates outputs, then calls the launcher with the tensors
+(every parameter, in signature order) and the values of the symbolic dimensions.  The launcher
+turns those into one ``cuLaunchKernel``:
+
+- everything that does not depend on the call is done once: the kernel name, block, dynamic
+  shared memory and the argument layout (an :class:`~tilecraft.runtime.cuda_driver.ArgPacker`)
+  come from ``artifact.meta``; the grid is a constant tuple when every entry is an int, else the
+  three expression strings are compiled (``compile()``) once into one code object evaluated with
+  the symbol values as its namespace;
+- the cubin is loaded lazily on the first call, on the device of the first tensor, and cached per
+  device (a module belongs to one context); kernels above 48 KiB of dynamic shared memory opt in
+  with ``cuFuncSetAttribute`` at load time;
+- per call: the device index, one ``data_ptr()`` per tensor, the symbol values, the stream
+  (torch's current raw stream unless one is given), one ``struct.pack_into`` and the launch.
+
+Every failure (missing symbol, a grid of 0 or too many blocks, a rejected launch, too much shared
+memory) raises :class:`~tilecraft.runtime.cuda_driver.CudaError` naming the kernel; a rejected
+launch leaves the CUDA context usable for later kernels.
+"""
+from __future__ import annotations
+
+import operator
+import threading
+
+from .cuda_driver import CudaError
+
+__all__ = ["CudaLauncher", "GRID_LIMITS", "DEFAULT_SMEM_LIMIT"]
+
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # gridDim.x / .y / .z on every sm_30+ device
+DEFAULT_SMEM_LIMIT = 48 * 1024           # above this the kernel must opt in
+
+
+def _ceildiv(a, b):
+    return -(-a // b)
+
+
+# What grid expressions may call (no builtins otherwise: they are data from the code generator).
+_GRID_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "abs": abs, "int": int,
+                 "ceildiv": _ceildiv}
+
+
+def _raw_stream_getter():
+    """The fastest way to read torch's current stream handle for a device index: the private
+    ``torch._C._cuda_getCurrentRawStream`` (what Triton and Inductor use), else the public API."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda dev: torch.cuda.current_stream(dev).cuda_stream
+
+
+def _check_block(block, kernel: str) -> tuple:
+    try:
+        block = tuple(int(b) for b in block)
+    except (TypeError, ValueError):
+        raise CudaError(f"kernel '{kernel}': block {block!r} must be three ints") from None
+    if len(block) != 3:
+        raise CudaError(f"kernel '{kernel}': block {block!r} must have three entries")
+    return block
+
+
+class CudaLauncher:
+    """Launch one compiled CUDA kernel (see the module docstring for what is precomputed)."""
+
+    def __init__(self, artifact, func, params, symbols):
+        meta = artifact.meta or {}
+        name = getattr(func, "name", None) or meta.get("kernel") or "kernel"
+        self.name = name
+        self.kernel_name = meta.get("kernel_name") or name
+        self._binary = artifact.binary or b""
+        self._binary_path = getattr(artifact, "binary_path", "") or ""
+        self.symbols = list(symbols)
+        self.nparams = len(params)
+        kinds = meta.get("param_kinds")
+        if kinds is None:
+            kinds = ["ptr"] * self.nparams + ["int32"] * len(self.symbols)
+        self.param_kinds = tuple(kinds)
+        n_ptr = sum(1 for k in self.param_kinds if k in ("ptr", "pointer", "handle"))
+        if n_ptr != self.nparams or len(self.param_kinds) != self.nparams + len(self.symbols):
+            raise CudaError(f"kernel '{name}': param_kinds {list(self.param_kinds)} do not match "
+                            f"{self.nparams} tensor parameter(s) followed by symbols {self.symbols}")
+        self.block = _check_block(meta.get("block", (1, 1, 1)), name)
+        self.smem = int(meta.get("smem_bytes", 0) or 0)
+        if self.smem < 0:
+            raise CudaError(f"kernel '{name}': negative dynamic shared memory {self.smem}")
+
+        # Symbol values in signature order, as one C-level call (itemgetter returns a bare value
+        # for one key, a tuple for several).
+        if not self.symbols:
+            self._symbol_values = None
+        elif len(self.symbols) == 1:
+            getter = operator.itemgetter(self.symbols[0])
+            self._symbol_values = lambda s: (getter(s),)
+        else:
+            self._symbol_values = operator.itemgetter(*self.symbols)
+
+        grid = list(meta.get("grid", (1, 1, 1)))
+        if len(grid) != 3:
+            raise CudaError(f"kernel '{name}': grid {grid!r} must have three entries")
+        self.grid_spec = grid
+        self._grid = None          # the constant grid, when there is one and it is valid
+        self._grid_code = None     # else one code object evaluating to the 3-tuple
+        if all(isinstance(g, int) for g in grid):
+            self._grid_code = compile(repr(tuple(grid)), f"<grid of {name}>", "eval")
+            try:
+                self._grid = self._validate_grid(tuple(grid))
+            except CudaError:
+                self._grid = None  # report it at call time, like a dynamic grid
+        else:
+            parts = []
+            for g in grid:
+                if isinstance(g, int):
+                    parts.append(repr(g))
+                elif isinstance(g, str):
+                    compile(g, f"<grid of {name}>", "eval")  # a syntax error names the entry
+                    parts.append(f"({g})")
+                else:
+                    raise CudaError(f"kernel '{name}': grid entry {g!r} is neither an int nor an "
+                                    f"expression string")
+            self._grid_code = compile("(" + ", ".join(parts) + ",)", f"<grid of {name}>", "eval")
+
+        self._per_device: dict = {}   # device index -> (CudaFunction, ArgPacker)
+        self._lock = threading.Lock()
+        self._stream_of = None
+
+    # ---- loading ---------------------------------------------------------------------------
+    def _load(self, device: int):
+        with self._lock:
+            entry = self._per_device.get(device)
+            if entry is not None:
+                return entry
+            from .cuda_driver import CudaModule
+            binary = self._binary
+            if not binary and self._binary_path:
+                with open(self._binary_path, "rb") as f:
+                    binary = self._binary = f.read()
+            if not binary:
+                raise CudaError(f"kernel '{self.name}': the artifact holds no cubin")
+            module = CudaModule(binary, device=device)
+            fn = module.function(self.kernel_name)
+            if self.smem > DEFAULT_SMEM_LIMIT:
+                fn.set_max_dynamic_shared(self.smem)
+            entry = (fn, fn.packer(self.param_kinds))
+            if self._stream_of is None:
+                self._stream_of = _raw_stream_getter()
+            self._per_device[device] = entry
+            return entry
+
+    def function(self, device: int = 0):
+        """The loaded :class:`CudaFunction` on ``device`` (loading it if needed)."""
+        return (self._per_device.get(device) or self._load(device))[0]
+
+    # ---- grid ------------------------------------------------------------------------------
+    def _validate_grid(self, grid: tuple) -> tuple:
+        gx, gy, gz = grid
+        if not (0 < gx <= GRID_LIMITS[0] and 0 < gy <= GRID_LIMITS[1] and 0 < gz <= GRID_LIMITS[2]):
+            raise CudaError(
+                f"kernel '{self.name}': cannot launch a grid of {grid} blocks (spec {self.grid_spec}); "
+                f"every dimension must be at least 1 and at most {GRID_LIMITS} — an empty or huge "
+                f"input size?")
+        return grid
+
+    def grid_for(self, symbols: dict) -> tuple:
+        """The launch grid for these symbol values (validated)."""
+        try:
+            gx, gy, gz = eval(self._grid_code, _GRID_GLOBALS, symbols)  # noqa: S307 - our own text
+            grid = (int(gx), int(gy), int(gz))
+        except CudaError:
+            raise
+        except Exception as e:
+            raise CudaError(f"kernel '{self.name}': cannot evaluate grid {self.grid_spec} with "
+                            f"symbols {dict(symbols)}: {type(e).__name__}: {e}") from None
+        return self._validate_grid(grid)
+
+    # ---- the hot path ----------------------------------------------------------------------
+    def __call__(self, tensors, symbols, kernel_name=None, stream=None):
+        grid = self._grid
+        if grid is None:
+            grid = self.grid_for(symbols)
+        device = tensors[0].get_device() if tensors else _current_device()
+        entry = self._per_device.get(device)
+        if entry is None:
+            entry = self._load(device)
+        fn, packer = entry
+        values = [t.data_ptr() for t in tensors]
+        if self._symbol_values is not None:
+            try:
+                values += self._symbol_values(symbols)
+            except KeyError as e:
+                raise CudaError(f"kernel '{self.name}': no value for symbolic dimension {e} "
+                                f"(symbols given: {sorted(symbols)})") from None
+        if stream is None:
+            stream = self._stream_of(device)
+        elif not isinstance(stream, int):
+            stream = getattr(stream, "cuda_stream", stream)  # a torch.cuda.Stream
+        fn.launch_packed(grid, self.block, self.smem, stream, packer, values)
+
+    def __repr__(self) -> str:
+        return (f"CudaLauncher({self.kernel_name!r}, grid={self.grid_spec}, block={list(self.block)}, "
+                f"smem={self.smem}, params={list(self.param_kinds)})")
+
+
+def _current_device() -> int:
+    import torch
+    return torch.cuda.current_device()
