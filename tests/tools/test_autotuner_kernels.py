@@ -8,6 +8,7 @@ import tilecraft as tilelang
 import tilecraft.language as T
 from tilecraft.autotuner import AutoTuner, autotune, set_autotune_inputs
 from tilecraft.compiler.cache import cache_info
+from tilecraft.ir.func import PrimFunc
 from tilecraft.profiler import TensorSupplyType
 
 M = N = K = 64
@@ -67,7 +68,7 @@ def test_jit_factory_parallel_compile_check_and_cache():
     assert result.config in CONFIGS[:3]
     a, b = torch.randn(M, K), torch.randn(K, N)
     torch.testing.assert_close(result.kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
-    assert result.func is not None or hasattr(result.kernel, "func")
+    assert isinstance(result.func, PrimFunc) and result.func is result.kernel.func
     # four programs compiled: three good ones and the wrong one; those built by the workers were
     # cache hits for the parent
     assert cache_info("kernels")["entries"] == 4

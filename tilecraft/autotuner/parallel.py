@@ -25,6 +25,7 @@ import math
 import multiprocessing as mp
 import time
 import traceback
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -97,7 +98,9 @@ def precompile(compile_fn: Callable[[dict], Any], configs: Sequence[dict], indic
     executor = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
     killed = False
     try:
-        futures: dict[Future, int] = {executor.submit(_compile_in_worker, i): i for i in indices}
+        with warnings.catch_warnings():  # 3.12+ warns about fork() with threads (torch's pools) alive
+            warnings.simplefilter("ignore", DeprecationWarning)
+            futures: dict[Future, int] = {executor.submit(_compile_in_worker, i): i for i in indices}
         deadline = None if timeout is None else time.monotonic() + timeout * math.ceil(len(indices) / workers)
         pending = set(futures)
         with tqdm(total=len(indices), desc=desc, disable=None, leave=False) as bar:

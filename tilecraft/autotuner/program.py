@@ -123,7 +123,7 @@ class Program:
         kw = self._call_kwargs(config)
         if self.through_factory:
             kernel = self.factory(*self.args, **kw)
-            func = getattr(kernel, "prim_func", None)
+            func = getattr(kernel, "prim_func", None) or getattr(kernel, "func", None)  # JITKernel.func
             return kernel, func
         import tilecraft
 
