@@ -9,7 +9,7 @@ common, aligned case carries no guard at all.
 """
 from __future__ import annotations
 
-from ..ir import (Binary, Call, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select,
+from ..ir import (Binary, Call, collect, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select,
                   Store, Var, binary, cast, const, dtype as dt)
 from ..ir.analysis import bounds
 from ..ir.func import PrimFunc
@@ -42,6 +42,8 @@ class _Legalize(Mutator):
             self.env[v] = (0, hi - 1)
         for v, t in zip(k.thread_vars, k.threads):
             self.env[v] = (0, t - 1)
+        for v in collect(k.body, lambda n: isinstance(n, Var) and n.name == "tc_tid"):
+            self.env[v] = (0, k.num_threads - 1)  # the flat thread index the CUDA lowering introduced
         return Mutator.generic(self, k)
 
     def visit_For(self, f: For):

@@ -1,0 +1,175 @@
+"""CUDA target code generation: thread-level IR → one CUDA C++ translation unit.
+
+One `extern "C" __global__` function per kernel, parameters in signature order (tensor pointers,
+then symbolic sizes as int).  Shared buffers are views into one dynamic shared-memory array at the
+offsets `plan_shared_memory` chose; swizzled ones are addressed through `tc::swizzle_offset`.
+Intrinsics print as calls into the header library (`tilecraft/device/include/tilecraft`).
+Returns the source and the launch metadata the runtime needs (grid, block, shared bytes).
+"""
+from __future__ import annotations
+
+from ..errors import TilecraftError
+from ..ir import Kernel, collect
+from ..ir import expr as E
+from ..ir.func import PrimFunc
+from ..ir.printer import to_text
+from .c_printer import CPrinter
+
+_PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
+
+
+class CudaPrinter(CPrinter):
+    _cache: dict = {}
+
+    def __init__(self, func: PrimFunc, target):
+        super().__init__()
+        self.func = func
+        self.target = target
+        self.smem = func.attr("smem_offsets", {})
+        self.swizzled = func.attr("swizzled", set())
+        self.kernel = None
+
+    def float_literal(self, value, d):
+        s = super().float_literal(value, d)
+        if d.bits < 32 and d.is_float and "infinity" not in s and "nan" not in s:
+            return f"tc::cast<{self.type_name(d)}>({s.split('(', 1)[1][:-1]})"
+        return s
+
+    def visit_Cast(self, e):
+        return f"tc::cast<{self.type_name(e.dtype)}>({self.expr(e.value)})"
+
+    def visit_Binary(self, e):
+        if e.dtype.is_float and e.dtype.bits < 32 and e.op in ("+", "-", "*", "/"):
+            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        return super().visit_Binary(e)
+
+    def visit_Unary(self, e):
+        if e.op == "neg":
+            return f"(-{self.expr(e.a)})"
+        return super().visit_Unary(e)
+
+    def visit_Call(self, e):
+        if e.op in E.MATH_FUNCS:
+            return f"tc::{e.op}({', '.join(self.expr(a) for a in e.args)})"
+        return self.intrinsic(e)
+
+    def intrinsic(self, e):
+        args = ", ".join(self.expr(a) for a in e.args)
+        if e.op.startswith("tc::"):
+            return f"{e.op}({args})"
+        raise TilecraftError(f"intrinsic {e.op} has no CUDA spelling", e.span)
+
+    def offset(self, buf, indices):
+        if buf in self.swizzled:
+            rows = self.expr(_flatten_rows(buf, indices))
+            return f"tc::swizzle_offset<{buf.shape[-1]}, {buf.dtype.bytes}>({rows}, {self.expr(indices[-1])})"
+        return super().offset(buf, indices)
+
+    def visit_Ref(self, e):
+        return f"(&{self.visit_Load(e)})"
+
+    def visit_Sync(self, s):
+        self.doc.line("__syncthreads();")
+
+    def loop_pragma(self, s):
+        return "#pragma unroll" if s.kind == "unroll" else None
+
+    def visit_Alloc(self, s):
+        b = s.buffer
+        t = self.type_name(b.dtype)
+        if b.scope == "shared":
+            self.doc.line(f"{t}* __restrict__ {b.name} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
+        else:
+            self.doc.line(f"{t} {b.name}[{b.numel}];")
+        if s.init is not None:
+            self.doc.line(f"{b.name}[0] = {self.expr(s.init)};")
+
+    def visit_Annotate(self, s):
+        pass
+
+    def visit_Kernel(self, k: Kernel):
+        raise TilecraftError("a kernel cannot contain another kernel", k.span)
+
+
+def _flatten_rows(buf, indices):
+    """Row index of a multi-dimensional shared tile seen as [rows][last dim]."""
+    row = indices[0] if len(indices) > 1 else E.const(0)
+    for idx, size in zip(indices[1:-1], buf.shape[1:-1]):
+        row = E.binary("+", E.binary("*", row, size), idx)
+    return row
+
+
+def _grid_expr(g) -> object:
+    if isinstance(g, E.Const):
+        return int(g.value)
+    return to_text(g).replace("T.max", "max").replace("T.min", "min")
+
+
+def _swizzle_blocks(p: CudaPrinter, k: Kernel, panel: int, grid: list):
+    """Rasterize the 2-D grid in panels of `panel` block-rows so neighbouring blocks share
+    tiles of A and B in L2."""
+    d = p.doc
+    gx, gy = grid[0], grid[1]
+    d.line(f"const int tc_panel = {panel};")
+    d.line(f"const int tc_lin = blockIdx.x + blockIdx.y * {gx};")
+    d.line(f"const int tc_per_panel = tc_panel * {gx};")
+    d.line(f"const int tc_p = tc_lin / tc_per_panel;")
+    d.line(f"const int tc_rows = min(tc_panel, {gy} - tc_p * tc_panel);")
+    d.line(f"const int tc_in = tc_lin - tc_p * tc_per_panel;")
+    bx, by = k.block_vars[0].name, k.block_vars[1].name
+    d.line(f"const int {by} = tc_p * tc_panel + tc_in % tc_rows;")
+    d.line(f"const int {bx} = tc_in / tc_rows;")
+
+
+def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
+    kernels = collect(func.body, lambda n: isinstance(n, Kernel))
+    if len(kernels) != 1:
+        raise TilecraftError(f"{func.name}: a CUDA program must contain exactly one T.Kernel, found {len(kernels)}",
+                             func.span)
+    k = kernels[0]
+    p = CudaPrinter(func, target)
+    p.kernel = k
+    d = p.doc
+    name = f"{func.name}_kernel"
+    threads = k.num_threads
+    d.line(f"// generated by tilecraft from {func.name} for {target.arch}")
+    d.line('#include "tilecraft/tilecraft.h"')
+    d.line("")
+    params = [f"{p.type_name(b.dtype)}* __restrict__ {b.name}" for b in func.params]
+    params += [f"int {s.name}" for s in func.symbols]
+    d.line(f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)}) {{')
+    d.indent()
+    d.line("extern __shared__ __align__(128) unsigned char tc_smem[];")
+    tx, ty, _ = k.threads
+    d.line(f"const int tc_tid = threadIdx.x + threadIdx.y * {tx} + threadIdx.z * {tx * ty};")
+    for v, c in zip(k.thread_vars, "xyz"):
+        d.line(f"const int {v.name} = threadIdx.{c}; (void){v.name};")
+    p.nonneg.add(E.Var("tc_tid"))
+    grid = [p.expr(g) for g in k.grid]
+    swz = [a for a in collect(k.body, lambda n: type(n).__name__ == "Annotate" and n.key == "use_swizzle")]
+    if swz and len(k.block_vars) >= 2 and not func.symbols:
+        _swizzle_blocks(p, k, swz[0].value[0], grid)
+        rest = k.block_vars[2:]
+    else:
+        rest = k.block_vars
+    for v, c in zip(k.block_vars, "xyz"):
+        if v in rest:
+            d.line(f"const int {v.name} = blockIdx.{c};")
+    for v in k.block_vars:
+        p.nonneg.add(v)
+    for v in k.thread_vars:
+        p.nonneg.add(v)
+    _mark_tid(p, k)
+    p.stmt(k.body)
+    d.dedent()
+    d.line("}")
+    grid_meta = [_grid_expr(g) for g in k.grid] + [1] * (3 - len(k.grid))
+    meta = {"kernel_name": name, "grid": grid_meta, "block": list(k.threads),
+            "smem_bytes": int(func.attr("smem_bytes", 0)),
+            "param_kinds": ["ptr"] * len(func.params) + ["int32"] * len(func.symbols)}
+    return d.text(), meta
+
+
+def _mark_tid(p: CudaPrinter, k: Kernel):
+    for v in collect(k.body, lambda n: isinstance(n, E.Var) and n.name == "tc_tid"):
+        p.nonneg.add(v)

@@ -1,0 +1,200 @@
+"""Fragment layouts: how a register tile is spread over the threads of a block.
+
+A layout is written in *digits*.  The thread index is split into thread digits (mixed radix,
+fastest first) and a thread's register slot into register digits (also fastest first).  Every
+tile coordinate is a linear combination of digits:
+
+    mma.sync m16n8k16 accumulator, 2x2 warps:  i = 64*wm + 16*mi + 8*h + lane_r
+                                                j = 32*wn +  8*ni + 2*lane_c + e
+
+Thread digits that no coordinate uses mean replication: a row vector produced by reducing the
+tile above along j lives, identical, in every thread of the row (`project`).  Because the digits
+of a projected layout are a subset of the original's, a `T.Parallel` loop driven by one layout
+can address another fragment's registers with compile-time slot numbers — the property that
+keeps fragments in registers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Digit:
+    name: str
+    extent: int
+
+
+@dataclass(frozen=True)
+class FragmentLayout:
+    shape: tuple                # tile shape
+    threads: int                # threads of the block
+    thread_digits: tuple        # Digits, fastest first; product == threads
+    reg_digits: tuple           # Digits, fastest first
+    coords: tuple               # per dim: tuple of (digit name, coefficient)
+
+    # ---- sizes ----------------------------------------------------------------------------
+    @property
+    def num_regs(self) -> int:
+        n = 1
+        for d in self.reg_digits:
+            n *= d.extent
+        return n
+
+    def thread_stride(self, name: str) -> int:
+        s = 1
+        for d in self.thread_digits:
+            if d.name == name:
+                return s
+            s *= d.extent
+        raise KeyError(name)
+
+    def reg_stride(self, name: str) -> int:
+        s = 1
+        for d in self.reg_digits:
+            if d.name == name:
+                return s
+            s *= d.extent
+        raise KeyError(name)
+
+    def is_thread_digit(self, name: str) -> bool:
+        return any(d.name == name for d in self.thread_digits)
+
+    def digit(self, name: str) -> Digit:
+        for d in self.thread_digits + self.reg_digits:
+            if d.name == name:
+                return d
+        raise KeyError(name)
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def reg_values(self, slot: int) -> dict:
+        out = {}
+        for d in self.reg_digits:
+            out[d.name] = slot % d.extent
+            slot //= d.extent
+        return out
+
+    def coord_of(self, dim: int, values: dict):
+        """Coordinate `dim` from digit values (ints, or IR expressions for thread digits)."""
+        total = 0
+        for name, coef in self.coords[dim]:
+            total = total + values[name] * coef
+        return total
+
+    def slot_of(self, reg_values: dict) -> int:
+        slot = 0
+        for d in reversed(self.reg_digits):
+            slot = slot * d.extent + reg_values[d.name]
+        return slot
+
+    def uses(self, dim: int) -> set:
+        return {n for n, _ in self.coords[dim]}
+
+    # ---- derived layouts ------------------------------------------------------------------
+    def project(self, keep_dims) -> "FragmentLayout":
+        """The layout of the tile restricted to `keep_dims` (a reduction's result): register
+        digits no kept coordinate uses disappear; unused thread digits stay (replication)."""
+        keep_dims = tuple(keep_dims)
+        used = set()
+        for d in keep_dims:
+            used |= self.uses(d)
+        regs = tuple(d for d in self.reg_digits if d.name in used)
+        shape = tuple(self.shape[d] for d in keep_dims) or (1,)
+        coords = tuple(self.coords[d] for d in keep_dims) or ((),)
+        return FragmentLayout(shape, self.threads, self.thread_digits, regs, coords)
+
+    def same_as(self, other: "FragmentLayout") -> bool:
+        return (self.shape == other.shape and self.threads == other.threads and
+                self.thread_digits == other.thread_digits and self.reg_digits == other.reg_digits and
+                tuple(tuple(sorted(c)) for c in self.coords) == tuple(tuple(sorted(c)) for c in other.coords))
+
+    def describe(self) -> str:
+        dims = []
+        for c in self.coords:
+            dims.append(" + ".join(f"{k}*{n}" if k != 1 else n for n, k in c) or "0")
+        t = ", ".join(f"{d.name}:{d.extent}" for d in self.thread_digits)
+        r = ", ".join(f"{d.name}:{d.extent}" for d in self.reg_digits)
+        return f"Fragment{self.shape} threads[{t}] regs[{r}] -> ({'; '.join(dims)})"
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def default_layout(shape, threads: int, elem_bytes: int, vector_bytes: int = 16) -> FragmentLayout:
+    """Spread a tile over the block's threads for coalesced, 16-byte vector access: the innermost
+    dimension is cut into vectors, then threads, then registers; outer dimensions take any
+    threads left, then registers.  Threads beyond what the tile can use replicate it."""
+    vec = max(1, vector_bytes // elem_bytes)
+    left = threads
+    tdigits, rdigits = [], []
+    coords = [[] for _ in shape]
+    for dim in reversed(range(len(shape))):
+        n = shape[dim]
+        inner = 1
+        if dim == len(shape) - 1:
+            v = _gcd(vec, n)
+            if v > 1:
+                rdigits.append(Digit(f"v{dim}", v))
+                coords[dim].append((f"v{dim}", 1))
+                inner = v
+        q = n // inner
+        t = _gcd(q, left)
+        if t > 1:
+            tdigits.append(Digit(f"t{dim}", t))
+            coords[dim].append((f"t{dim}", inner))
+            left //= t
+        rest = q // t
+        if rest > 1:
+            rdigits.append(Digit(f"r{dim}", rest))
+            coords[dim].append((f"r{dim}", inner * t))
+    if left > 1:
+        tdigits.append(Digit("rep", left))
+    # register digits: vectors fastest, then outer dims' registers from the innermost dim out,
+    # so a thread's registers walk its elements in row-major order.
+    rdigits = sorted(rdigits, key=lambda d: (0 if d.name.startswith("v") else 1, -int(d.name[1:])))
+    return FragmentLayout(tuple(shape), threads, tuple(tdigits), tuple(rdigits),
+                          tuple(tuple(c) for c in coords))
+
+
+def _gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def mma_accumulator_layout(shape, threads: int, warps_m: int, warps_n: int) -> FragmentLayout:
+    """The mma.sync m16n8k16 C/D fragment over a (M, N) tile split among warps_m x warps_n warps.
+    Per PTX: lane l holds rows l/4 and l/4+8, columns 2*(l%4) and 2*(l%4)+1 of each 16x8 tile."""
+    m, n = shape
+    tm, tn = m // warps_m, n // warps_n
+    mi, ni = tm // 16, tn // 8
+    tdigits = [Digit("lc", 4), Digit("lr", 8), Digit("wm", warps_m), Digit("wn", warps_n)]
+    rdigits = [Digit("e", 2), Digit("h", 2), Digit("ni", ni), Digit("mi", mi)]
+    used = threads // 32
+    if warps_m * warps_n != used:
+        raise ValueError("warp grid does not cover the block")
+    ci = [("lr", 1), ("h", 8), ("mi", 16), ("wm", tm)]
+    cj = [("e", 1), ("lc", 2), ("ni", 8), ("wn", tn)]
+    drop = lambda ds: tuple(d for d in ds if d.extent > 1)  # noqa: E731
+    keep_names = {d.name for d in drop(tdigits) + drop(rdigits)}
+    return FragmentLayout(tuple(shape), threads, drop(tdigits), drop(rdigits),
+                          (tuple(c for c in ci if c[0] in keep_names), tuple(c for c in cj if c[0] in keep_names)))
+
+
+def warp_partition(m: int, n: int, warps: int, policy: str) -> tuple:
+    """(warps_m, warps_n) for a gemm tile: every warp gets a multiple of 16 rows and 8 columns."""
+    options = []
+    for wm in range(1, warps + 1):
+        if warps % wm:
+            continue
+        wn = warps // wm
+        if m % (16 * wm) or n % (8 * wn):
+            continue
+        options.append((wm, wn))
+    if not options:
+        return None
+    if policy == "FullRow":
+        return max(options, key=lambda o: o[0])
+    if policy == "FullCol":
+        return max(options, key=lambda o: o[1])
+    return min(options, key=lambda o: (abs(m / o[0] - n / o[1]), -o[0]))

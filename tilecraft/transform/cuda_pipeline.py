@@ -1,0 +1,25 @@
+"""The CUDA pass pipeline (sm_80 and newer), in order, with the reason for each position."""
+from .check_regions import check_regions
+from .infer_layouts import infer_layouts
+from .insert_syncs import insert_syncs
+from .legalize_global_access import legalize_global_access
+from .lower_cuda import lower_cuda
+from .plan_shared_layouts import plan_shared_layouts
+from .plan_shared_memory import plan_shared_memory
+
+CUDA_PIPELINE = [
+    # Errors first, while tile ops still carry the user's intent and line.
+    check_regions,
+    # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
+    infer_layouts,
+    # Gemms decide which shared tiles they need swizzled, before anything addresses them.
+    plan_shared_layouts,
+    # Tile ops and parallel loops become per-thread code over registers and shared memory.
+    lower_cuda,
+    # Ragged edges: guard global accesses that may fall outside their tensors.
+    legalize_global_access,
+    # Barriers between shared-memory producers and consumers.
+    insert_syncs,
+    # Offsets in dynamic shared memory, and the per-block budget check, last: lowering adds scratch.
+    plan_shared_memory,
+]

@@ -1,0 +1,188 @@
+"""Fragment layout inference (CUDA targets).
+
+Before: fragments have no layout.  After: the function attribute `fragment_layouts` maps every
+fragment buffer to a `FragmentLayout`, and `gemm_plans` maps every `Gemm` to its warp partition
+(or None when it runs on the generic path).
+
+Strictest first, as in DESIGN.md: (1) gemm accumulators take the mma.sync accumulator layout of
+their warp partition; a gemm whose result feeds another gemm's A operand (FlashAttention's
+P @ V) is partitioned along M only, so P's registers can be reused as A fragments. (2) Layouts
+flow through fragment-to-fragment copies, reductions (row vectors are projections) and
+`T.Parallel` loops (every fragment a loop touches takes the layout of the loop's anchor, or its
+projection).  (3) A fragment still without a layout gets the default one, chosen for 16-byte
+vector access, and propagation resumes.  A conflict is an error at the user's line naming both
+buffers.
+"""
+from __future__ import annotations
+
+from ..errors import TilecraftError
+from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Reduce, Store, Visitor, collect
+from ..ir.func import PrimFunc
+from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
+                               warp_partition)
+
+MMA_DTYPES = ("float16", "bfloat16")
+
+
+def parallel_nests(body) -> list:
+    """Outermost chains of directly nested T.Parallel loops: (vars, extents, innermost body, loop)."""
+    nests = []
+
+    class _V(Visitor):
+        def visit_For(self, f: For):
+            if f.kind != "parallel":
+                return Visitor.generic(self, f)
+            vars_, extents, cur = [], [], f
+            while isinstance(cur, For) and cur.kind == "parallel":
+                vars_.append(cur.var)
+                extents.append(cur.extent.value)
+                cur = cur.body
+            nests.append((tuple(vars_), tuple(extents), cur, f))
+
+    _V().visit(body)
+    return nests
+
+
+def fragment_accesses(body) -> list:
+    """(buffer, indices) of every fragment element access inside `body`."""
+    out = []
+    for n in collect(body, lambda n: isinstance(n, (Load, Store))):
+        if n.buffer.scope == "fragment":
+            out.append((n.buffer, n.indices))
+    return out
+
+
+def loop_dims(indices, loop_vars) -> tuple | None:
+    """Which loop variables index each dimension, when each index is exactly a loop variable."""
+    dims = []
+    for idx in indices:
+        hit = [k for k, v in enumerate(loop_vars) if idx is v]
+        if not hit:
+            return None
+        dims.append(hit[0])
+    return tuple(dims)
+
+
+def mma_capable(g: Gemm, threads: int) -> bool:
+    m, n, k = g.mnk
+    return (g.a.buffer.dtype.name in MMA_DTYPES and g.c.buffer.dtype.name == "float32" and
+            k % 16 == 0 and threads % 32 == 0 and g.c.covers_whole() and
+            warp_partition(m, n, threads // 32, g.policy) is not None)
+
+
+class _Inference:
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.threads = kernel.num_threads
+        self.layouts: dict = {}
+        self.reasons: dict = {}
+        self.plans: dict = {}
+
+    def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
+        old = self.layouts.get(buf)
+        if old is not None:
+            if not old.same_as(layout):
+                raise TilecraftError(
+                    f"conflicting register layouts for {buf.name}: {self.reasons[buf]} gives it "
+                    f"{old.describe()}, but {why} needs {layout.describe()}", span,
+                    hint="copy it into a second fragment (T.copy) to change its layout")
+            return False
+        if tuple(layout.shape) != tuple(buf.shape):
+            raise TilecraftError(f"internal: layout shape {layout.shape} for {buf.name}{buf.shape}", span)
+        self.layouts[buf] = layout
+        self.reasons[buf] = why
+        return True
+
+    def run(self, body):
+        gemms = collect(body, lambda n: isinstance(n, Gemm))
+        a_from_frag = self._fragment_a_sources(body, gemms)
+        for g in gemms:
+            m, n, _ = g.mnk
+            if not mma_capable(g, self.threads):
+                self.plans[g] = None
+                continue
+            policy = "FullRow" if (g.c.buffer in a_from_frag or g.a.buffer.scope == "fragment") else g.policy
+            wm, wn = warp_partition(m, n, self.threads // 32, policy)
+            self.plans[g] = (wm, wn)
+            self.set(g.c.buffer, mma_accumulator_layout((m, n), self.threads, wm, wn),
+                     f"T.gemm accumulator (line {g.span.line if g.span else '?'})", g.span)
+        nests = parallel_nests(body)
+        ops = collect(body, lambda n: isinstance(n, (Copy, Reduce)))
+        frags = [a.buffer for a in collect(body, lambda n: type(n).__name__ == "Alloc")
+                 if a.buffer.scope == "fragment"]
+        while True:
+            while self._propagate(ops, nests):
+                pass
+            missing = [b for b in frags if b not in self.layouts]
+            if not missing:
+                break
+            b = missing[0]
+            self.set(b, default_layout(b.shape, self.threads, b.dtype.bytes), "the default layout", b.span)
+        return self.layouts, self.plans
+
+    def _fragment_a_sources(self, body, gemms) -> set:
+        """Accumulators whose values reach some gemm's A operand through fragment copies."""
+        copies = [c for c in collect(body, lambda n: isinstance(n, Copy))
+                  if c.src.buffer.scope == "fragment" and c.dst.buffer.scope == "fragment"]
+        sources = set()
+        for g in gemms:
+            if g.a.buffer.scope != "fragment":
+                continue
+            frontier = {g.a.buffer}
+            while frontier:
+                b = frontier.pop()
+                sources.add(b)
+                frontier |= {c.src.buffer for c in copies if c.dst.buffer is b and c.src.buffer not in sources}
+        return sources
+
+    def _propagate(self, ops, nests) -> bool:
+        changed = False
+        for op in ops:
+            if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment":
+                s, d = op.src.buffer, op.dst.buffer
+                if s in self.layouts and d not in self.layouts and s.shape == d.shape:
+                    changed |= self.set(d, self.layouts[s], f"T.copy from {s.name}", op.span)
+                elif d in self.layouts and s not in self.layouts and s.shape == d.shape:
+                    changed |= self.set(s, self.layouts[d], f"T.copy into {d.name}", op.span)
+            elif isinstance(op, Reduce) and op.src.scope == "fragment" and op.dst.scope == "fragment":
+                if op.src in self.layouts:
+                    keep = [i for i in range(op.src.ndim) if i != op.dim]
+                    proj = self.layouts[op.src].project(keep)
+                    if op.dst.ndim == op.src.ndim:  # keepdim form: re-insert a unit dimension
+                        continue
+                    changed |= self.set(op.dst, proj, f"T.reduce_{op.kind} of {op.src.name}", op.span)
+        for vars_, extents, inner, loop in nests:
+            accesses = fragment_accesses(inner)
+            anchor = None
+            for buf, idx in accesses:
+                dims = loop_dims(idx, vars_)
+                if buf in self.layouts and dims is not None and len(set(dims)) == len(dims):
+                    if anchor is None or len(dims) > len(anchor[1]):
+                        anchor = (buf, dims)
+            if anchor is None:
+                continue
+            abuf, adims = anchor
+            # a layout over the loop's full index space, re-expressed by loop variable position
+            full = self.layouts[abuf]
+            if len(adims) != len(vars_):
+                continue  # anchor covers only part of the nest; leave the rest to defaults
+            order = [adims.index(k) for k in range(len(vars_))]
+            base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
+                                  tuple(full.coords[o] for o in order))
+            for buf, idx in accesses:
+                dims = loop_dims(idx, vars_)
+                if dims is None or buf in self.layouts or len(set(dims)) != len(dims):
+                    continue
+                proj = base.project(dims)
+                if tuple(proj.shape) == tuple(buf.shape):
+                    changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name}", loop.span)
+        return changed
+
+
+def infer_layouts(func: PrimFunc, target) -> PrimFunc:
+    layouts, plans = {}, {}
+    for k in collect(func.body, lambda n: isinstance(n, Kernel)):
+        lay, pl = _Inference(k).run(k.body)
+        layouts.update(lay)
+        plans.update(pl)
+    return func.with_attr("fragment_layouts", layouts).with_attr("gemm_plans", plans)

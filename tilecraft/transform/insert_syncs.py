@@ -1,0 +1,113 @@
+"""Insert `__syncthreads()` where threads of a block communicate through shared memory.
+
+Before: thread-level IR without barriers (except those lowering put inside reductions).  After:
+a `Sync` before every statement that reads a shared buffer written since the last barrier, or
+writes one read or written since then (read-after-write and write-after-read across threads),
+and at the end of a loop body whose accesses would conflict with the next iteration's.
+Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
+only a little time.
+"""
+from __future__ import annotations
+
+from ..ir import Alloc, Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, collect, seq
+from ..ir.func import PrimFunc
+from ..ir.stmt import Stmt
+
+
+def _access(stmt) -> tuple[set, set]:
+    reads, writes = set(), set()
+    for n in collect(stmt, lambda n: isinstance(n, (Load, Store, Ref))):
+        if n.buffer.scope != "shared":
+            continue
+        if isinstance(n, Store):
+            writes.add(n.buffer)
+        elif isinstance(n, Ref):
+            reads.add(n.buffer)
+            if not n.buffer.name.startswith("tc_red"):
+                writes.add(n.buffer) if _writes_through_ref(stmt, n) else None
+        else:
+            reads.add(n.buffer)
+    return reads, writes
+
+
+def _writes_through_ref(stmt, ref) -> bool:
+    for c in collect(stmt, lambda n: isinstance(n, Evaluate)):
+        name = getattr(c.value, "op", "")
+        if any(a is ref for a in getattr(c.value, "args", ())):
+            return name.startswith("tc::atomic") or name.startswith("tc::cp_async")
+    return False
+
+
+class _State:
+    def __init__(self):
+        self.reads: set = set()
+        self.writes: set = set()
+
+    def conflicts(self, r, w) -> bool:
+        return bool((r & self.writes) or (w & self.writes) or (w & self.reads))
+
+    def add(self, r, w):
+        self.reads |= r
+        self.writes |= w
+
+    def clear(self):
+        self.reads, self.writes = set(), set()
+
+
+def _block(stmts, state: _State) -> list:
+    out = []
+    for s in stmts:
+        if isinstance(s, Sync):
+            state.clear()
+            out.append(s)
+            continue
+        if isinstance(s, For) and collect(s.body, lambda n: isinstance(n, (Load, Store, Ref))):
+            r, w = _access(s)
+            if state.conflicts(r, w):
+                out.append(Sync())
+                state.clear()
+            inner = _State()
+            body = _block(_stmts(s.body), inner)
+            # loop-carried: what the end of an iteration did vs what the start of the next does
+            first_r, first_w = _first_access(s.body)
+            if inner.conflicts(first_r, first_w) and (inner.reads or inner.writes):
+                body.append(Sync())
+                inner.clear()
+            state.add(r, w)
+            out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
+            continue
+        if isinstance(s, If):
+            r, w = _access(s)
+            if state.conflicts(r, w):
+                out.append(Sync())
+                state.clear()
+            state.add(r, w)
+            out.append(s)
+            continue
+        r, w = _access(s)
+        if (r or w) and state.conflicts(r, w):
+            out.append(Sync())
+            state.clear()
+        state.add(r, w)
+        out.append(s)
+    return out
+
+
+def _first_access(body):
+    for s in _stmts(body):
+        r, w = _access(s)
+        if r or w:
+            return r, w
+    return set(), set()
+
+
+def _stmts(s) -> list:
+    return list(s.stmts) if isinstance(s, Seq) else [s]
+
+
+def insert_syncs(func: PrimFunc, target) -> PrimFunc:
+    def fix(k: Kernel):
+        body = _block(_stmts(k.body), _State())
+        return Kernel(k.grid, k.block_vars, k.threads, seq(*body), k.thread_vars, span=k.span)
+    stmts = [fix(s) if isinstance(s, Kernel) else s for s in _stmts(func.body)]
+    return func.with_body(seq(*stmts))
