@@ -1,0 +1,248 @@
+"""The tile IR: printer output, expression constructors (folding, identities, dtype promotion),
+identity semantics of nodes, the Mutator's no-change contract, and the integer analyses."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import tilecraft as tilelang
+import tilecraft.language as T
+from tilecraft.ir import (Binary, Cast, Const, Load, Mutator, Store, Var, Visitor, binary, call, cast,
+                          collect, const, select, substitute, to_text, unary)
+from tilecraft.ir import dtype as dt
+from tilecraft.ir.analysis import INF, bounds, divisible, linear, static_difference
+
+
+def gemm_softmax_func(M=64, N=48, K=32, bm=32, bn=16, bk=16):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(B[ko * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=False)
+            T.reduce_max(C_f, mx, dim=1)
+            for i, j in T.Parallel(bm, bn):
+                C_f[i, j] = T.exp(C_f[i, j] - mx[i])
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+# ---- printer ------------------------------------------------------------------------------------
+
+def test_printer_shows_kernel_loops_and_tile_ops():
+    text = gemm_softmax_func().script()
+    for needle in ["@T.prim_func", "def main(A: T.Tensor((64, 32), \"float16\")",
+                   "with T.Kernel(3, 2, threads=[128, 1, 1]) as (bx, by):",
+                   "A_s = T.alloc_shared((32, 16), \"float16\")",
+                   "for ko in T.Pipelined(2, num_stages=2):",
+                   "T.copy(A[by * 32:by * 32 + 32, ko * 16:ko * 16 + 16], A_s)",
+                   "T.gemm(A_s, B_s, C_f)", "T.reduce_max(C_f, mx, dim=1, clear=True)",
+                   "for i in T.Parallel(32):", "C_f[i, j] = T.exp(C_f[i, j] - mx[i])",
+                   "T.fill(C_f, 0.0)"]:
+        assert needle in text, f"{needle!r} not in\n{text}"
+
+
+def test_kernel_get_ir_matches_script_and_lowered_ir_has_no_tile_ops():
+    k = tilelang.compile(gemm_softmax_func(), out_idx=-1, target="cpu")
+    assert k.get_ir() == gemm_softmax_func().script()
+    low = k.get_lowered_ir()
+    assert "T.gemm" not in low and "T.copy" not in low and "T.reduce_max" not in low
+    assert "for " in low
+
+
+def test_printer_parenthesises_by_precedence():
+    x, y = Var("x"), Var("y")
+    assert to_text((x + y) * 3) == "(x + y) * 3"
+    assert to_text(x - (y - 1)) == "x - (y - 1)"
+    assert to_text(x * y + 1) == "x * y + 1"
+
+
+# ---- constructors: folding and identities ------------------------------------------------------------
+
+def test_constant_folding_int_and_float():
+    e = binary("+", const(2), const(3))
+    assert isinstance(e, Const) and e.value == 5 and e.dtype is dt.int32
+    f = binary("*", const(1.5), const(4.0))
+    assert isinstance(f, Const) and f.value == 6.0 and f.dtype is dt.float32
+    assert binary("//", const(-7), const(2)).value == -4   # Python floor semantics
+    assert binary("%", const(-7), const(2)).value == 1
+    assert binary("<", const(1), const(2)).value is True
+    assert unary("neg", const(3)).value == -3
+
+
+def test_division_by_zero_is_not_folded():
+    e = binary("//", const(1), const(0))
+    assert isinstance(e, Binary)
+
+
+def test_identities_are_dropped():
+    x = Var("x")
+    assert binary("+", x, 0) is x and binary("+", 0, x) is x
+    assert binary("*", x, 1) is x and binary("*", 1, x) is x
+    assert binary("-", x, 0) is x and binary("//", x, 1) is x
+    assert isinstance(binary("*", x, 0), Const)
+
+
+def test_select_with_constant_condition_folds():
+    x, y = Var("x", dt.float32), Var("y", dt.float32)
+    assert select(True, x, y) is x and select(False, x, y) is y
+
+
+def test_cast_of_constant_folds_and_same_dtype_cast_is_identity():
+    c = cast(3, dt.float16)
+    assert isinstance(c, Const) and c.dtype is dt.float16 and c.value == 3.0
+    x = Var("x", dt.float16)
+    assert cast(x, "float16") is x
+    assert isinstance(cast(x, "float32"), Cast)
+
+
+# ---- promotion -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a,b,out", [
+    ("float16", "float32", "float32"), ("float32", "float16", "float32"),
+    ("bfloat16", "float16", "float32"), ("int32", "int64", "int64"),
+    ("int32", "float16", "float16"), ("int8", "int32", "int32"), ("bool", "int32", "int32"),
+])
+def test_binary_promotion_of_typed_operands(a, b, out):
+    e = binary("+", Var("a", dt.dtype(a)), Var("b", dt.dtype(b)))
+    assert e.dtype is dt.dtype(out)
+    assert e.a.dtype is e.b.dtype is e.dtype  # operands are cast to the result type
+
+
+def test_python_float_takes_the_float_operands_dtype():
+    h = Var("h", dt.float16)
+    assert binary("*", h, 0.5).dtype is dt.float16
+    assert binary("*", 0.5, Var("b", dt.bfloat16)).dtype is dt.bfloat16
+
+
+def test_python_float_with_int_becomes_float32():
+    i = Var("i", dt.int32)
+    e = binary("+", i, 0.5)
+    assert e.dtype is dt.float32
+
+
+def test_python_int_keeps_operand_dtype_and_compare_gives_bool():
+    assert binary("+", Var("h", dt.float16), 1).dtype is dt.float16
+    assert binary("+", Var("n", dt.int64), 1).dtype is dt.int64
+    assert binary("<", Var("h", dt.float16), Var("f", dt.float32)).dtype is dt.bool_
+
+
+def test_math_call_on_int_computes_in_float32():
+    assert call("exp", Var("i", dt.int32)).dtype is dt.float32
+    assert call("exp", Var("h", dt.float16)).dtype is dt.float16
+    assert call("abs", Var("i", dt.int32)).dtype is dt.int32
+
+
+def test_dtype_spellings_and_torch_dtypes():
+    import torch
+    assert dt.dtype("float") is dt.float32 and dt.dtype("half") is dt.float16
+    assert dt.dtype(torch.bfloat16) is dt.bfloat16 and dt.dtype(T.float16) is dt.float16
+    assert dt.to_torch(dt.bfloat16) is torch.bfloat16
+    with pytest.raises(ValueError, match="flaot"):
+        dt.dtype("flaot")
+
+
+# ---- identity semantics -----------------------------------------------------------------------------
+
+def test_nodes_compare_and_hash_by_identity():
+    a, b = const(1), const(1)
+    assert a == a and a != b
+    assert len({a, b}) == 2
+    x1, x2 = Var("x"), Var("x")
+    assert x1 != x2 and {x1: 1}.get(x2) is None
+
+
+# ---- functors -----------------------------------------------------------------------------------------
+
+def test_mutator_returns_same_object_when_nothing_changes():
+    func = gemm_softmax_func()
+    body = func.body
+    assert Mutator().visit(body) is body
+    assert func.with_body(Mutator().visit(body)) is func
+
+
+def test_mutator_rebuilds_only_the_changed_path():
+    x, y = Var("x"), Var("y")
+    left = binary("*", x, 3)
+    right = binary("*", y, 5)
+    e = binary("+", left, right)
+
+    class RenameX(Mutator):
+        def visit_Var(self, v):
+            return Var("z") if v is x else v
+
+    out = RenameX().visit(e)
+    assert out is not e and out.b is right and out.a is not left
+    assert to_text(out) == "z * 3 + y * 5"
+
+
+def test_substitute_and_collect():
+    func = gemm_softmax_func()
+    loads = collect(func.body, lambda n: isinstance(n, Load))
+    assert {ld.buffer.name for ld in loads} >= {"C_f", "mx"}
+    x = Var("x")
+    e = binary("+", binary("*", x, 4), 1)
+    assert to_text(substitute(e, {x: const(2)})) == "2 * 4 + 1"
+    assert to_text(e) == "x * 4 + 1"  # the original is untouched
+
+
+def test_visitor_walks_every_store():
+    func = gemm_softmax_func()
+    seen = []
+
+    class V(Visitor):
+        def visit_Store(self, s):
+            seen.append(s.buffer.name)
+            Visitor.generic(self, s)
+
+    V().visit(func.body)
+    assert seen == ["C_f"]
+
+
+# ---- analysis ------------------------------------------------------------------------------------------
+
+def test_linear_collects_terms():
+    x, y = Var("x"), Var("y")
+    c, terms = linear(binary("-", binary("+", binary("*", x, 64), 3), x))
+    assert c == 3 and terms == {x: 63}
+    c, terms = linear(binary("*", binary("+", x, 1), 64))
+    assert c == 64 and terms == {x: 64}
+    assert linear(Var("f", dt.float32)) is None
+    c, terms = linear(binary("+", binary("*", x, y), 2))
+    assert c == 2 and len(terms) == 1  # the product x*y is one atom
+
+
+def test_static_difference():
+    x, y = Var("x"), Var("y")
+    assert static_difference(binary("*", binary("+", x, 1), 64), binary("*", x, 64)) == 64
+    assert static_difference(binary("+", x, 7), x) == 7
+    assert static_difference(x, y) is None
+    assert static_difference(10, 3) == 7
+
+
+def test_bounds_interval_arithmetic():
+    x, y = Var("x"), Var("y")
+    env = {x: (0, 9), y: (-2, 3)}
+    assert bounds(binary("+", binary("*", x, 4), 3), env) == (3, 39)
+    assert bounds(binary("-", x, y), env) == (-3, 11)
+    assert bounds(binary("*", x, y), env) == (-18, 27)
+    assert bounds(binary("//", x, 4), env) == (0, 2)
+    assert bounds(binary("%", binary("+", x, 100), 8), env) == (0, 7)
+    assert bounds(binary("min", x, 5), env) == (0, 5)
+    lo, hi = bounds(Var("free"), env)
+    assert lo == -INF and hi == INF
+
+
+def test_divisible():
+    x = Var("x")
+    assert divisible(binary("*", x, 64), 16)
+    assert divisible(binary("+", binary("*", x, 64), 32), 16)
+    assert not divisible(binary("+", binary("*", x, 64), 8), 16)
+    assert not divisible(x, 2)
