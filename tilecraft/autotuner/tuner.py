@@ -65,6 +65,12 @@ class ProfileArgs:
                 self.rtol, self.atol, self.max_mismatched_ratio, self.skip_check)
 
 
+def _excerpt(reason: str | None, max_lines: int = 3, width: int = 160) -> str:
+    """The first lines of a failure reason (a compiler error's first line often ends in ':')."""
+    lines = [ln.rstrip()[:width] for ln in (reason or "").strip().splitlines() if ln.strip()][:max_lines]
+    return "\n      ".join(lines)
+
+
 def _signature(tensors: Sequence[Any]) -> tuple:
     return tuple((tuple(t.shape), str(t.dtype), t.device.type) if hasattr(t, "shape") else repr(t)
                  for t in tensors)
@@ -175,7 +181,7 @@ class AutoTuner:
                             best = (r, kernel, func, *evaluated)
                 bar.update(1)
         if best is None:
-            lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {r.short_reason(200)}" for r in results)
+            lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {_excerpt(r.reason)}" for r in results)
             raise AutotuneError(f"autotune {program.name}: all {len(results)} configs failed\n{lines}")
 
         best_r, kernel, func, profiler, inputs = best
