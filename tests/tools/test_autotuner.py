@@ -29,7 +29,8 @@ def isolated_cache(tmp_path, monkeypatch):
 
 
 def make_factory(log_dir, compile_s=0.0):
-    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False):
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0):
+        time.sleep(hang)  # a compile that takes forever
         if chunk <= 0:
             raise ValueError(f"chunk must be positive, got {chunk}")
         return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail)
@@ -135,6 +136,16 @@ def test_worker_count_knob(tmp_path, monkeypatch):
     log.mkdir()
     tuner(make_factory(log), [{"chunk": c} for c in (1, 2, 4)]).run()
     assert {pid for pid, _, _ in read_events(log)} == {os.getpid()}, "one worker: compile serially"
+
+
+def test_a_hung_compile_times_out_and_is_skipped():
+    configs = [{"chunk": 1}, {"chunk": 4}, {"chunk": 16, "hang": 60.0}]
+    t0 = time.perf_counter()
+    result = tuner(make_factory(None), configs, timeout=1.0).run()
+    assert time.perf_counter() - t0 < 20, "the hung worker is killed, not waited for"
+    assert [r.status for r in result.all_results] == ["ok", "ok", "timeout"]
+    assert "timed out" in result.all_results[2].reason
+    assert result.config == {"chunk": 4}
 
 
 # ------------------------------------------------------------------------------------ stored results

@@ -69,6 +69,7 @@ def test_jit_factory_parallel_compile_check_and_cache():
     a, b = torch.randn(M, K), torch.randn(K, N)
     torch.testing.assert_close(result.kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
     assert isinstance(result.func, PrimFunc) and result.func is result.kernel.func
+    assert "main" in result.libcode
     # four programs compiled: three good ones and the wrong one; those built by the workers were
     # cache hits for the parent
     assert cache_info("kernels")["entries"] == 4

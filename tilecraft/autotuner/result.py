@@ -87,6 +87,12 @@ class AutotuneResult:
     bytes: float | Callable | None = None
 
     @property
+    def libcode(self) -> str | None:
+        """The best kernel's generated source (TileLang's name)."""
+        get = getattr(self.kernel, "get_kernel_source", None)
+        return get() if callable(get) else None
+
+    @property
     def best(self) -> ConfigResult:
         return min((r for r in self.all_results if r.ok), key=lambda r: r.latency)
 
