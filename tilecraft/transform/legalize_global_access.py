@@ -80,8 +80,16 @@ class _Legalize(Mutator):
             for a in s2.value.args:
                 if isinstance(a, Ref) and a.buffer.scope == "global":
                     cond = in_bounds_condition(a.buffer, a.indices, self.env)
+                    if s2.value.op.split("<")[0].endswith("_zfill"):
+                        # a predicated load: out-of-range vectors are read as zeros, not skipped
+                        c = s2.value
+                        pred = cond if cond is not None else const(True)
+                        return Evaluate(Call(c.op, c.args + (pred,), c.type, span=c.span), span=s.span)
                     if cond is not None:
                         return If(cond, s2, span=s.span)
+            if s2.value.op.split("<")[0].endswith("_zfill"):
+                c = s2.value
+                return Evaluate(Call(c.op, c.args + (const(True),), c.type, span=c.span), span=s.span)
         return s2
 
 

@@ -137,6 +137,9 @@ def lower_copy(op: Copy, ctx: Ctx):
         lay = ctx.layout(frag.buffer, op.span)
         reg = ctx.reg(frag.buffer)
         keep = [k for k, n in enumerate(frag.buffer.shape) if n != 1]
+        vec = _vector_width(lay, frag, other, ctx)
+        if vec > 1:
+            return _vector_copy(lay, reg, frag is d, other, keep, vec, ctx, op.span)
 
         def body(r, coords):
             tile = [coords[k] for k in keep]
@@ -150,6 +153,53 @@ def lower_copy(op: Copy, ctx: Ctx):
     return ctx.strided(shape, lambda ix: Store(
         d.buffer, region_indices(d, [] if squeeze else ix),
         cast(Load(s.buffer, region_indices(s, [] if squeeze else ix)), d.buffer.dtype)), op.span)
+
+
+def _vector_width(lay: FragmentLayout, frag: Region, other: Region, ctx: Ctx) -> int:
+    """How many consecutive fragment registers map to consecutive, aligned elements of `other`
+    (so one 4/8/16-byte access moves them); 1 when that cannot be proved."""
+    from ..ir.analysis import divisible
+    if not lay.reg_digits or not keep_last(frag) or other.buffer.scope not in ("global", "shared"):
+        return 1
+    first = lay.reg_digits[0]
+    last = len(frag.buffer.shape) - 1
+    if (first.name, 1) not in lay.coords[last]:
+        return 1
+    ob = other.buffer
+    non_unit = [k for k, n in enumerate(other.extents) if n != 1]
+    if not non_unit or non_unit[-1] != ob.ndim - 1 or other.extents[-1] != frag.buffer.shape[-1]:
+        return 1
+    v = first.extent
+    while v > 1:
+        nbytes = v * ob.dtype.bytes
+        if (nbytes in (4, 8, 16) and isinstance(ob.shape[-1], int) and ob.shape[-1] % v == 0
+                and divisible(other.starts[-1], v)
+                and all(coef % v == 0 for name, coef in lay.coords[last] if name != first.name)
+                and first.extent % v == 0):
+            return v
+        v //= 2
+    return 1
+
+
+def keep_last(frag: Region) -> bool:
+    return frag.buffer.shape[-1] > 1
+
+
+def _vector_copy(lay, reg, into_frag: bool, other: Region, keep, vec, ctx: Ctx, span):
+    g = ctx.var("g")
+    r = binary("*", g, vec)
+    coords = ctx.coords(lay, r)
+    oidx = region_indices(other, [coords[k] for k in keep])
+    src_t, dst_t = (other.buffer, reg) if into_frag else (reg, other.buffer)
+    from ..codegen.c_printer import C_TYPES
+    tname = lambda b: C_TYPES[b.dtype.name]  # noqa: E731
+    if into_frag:
+        call = Call(f"tc::vec_load_zfill<{tname(reg)}, {tname(other.buffer)}, {vec}>",
+                    (Ref(reg, (r,)), Ref(other.buffer, oidx)), dt.int32)
+    else:
+        call = Call(f"tc::vec_store<{tname(other.buffer)}, {tname(reg)}, {vec}>",
+                    (Ref(other.buffer, oidx), Ref(reg, (r,))), dt.int32)
+    return For(g, const(0), const(lay.num_regs // vec), "unroll", Evaluate(call, span=span), span=span)
 
 
 @register(Fill)
@@ -254,12 +304,16 @@ def lower_reduce(op: Reduce, ctx: Ctx):
         groups.setdefault(key, []).append(slot)
     accs = [Var(f"red{ctx.var().name}_{s}", acc_t) for s in range(dlay.num_regs)]
     stmts = []
-    base_kind = op.kind[3:] if op.kind in ("abssum", "absmax") else op.kind
+    base_kind = {"abssum": "sum", "absmax": "max"}.get(op.kind, op.kind)
     for s, acc in enumerate(accs):
-        value = _identity(op.kind, acc_t)
-        for slot in groups.get(s, []):
-            value = _combine(op.kind, value, cast(Load(sreg, (const(slot),)), acc_t))
-        stmts.append(Let(acc, value))
+        # a balanced tree: shallow expressions and independent operations for the scheduler
+        vals = [cast(Load(sreg, (const(slot),)), acc_t) for slot in groups.get(s, [])]
+        if op.kind in ("abssum", "absmax"):
+            vals = [call("abs", v) for v in vals]
+        while len(vals) > 1:
+            vals = [_combine(base_kind, vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i]
+                    for i in range(0, len(vals), 2)]
+        stmts.append(Let(acc, vals[0] if vals else _identity(op.kind, acc_t)))
     # 2. across lanes (xor butterflies on the reduced thread digits' lane bits), 3. across warps
     lane_masks, warp_digits = [], []
     for name in red_names:

@@ -1,0 +1,41 @@
+// Vectorised element moves between memory and registers, with conversion.
+//
+// Global memory is fastest with 16-byte accesses per thread (one LDG.E.128 instead of four or
+// eight narrow loads), so a copy of V consecutive elements goes through an aligned struct of
+// V elements.  The code generator only emits these when it has proved the address is aligned to
+// V * sizeof(element) and the whole vector is inside (or outside) the tensor.
+#pragma once
+#include "common.h"
+
+namespace tc {
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// d[0..V) = convert(p[0..V)) when pred, else zeros (ragged edges read as zero).
+template <class D, class S, int V>
+TC_DEVICE void vec_load_zfill(D* d, const S* p, bool pred) {
+  static_assert(sizeof(S) * V <= 16, "at most 16 bytes per vector access");
+  if (pred) {
+    Pack<S, V> t = *reinterpret_cast<const Pack<S, V>*>(p);
+#pragma unroll
+    for (int i = 0; i < V; ++i) d[i] = cast<D>(t.v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) d[i] = cast<D>(0.0f);
+  }
+}
+
+// p[0..V) = convert(s[0..V)) as one aligned store.
+template <class D, class S, int V>
+TC_DEVICE void vec_store(D* p, const S* s) {
+  static_assert(sizeof(D) * V <= 16, "at most 16 bytes per vector access");
+  Pack<D, V> t;
+#pragma unroll
+  for (int i = 0; i < V; ++i) t.v[i] = cast<D>(s[i]);
+  *reinterpret_cast<Pack<D, V>*>(p) = t;
+}
+
+}  // namespace tc
