@@ -1,0 +1,455 @@
+"""One benchmark for one device call: build, check and time every reference kernel side by side
+with its torch reference, in the same run, and print a table last.
+
+    python3 benchmarks/bench.py [--quick] [--only gemm,softmax] [--list]
+
+Method (/work/shared/BENCH.md, /work/.library/device/METHOD.md): fresh random inputs; our output
+poisoned with NaN and checked against the reference's output (relative Frobenius error);
+CUDA-event timing through `tilecraft.profiler.do_bench` (median, warm-up, L2 flushed between
+calls); achieved TB/s (minimum bytes) or TFLOP/s, and % of the ceiling: the device-to-device copy
+measured in this run for memory-bound kernels, the datasheet dense fp16/bf16 rate for matmuls.
+"ours/ref" is the speed ratio ref_ms / ours_ms (> 1: we are faster; for host launch time it is
+ours / torch.add, lower is better).  A kernel that fails gets a row saying so; if a failure leaves
+the CUDA context unusable, the remaining groups run in a fresh child process.  Results go to
+benchmarks/results/<date>_<gpu>.{md,json} and to $OUT when set.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+GROUPS = ["copy", "vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu",
+          "flash_attention", "compile", "launch"]
+DENSE_PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "H800": 989.4, "A100": 312.0, "L40S": 362.0,
+                     "RTX 4090": 165.2}  # fp16/bf16 dense tensor-core rates (datasheets)
+BENCH_MD_COPY_TBPS = 4.04
+STATE = {"quick": False, "copy_tbps": None, "peak_tflops": None}
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def rand(*shape, dtype=torch.float16, scale=1.0):
+    return (torch.randn(*shape, device="cuda") * scale).to(dtype)
+
+
+def nan_like(t):
+    return torch.full_like(t, float("nan"))
+
+
+def rel_err(out, ref) -> float:
+    out, ref = out.double(), ref.double()
+    if not torch.isfinite(out).all():
+        return float("nan")
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def timeit(fn) -> float:
+    from tilecraft.profiler import do_bench
+    quick = STATE["quick"]
+    return do_bench(fn, warmup=10 if quick else 25, rep=30 if quick else 100, return_mode="median")
+
+
+def row(kernel, size, **kw):
+    r = {"kernel": kernel, "size": size, "check": "", "err": None, "ours_ms": None, "ref_ms": None,
+         "speed": None, "achieved": None, "unit": "", "pct": None, "note": ""}
+    r.update(kw)
+    return r
+
+
+def case(rows, kernel, size, build, ref, tol, bytes_=None, flops=None, ref_name="torch"):
+    """Build ours (build() -> (run, out)), run the reference (ref() -> (run, out)), check, time."""
+    r = row(kernel, size, ref_name=ref_name)
+    rows.append(r)
+    try:
+        ref_run, ref_out = ref()
+        r["ref_ms"] = timeit(ref_run)
+        ours_run, out = build()
+        ours_run()
+        torch.cuda.synchronize()
+        err = rel_err(out, ref_out)
+        r["err"] = err
+        r["check"] = ("PASS" if err < tol else "FAIL") + (f" {err:.1e}" if not math.isnan(err) else " NaN")
+        r["ours_ms"] = timeit(ours_run)
+        r["speed"] = r["ref_ms"] / r["ours_ms"]
+        if bytes_:
+            r["achieved"], r["unit"] = bytes_ / r["ours_ms"] / 1e9, "TB/s"
+            if STATE["copy_tbps"]:
+                r["pct"] = 100 * r["achieved"] / STATE["copy_tbps"]
+        elif flops:
+            r["achieved"], r["unit"] = flops / r["ours_ms"] / 1e9, "TFLOP/s"
+            if STATE["peak_tflops"]:
+                r["pct"] = 100 * r["achieved"] / STATE["peak_tflops"]
+    except Exception as e:  # noqa: BLE001 - a failing kernel is a row, not the end of the run
+        msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
+        r["check"] = f"ERROR {type(e).__name__}: {msg}"
+    return r
+
+
+# ---- groups ----------------------------------------------------------------------------------
+def g_copy(rows):
+    n = (1 << 26) if STATE["quick"] else (1 << 28)  # 256 MiB / 1 GiB of fp32
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    ms = timeit(lambda: dst.copy_(src))
+    STATE["copy_tbps"] = 2 * 4 * n / ms / 1e9
+    rows.append(row("copy (ceiling)", f"{4 * n >> 20} MiB", check="-", ref_ms=ms, achieved=STATE["copy_tbps"],
+                    unit="TB/s", pct=100 * STATE["copy_tbps"] / BENCH_MD_COPY_TBPS,
+                    note="pct vs BENCH.md 4.04 TB/s"))
+
+
+def g_vector_add(rows):
+    import tilecraft.kernels as K
+    n = (1 << 22) if STATE["quick"] else (1 << 26)
+    a, b = rand(n, dtype=torch.float32), rand(n, dtype=torch.float32)
+    c = nan_like(a)
+
+    def build():
+        k = K.vector_add(n)
+        return (lambda: k(a, b, c)), c
+    case(rows, "vector_add fp32", f"{n >> 20}M", build, lambda: (lambda: torch.add(a, b), torch.add(a, b)),
+         1e-6, bytes_=12 * n)
+
+
+def g_axpby(rows):
+    import tilecraft.kernels as K
+    m, n = (2048, 2048) if STATE["quick"] else (8192, 8192)
+    x, y = rand(m, n), rand(m, n)
+    z = nan_like(x)
+
+    def build():
+        k = K.axpby(m, n)
+        return (lambda: k(x, y, z)), z
+    case(rows, "axpby fp16", f"{m}x{n}", build, lambda: (lambda: 2.0 * x - 0.5 * y, 2.0 * x - 0.5 * y),
+         1e-2, bytes_=6 * m * n, ref_name="torch eager")
+
+
+def g_softmax(rows):
+    import tilecraft.kernels as K
+    for m, n in ([(1024, 1024)] if STATE["quick"] else [(16384, 1024), (4096, 8192)]):
+        x = rand(m, n, scale=3.0)
+        y = nan_like(x)
+
+        def build(m=m, n=n, x=x, y=y):
+            k = K.softmax(m, n)
+            return (lambda: k(x, y)), y
+        case(rows, "softmax fp16", f"{m}x{n}", build,
+             lambda x=x: (lambda: torch.softmax(x, -1), torch.softmax(x, -1)), 1e-2, bytes_=4 * m * n)
+
+
+def g_rmsnorm(rows):
+    import tilecraft.kernels as K
+    m, n = (2048, 4096) if STATE["quick"] else (16384, 4096)
+    x, w = rand(m, n, dtype=torch.bfloat16), rand(n, dtype=torch.bfloat16)
+    y = nan_like(x)
+
+    def build():
+        k = K.rmsnorm(m, n)
+        return (lambda: k(x, w, y)), y
+
+    def ref():
+        if hasattr(F, "rms_norm"):
+            f = lambda: F.rms_norm(x, (n,), w, 1e-6)  # noqa: E731
+        else:
+            f = lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w).to(x.dtype)  # noqa: E731
+        return f, f()
+    case(rows, "rmsnorm bf16", f"{m}x{n}", build, ref, 1e-2, bytes_=4 * m * n + 2 * n)
+
+
+GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
+                dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
+                dict(block_M=64, block_N=64, block_K=32, num_stages=2, threads=128)]
+
+
+def _cfg_name(c):
+    return f"{c['block_M']}x{c['block_N']}x{c['block_K']}/{c['num_stages']}/{c['threads']}"
+
+
+def g_gemm(rows):
+    import tilecraft.kernels as K
+    sizes = [2048] if STATE["quick"] else [4096, 8192]
+    configs = GEMM_CONFIGS[:2] if STATE["quick"] else GEMM_CONFIGS
+    for dtype, td in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        for s in sizes:
+            a, b = rand(s, s, dtype=td), rand(s, s, dtype=td)
+            c = torch.empty(s, s, dtype=td, device="cuda")
+            ref_out = torch.matmul(a, b)
+            group = []
+            for cfg in configs:
+                def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype):
+                    k = K.matmul(s, s, s, dtype=dtype, **cfg)
+                    c.fill_(float("nan"))
+                    return (lambda: k(a, b, c)), c
+                group.append(case(rows, f"gemm {dtype[:4]} {_cfg_name(cfg)}", f"{s}^3", build,
+                                  lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
+                                  flops=2 * s ** 3, ref_name="cuBLAS"))
+            timed = [r for r in group if r["ours_ms"] and r["check"].startswith("PASS")]
+            if timed:
+                min(timed, key=lambda r: r["ours_ms"])["note"] = "best"
+
+
+def g_gemm_bias_gelu(rows):
+    import tilecraft.kernels as K
+    m, n, k_ = (2048, 2048, 1024) if STATE["quick"] else (8192, 8192, 2048)
+    a, b, bias = rand(m, k_), rand(k_, n), rand(n)
+    c = torch.empty(m, n, dtype=torch.float16, device="cuda")
+
+    def ref_fn():
+        return F.gelu(torch.addmm(bias, a, b), approximate="tanh")
+    ref_out = ref_fn()
+    for cfg in GEMM_CONFIGS[:2]:
+        def build(cfg=cfg):
+            kern = K.matmul_bias_gelu(m, n, k_, **cfg)
+            c.fill_(float("nan"))
+            return (lambda: kern(a, b, bias, c)), c
+        case(rows, f"gemm+bias+gelu fp16 {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
+             lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name="addmm+gelu")
+
+
+FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
+              dict(block_M=128, block_N=128, num_stages=2, threads=256)]
+
+
+def g_flash_attention(rows):
+    import tilecraft.kernels as K
+    shapes = ([(1, 8, 1024, 128, False), (1, 8, 1024, 128, True)] if STATE["quick"] else
+              [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (4, 8, 1024, 64, False),
+               (4, 8, 1024, 64, True)])
+    for b, h, s, d, causal in shapes:
+        q, k, v = (rand(b, s, h, d) for _ in range(3))
+        qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))  # SDPA layout, made up front
+        ref_out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
+        o = torch.empty_like(q)
+        flops = 4 * b * h * s * s * d // (2 if causal else 1)
+        for cfg in FA_CONFIGS:
+            def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o):
+                kern = K.flash_attention(b, h, s, d, is_causal=causal, **cfg)
+                o.fill_(float("nan"))
+                return (lambda: kern(q, k, v, o)), o
+
+            def ref(qt=qt, kt=kt, vt=vt, causal=causal, ref_out=ref_out):
+                return (lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)), ref_out
+            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} "
+                       f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg['threads']}",
+                 f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name="SDPA")
+
+
+COMPILE_CHILD = r"""
+import json, sys, time, torch
+torch.cuda.init()
+import tilecraft, tilecraft.kernels as K
+s = int(sys.argv[1])
+t0 = time.perf_counter(); k = K.matmul(s, s, s); cold = time.perf_counter() - t0
+func = K.matmul.get_tir(s, s, s)
+hits = []
+for _ in range(5):
+    t0 = time.perf_counter(); tilecraft.compile(func, out_idx=[-1]); hits.append(time.perf_counter() - t0)
+t0 = time.perf_counter(); K.matmul(s, s, s); mem = time.perf_counter() - t0
+a = torch.randn(s, s, device="cuda", dtype=torch.float16); b = torch.randn_like(a)
+torch.cuda.synchronize(); t0 = time.perf_counter(); k(a, b); torch.cuda.synchronize()
+first = time.perf_counter() - t0
+print("RESULT" + json.dumps({"cold": cold, "disk_hit": sorted(hits)[2], "mem_hit": mem, "first_call": first,
+                             "from_cache": k.artifact.from_cache}))
+"""
+
+
+def g_compile(rows):
+    s = 4096
+    with tempfile.TemporaryDirectory(prefix="tilecraft_bench_cache_") as cache:
+        env = dict(os.environ, TILECRAFT_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("TILECRAFT_DISABLE_CACHE", None)
+        env.pop("TILELANG_DISABLE_CACHE", None)
+        try:
+            proc = subprocess.run([sys.executable, "-c", COMPILE_CHILD, str(s)], capture_output=True, text=True,
+                                  env=env, timeout=300)
+            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+            if proc.returncode or not line:
+                raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+            res = json.loads(line[-1][6:])
+        except Exception as e:  # noqa: BLE001
+            rows.append(row("compile gemm fp16 (cold)", f"{s}^3", check=f"ERROR {type(e).__name__}: {str(e)[:160]}"))
+            return
+    size = f"{s}^3 128x128x32/3"
+    rows.append(row("compile gemm fp16 (cold)", size, check="-", ours_ms=res["cold"] * 1e3, note="goal <= 1000 ms"))
+    rows.append(row("compile gemm fp16 (disk cache hit)", size, check="-", ours_ms=res["disk_hit"] * 1e3,
+                    note="goal <= 10 ms"))
+    rows.append(row("compile gemm fp16 (memory cache hit)", size, check="-", ours_ms=res["mem_hit"] * 1e3))
+    rows.append(row("first call (module load + launch)", size, check="-", ours_ms=res["first_call"] * 1e3))
+
+
+def _host_us(fn, iters):
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / iters)
+        torch.cuda.synchronize()
+    return best * 1e6
+
+
+def g_launch(rows):
+    import tilecraft.kernels as K
+    r = row("host time / cached launch", "1024 fp32, out alloc", ref_name="torch.add", unit="us")
+    rows.append(r)
+    try:
+        k = K.vector_add(1024)
+        a, b = rand(1024, dtype=torch.float32), rand(1024, dtype=torch.float32)
+        err = rel_err(k(a, b), a + b)
+        r["check"] = ("PASS" if err < 1e-6 else "FAIL") + f" {err:.1e}"
+        iters = 2000 if STATE["quick"] else 20000
+        ours, ref = _host_us(lambda: k(a, b), iters), _host_us(lambda: torch.add(a, b), iters)
+        r.update(ours_ms=ours / 1e3, ref_ms=ref / 1e3, speed=ours / ref, achieved=ours,
+                 note="ours/ref = time ratio (goal <= 1)")
+    except Exception as e:  # noqa: BLE001
+        r["check"] = f"ERROR {type(e).__name__}: {str(e)[:160]}"
+
+
+# ---- driver ----------------------------------------------------------------------------------
+def _context_alive() -> bool:
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def run_groups(groups, rows):
+    for i, g in enumerate(groups):
+        print(f"[bench] {g} ...", flush=True)
+        t0 = time.perf_counter()
+        n0 = len(rows)
+        try:
+            globals()[f"g_{g}"](rows)
+        except Exception as e:  # noqa: BLE001
+            rows.append(row(g, "", check=f"ERROR {type(e).__name__}: {str(e)[:160]}"))
+        for r in rows[n0:]:
+            print(f"[bench]   {r['kernel']:<44} {r['size']:<18} {r['check']}", flush=True)
+        print(f"[bench] {g} done in {time.perf_counter() - t0:.1f}s", flush=True)
+        rest = groups[i + 1:]
+        if rest and not _context_alive():
+            print(f"[bench] the CUDA context is unusable after {g}; running {rest} in a fresh process", flush=True)
+            rows.extend(_child(rest))
+            return
+
+
+def _child(groups):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    cmd = [sys.executable, os.path.abspath(__file__), "--groups", ",".join(groups), "--rows-json", path,
+           "--copy-tbps", str(STATE["copy_tbps"] or 0)] + (["--quick"] if STATE["quick"] else [])
+    subprocess.run(cmd)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except Exception:  # noqa: BLE001
+        return [row(g, "", check="ERROR the child process produced no results") for g in groups]
+    finally:
+        os.unlink(path)
+
+
+def fmt(v, spec):
+    return "" if v is None else format(v, spec)
+
+
+def table(rows) -> str:
+    head = ["kernel", "size", "check", "ours ms", "ref ms", "ours/ref", "achieved", "% ceil", "ref", "note"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ach = f"{r['achieved']:.2f} {r['unit']}" if r["achieved"] is not None else ""
+        cells = [r["kernel"], r["size"], r["check"], fmt(r["ours_ms"], ".4f"), fmt(r["ref_ms"], ".4f"),
+                 fmt(r["speed"], ".2f"), ach, fmt(r["pct"], ".0f"), r.get("ref_name", ""), r["note"]]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def environment() -> dict:
+    from tilecraft import env as tc_env
+    from tilecraft.target import current_cuda_arch
+    p = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "gpu": p.name,
+            "sm_count": p.multi_processor_count, "arch": current_cuda_arch(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "python": sys.version.split()[0],
+            "compiler": tc_env.cuda_compiler(),
+            "quick": STATE["quick"], "copy_tbps": STATE["copy_tbps"], "peak_tflops": STATE["peak_tflops"]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes and shorter timing (smoke run)")
+    ap.add_argument("--only", default="", help=f"comma-separated groups: {','.join(GROUPS)}")
+    ap.add_argument("--list", action="store_true", help="list the groups and exit")
+    ap.add_argument("--groups", help=argparse.SUPPRESS)       # child mode
+    ap.add_argument("--rows-json", help=argparse.SUPPRESS)
+    ap.add_argument("--copy-tbps", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.list:
+        print("\n".join(GROUPS))
+        return 0
+    if not torch.cuda.is_available():
+        print("bench.py needs a CUDA GPU (torch.cuda.is_available() is False)")
+        return 2
+    STATE["quick"] = args.quick
+    name = torch.cuda.get_device_name()
+    STATE["peak_tflops"] = next((v for k, v in DENSE_PEAK_TFLOPS.items() if k in name), None)
+    if args.groups is not None:  # child: run, dump rows, no table
+        STATE["copy_tbps"] = args.copy_tbps or None
+        rows: list = []
+        run_groups([g for g in args.groups.split(",") if g], rows)
+        with open(args.rows_json, "w") as f:
+            json.dump(rows, f)
+        return 0
+    groups = GROUPS
+    if args.only:
+        wanted = [g.strip() for g in args.only.split(",") if g.strip()]
+        bad = [g for g in wanted if g not in GROUPS]
+        if bad:
+            ap.error(f"unknown group(s) {bad}; choose from {GROUPS}")
+        groups = ["copy"] + [g for g in GROUPS if g in wanted and g != "copy"]
+    rows: list = []
+    t0 = time.perf_counter()
+    run_groups(groups, rows)
+    env = environment()
+    env["seconds"] = round(time.perf_counter() - t0, 1)
+    header = (f"tilecraft bench {env['date']} | {env['gpu']} ({env['arch']}, {env['sm_count']} SMs) | "
+              f"torch {env['torch']} CUDA {env['cuda']} | compiler {env['compiler']}"
+              f"{' | QUICK' if args.quick else ''} | {env['seconds']} s")
+    legend = ("ours/ref: speed ratio ref_ms/ours_ms (>1 = faster than the reference); % ceil: of the copy "
+              f"bandwidth measured here ({fmt(STATE['copy_tbps'], '.2f')} TB/s) or of the dense fp16/bf16 peak "
+              f"({STATE['peak_tflops']} TFLOP/s); check: relative Frobenius error vs the reference's output.")
+    text = f"{header}\n\n{table(rows)}\n\n{legend}\n"
+    slug = re.sub(r"[^a-z0-9]+", "_", env["gpu"].lower()).strip("_")
+    stem = f"{datetime.date.today().isoformat()}_{slug}{'_quick' if args.quick else ''}"
+    outs = [os.path.join(ROOT, "benchmarks", "results")] + ([os.environ["OUT"]] if os.environ.get("OUT") else [])
+    for d in outs:
+        try:
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, stem + ".md"), "w") as f:
+                f.write(text)
+            with open(os.path.join(d, stem + ".json"), "w") as f:
+                json.dump({"env": env, "rows": rows}, f, indent=1)
+        except OSError as e:
+            print(f"[bench] cannot write results to {d}: {e}")
+    print("\n" + text, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
