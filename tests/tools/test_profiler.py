@@ -92,7 +92,7 @@ def test_do_bench_measures_time_per_call():
         time.sleep(0.002)
 
     ms = do_bench(sleepy, warmup=4, rep=20, device="cpu")
-    assert 2.0 <= ms < 6.0
+    assert 2.0 <= ms < 20.0  # generous: CI machines are shared
     samples = do_bench(sleepy, warmup=1, rep=20, return_mode="all", device="cpu")
     assert 3 <= len(samples) <= 10, "rep is milliseconds of work, not a count"
 
