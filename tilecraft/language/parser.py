@@ -444,6 +444,10 @@ class Parser:
 
     def binop(self, op, a, b, node):
         a, b = self.value(a, node), self.value(b, node)
+        for x in (a, b):  # before the Python-value path: `S + 1` on a tile must not become a TypeError
+            if isinstance(x, (Buffer, Region)):
+                raise self.error(node, f"cannot use the tile {x.name if isinstance(x, Buffer) else x.buffer.name} "
+                                       f"in arithmetic; index an element, e.g. {getattr(x, 'name', 'buf')}[i, j]")
         if isinstance(a, Load) is False and isinstance(a, Expr) is False and isinstance(b, Expr) is False:
             return _PYOPS[op](a, b)
         if op == "**":
@@ -454,10 +458,6 @@ class Parser:
                 return out
             from ..ir import call
             return call("pow", a, b)
-        for x in (a, b):
-            if isinstance(x, (Buffer, Region)):
-                raise self.error(node, f"cannot use the tile {x.name if isinstance(x, Buffer) else x.buffer.name} "
-                                       f"in arithmetic; index an element, e.g. {getattr(x, 'name', 'buf')}[i, j]")
         return binary(op, a, b, self.span(node))
 
     def expr_UnaryOp(self, node):
