@@ -2,52 +2,25 @@
 names this file, the line of the offending statement and its source text, with a traceback that
 does not end deep inside the compiler.
 
-Each offending line carries a trailing `# err:<tag>` comment; `where(tag)` finds its line number,
+Each offending line carries a trailing `# err:<tag>` comment; `errcheck.where` finds its line number,
 so moving code around never breaks the tests.
 """
 from __future__ import annotations
 
 import os
-import re
-import traceback
 
 import pytest
 
 import tilecraft
 import tilecraft as tilelang
 import tilecraft.language as T
+from errcheck import check_error as _check_error
 
 HERE = os.path.abspath(__file__)
-PKG = os.path.dirname(os.path.abspath(tilecraft.__file__))
-with open(HERE) as _f:
-    _LINES = _f.read().splitlines()
-# Frames of the compiler a user may see at the bottom of a traceback: the public entry points.
-_ENTRY_FRAMES = {("jit.py", "__call__"), ("jit.py", "compile"), ("parser.py", "prim_func")}
 
 
-def where(tag: str) -> tuple[int, str]:
-    hits = [(i + 1, line) for i, line in enumerate(_LINES) if line.rstrip().endswith(f"# err:{tag}")]
-    assert len(hits) == 1, f"tag {tag} must mark exactly one line"
-    n, line = hits[0]
-    return n, line.split("# err:")[0].strip()
-
-
-def check_error(excinfo, tag: str, *needles: str):
-    """The error names this file, the tagged line and its text, plus every needle (regex)."""
-    e = excinfo.value
-    assert isinstance(e, tilecraft.TilecraftError), type(e)
-    msg = str(e)
-    line, text = where(tag)
-    assert os.path.basename(HERE) in msg, msg
-    assert f"line {line}" in msg, f"expected line {line} in:\n{msg}"
-    assert text in msg, f"expected source text {text!r} in:\n{msg}"
-    for n in needles:
-        assert re.search(n, msg), f"expected /{n}/ in:\n{msg}"
-    internal = [(os.path.basename(f.filename), f.name) for f in traceback.extract_tb(e.__traceback__)
-                if os.path.abspath(f.filename).startswith(PKG)
-                and (os.path.basename(f.filename), f.name) not in _ENTRY_FRAMES]
-    assert not internal, f"traceback ends inside the compiler: {internal}"
-    assert e.__cause__ is None and (e.__context__ is None or e.__suppress_context__), "chained internal exception shown"
+def check_error(excinfo, tag, *needles):
+    _check_error(excinfo.value, HERE, tag, *needles)
 
 
 def compile_cpu(factory, *args):
