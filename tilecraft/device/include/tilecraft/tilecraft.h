@@ -9,6 +9,7 @@
 #include "mma.h"
 #include "ldmatrix.h"
 #include "cp_async.h"
+#include "gemm_sm80.h"
 #include "reduce.h"
 #include "atomic.h"
 #include "print.h"
