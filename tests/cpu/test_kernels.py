@@ -1,12 +1,10 @@
 """Language constructs of a kernel body, executed on the CPU target and checked against torch:
 loops (T.Parallel / T.serial / range / T.unroll with start, stop, step), scalars (T.alloc_var,
-T.alloc_local, lets), control flow (kernel-value `if`, parse-time `if`, T.if_then_else), math,
-integer division with Python semantics, casts and dtype limits, macros and Python helpers,
-symbolic sizes and layout annotations.
+T.alloc_local, lets), control flow (kernel-value `if`, parse-time `if`, T.if_then_else), macros
+and Python helpers, symbolic sizes and layout annotations.  Scalar math is in test_math.py.
 """
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -164,140 +162,6 @@ def test_if_elif_else_on_kernel_values_and_if_then_else():
     expect = torch.where(x > 0.25, x, torch.where(i % 3 == 0, torch.tensor(-1.0),
                                                     torch.where(x < -1.0, torch.tensor(10.0), torch.tensor(20.0))))
     torch.testing.assert_close(branches(20, "select")(x), expect)
-
-
-# ---- math ----------------------------------------------------------------------------------------
-
-_UNARY = {
-    "exp": (T.exp, torch.exp, False), "exp2": (T.exp2, torch.exp2, False),
-    "log": (T.log, torch.log, True), "sqrt": (T.sqrt, torch.sqrt, True),
-    "rsqrt": (T.rsqrt, torch.rsqrt, True), "tanh": (T.tanh, torch.tanh, False),
-    "sigmoid": (T.sigmoid, torch.sigmoid, False), "erf": (T.erf, torch.erf, False),
-    "abs": (T.abs, torch.abs, False), "floor": (T.floor, torch.floor, False),
-    "ceil": (T.ceil, torch.ceil, False), "log2": (T.log2, torch.log2, True),
-}
-
-
-@tilelang.jit(out_idx=[-1], target="cpu")
-def unary_math(N, name, dtype):
-    fn = _UNARY[name][0]
-
-    @T.prim_func
-    def main(X: T.Tensor((N,), dtype), Y: T.Tensor((N,), dtype)):
-        with T.Kernel(1) as bx:
-            for i in T.Parallel(N):
-                Y[i] = fn(X[i])
-    return main
-
-
-@pytest.mark.parametrize("name", sorted(_UNARY))
-def test_unary_math_functions(name):
-    _, ref, positive = _UNARY[name]
-    x = torch.randn(64) * 3
-    if positive:
-        x = x.abs() + 0.1
-    torch.testing.assert_close(unary_math(64, name, "float32")(x), ref(x), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("name", ["exp", "tanh", "sqrt"])
-def test_unary_math_on_float16_elements(name):
-    _, ref, positive = _UNARY[name]
-    x = (torch.randn(64) * 2).half()
-    if positive:
-        x = x.abs() + 0.1
-    torch.testing.assert_close(unary_math(64, name, "float16")(x), ref(x.float()).half(), rtol=2e-3, atol=2e-3)
-
-
-@tilelang.jit(out_idx=[-1], target="cpu")
-def binary_math(N):
-    @T.prim_func
-    def main(X: T.Tensor((N,), "float32"), Z: T.Tensor((N,), "float32"), Y: T.Tensor((5, N), "float32")):
-        with T.Kernel(1) as bx:
-            for i in T.Parallel(N):
-                Y[0, i] = T.pow(T.abs(X[i]) + 0.5, Z[i])
-                Y[1, i] = T.max(X[i], Z[i])
-                Y[2, i] = T.min(X[i], Z[i])
-                Y[3, i] = max(X[i], 0.0) + min(Z[i], 0.0)   # Python builtins on kernel values
-                Y[4, i] = X[i] ** 2 + abs(Z[i])
-    return main
-
-
-def test_binary_math_pow_max_min_and_builtins():
-    x, z = torch.randn(33), torch.randn(33)
-    y = binary_math(33)(x, z)
-    torch.testing.assert_close(y[0], torch.pow(x.abs() + 0.5, z), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(y[1], torch.maximum(x, z))
-    torch.testing.assert_close(y[2], torch.minimum(x, z))
-    torch.testing.assert_close(y[3], x.clamp(min=0) + z.clamp(max=0))
-    torch.testing.assert_close(y[4], x * x + z.abs())
-
-
-@tilelang.jit(out_idx=[-1], target="cpu")
-def int_division(N):
-    @T.prim_func
-    def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int32"), Y: T.Tensor((5, N), "int32")):
-        with T.Kernel(1) as bx:
-            for i in T.Parallel(N):
-                Y[0, i] = T.floordiv(A[i], B[i])
-                Y[1, i] = T.floormod(A[i], B[i])
-                Y[2, i] = A[i] // B[i]
-                Y[3, i] = A[i] % B[i]
-                Y[4, i] = T.ceildiv(A[i], B[i])
-    return main
-
-
-def test_integer_division_has_python_semantics_for_negative_operands():
-    a = torch.randint(-50, 50, (200,), dtype=torch.int32)
-    b = torch.randint(1, 9, (200,), dtype=torch.int32) * (torch.randint(0, 2, (200,), dtype=torch.int32) * 2 - 1)
-    y = int_division(200)(a, b)
-    fd = torch.div(a, b, rounding_mode="floor")
-    torch.testing.assert_close(y[0], fd)
-    torch.testing.assert_close(y[1], a - fd * b)
-    torch.testing.assert_close(y[2], fd)
-    torch.testing.assert_close(y[3], a - fd * b)
-    pos = b > 0
-    torch.testing.assert_close(y[4][pos], -torch.div(-a[pos], b[pos], rounding_mode="floor"))
-
-
-@pytest.mark.xfail(strict=True, reason="T.ceildiv on kernel values lowers to (a + b - 1) // b, which is wrong "
-                                       "for a negative divisor, while the parse-time fold uses -(-a // b)")
-def test_ceildiv_negative_divisor_matches_parse_time_fold():
-    a = torch.randint(-50, 50, (200,), dtype=torch.int32)
-    b = -torch.randint(1, 9, (200,), dtype=torch.int32)
-    y = int_division(200)(a, b)
-    expect = torch.tensor([T.ceildiv(int(x), int(d)) for x, d in zip(a, b)], dtype=torch.int32)
-    torch.testing.assert_close(y[4], expect)
-
-
-def test_ceildiv_floordiv_floormod_fold_python_values():
-    assert T.ceildiv(77, 64) == 2 and T.ceildiv(-7, 2) == -3
-    assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
-
-
-@tilelang.jit(out_idx=[-1], target="cpu")
-def casts_and_limits(N):
-    @T.prim_func
-    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((6, N), "float32")):
-        with T.Kernel(1) as bx:
-            for i in T.Parallel(N):
-                Y[0, i] = T.cast(T.cast(X[i] * 100.0, "int32"), "float32")
-                Y[1, i] = T.cast(T.cast(X[i], "float16"), "float32")
-                Y[2, i] = T.cast(T.cast(X[i], "bfloat16"), "float32")
-                Y[3, i] = T.if_then_else(X[i] > 0, T.infinity("float32"), -T.infinity("float32"))
-                Y[4, i] = T.cast(T.max_value("float16"), "float32") + X[i] * 0.0
-                Y[5, i] = T.cast(T.min_value("int32"), "float32") + T.cast(T.max_value("int8"), "float32")
-    return main
-
-
-def test_cast_and_dtype_limits():
-    x = torch.randn(16)
-    y = casts_and_limits(16)(x)
-    torch.testing.assert_close(y[0], (x * 100).to(torch.int32).float())
-    torch.testing.assert_close(y[1], x.half().float(), rtol=0, atol=0)
-    torch.testing.assert_close(y[2], x.bfloat16().float(), rtol=0, atol=0)
-    assert torch.equal(y[3], torch.where(x > 0, math.inf, -math.inf))
-    assert torch.all(y[4] == 65504.0)
-    assert torch.all(y[5] == float(-2**31 + 127))
 
 
 # ---- macros, Python helpers --------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""T.gemm on the CPU target against torch: all four transpose combinations, float16 /
+bfloat16 / float32 inputs, operands from shared or fragment tiles, clear_accum, and a gemm into a
+slice of a larger fragment.  Shapes are ragged against the tiles."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+
+def rand(shape, dtype="float32"):
+    return torch.randn(shape).to({"float16": torch.float16, "bfloat16": torch.bfloat16,
+                                  "float32": torch.float32}[dtype])
+
+
+# ---- T.gemm -------------------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_kernel(M, N, K, bm, bn, bk, trans_A, trans_B, dtype, a_mem="shared", b_mem="shared"):
+    A_shape = (K, M) if trans_A else (M, K)
+    B_shape = (N, K) if trans_B else (K, N)
+    A_tile = (bk, bm) if trans_A else (bm, bk)
+    B_tile = (bn, bk) if trans_B else (bk, bn)
+
+    @T.prim_func
+    def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            if a_mem == "shared":
+                A_t = T.alloc_shared(A_tile, dtype)
+            else:
+                A_t = T.alloc_fragment(A_tile, dtype)
+            if b_mem == "shared":
+                B_t = T.alloc_shared(B_tile, dtype)
+            else:
+                B_t = T.alloc_fragment(B_tile, dtype)
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                if trans_A:
+                    T.copy(A[ko * bk, by * bm], A_t)
+                else:
+                    T.copy(A[by * bm, ko * bk], A_t)
+                if trans_B:
+                    T.copy(B[bx * bn, ko * bk], B_t)
+                else:
+                    T.copy(B[ko * bk, bx * bn], B_t)
+                T.gemm(A_t, B_t, C_f, transpose_A=trans_A, transpose_B=trans_B)
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def _gemm_check(M, N, K, tA, tB, dtype, a_mem="shared", b_mem="shared"):
+    a = rand((K, M) if tA else (M, K), dtype)
+    b = rand((N, K) if tB else (K, N), dtype)
+    c = gemm_kernel(M, N, K, 16, 16, 8, tA, tB, dtype, a_mem, b_mem)(a, b)
+    ref = (a.float().t() if tA else a.float()) @ (b.float().t() if tB else b.float())
+    torch.testing.assert_close(c, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gemm_transpose_combinations_and_dtypes(tA, tB, dtype):
+    _gemm_check(21, 35, 20, tA, tB, dtype)
+
+
+@pytest.mark.parametrize("a_mem,b_mem", [("fragment", "shared"), ("shared", "fragment"), ("fragment", "fragment")])
+def test_gemm_operands_from_fragments(a_mem, b_mem):
+    _gemm_check(21, 35, 20, False, True, "float16", a_mem, b_mem)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_clear_accum(M, N, K, clear_accum):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((K, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared((M, K), "float32")
+            B_s = T.alloc_shared((K, N), "float32")
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.fill(C_f, 5.0)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=clear_accum)
+            T.copy(C_f, C)
+    return main
+
+
+@pytest.mark.parametrize("clear_accum", [True, False])
+def test_gemm_clear_accum(clear_accum):
+    a, b = rand((8, 12)), rand((12, 16))
+    c = gemm_clear_accum(8, 16, 12, clear_accum)(a, b)
+    torch.testing.assert_close(c, a @ b + (0.0 if clear_accum else 5.0), rtol=1e-5, atol=1e-4)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_into_fragment_slice(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B0: T.Tensor((K, N), "float32"),
+             B1: T.Tensor((K, N), "float32"), C: T.Tensor((M, 2 * N), "float32")):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared((M, K), "float32")
+            B_s = T.alloc_shared((K, N), "float32")
+            C_f = T.alloc_fragment((M, 2 * N), "float32")
+            T.clear(C_f)
+            T.copy(A, A_s)
+            T.copy(B0, B_s)
+            T.gemm(A_s, B_s, C_f[:, 0:N])
+            T.copy(B1, B_s)
+            T.gemm(A_s, B_s, C_f[:, N:2 * N])
+            T.copy(C_f, C)
+    return main
+
+
+def test_gemm_into_slice_of_fragment():
+    a, b0, b1 = rand((8, 4)), rand((4, 6)), rand((4, 6))
+    c = gemm_into_fragment_slice(8, 6, 4)(a, b0, b1)
+    torch.testing.assert_close(c, torch.cat([a @ b0, a @ b1], dim=1), rtol=1e-5, atol=1e-5)
