@@ -116,3 +116,52 @@ def test_gemm_into_slice_of_fragment():
     a, b0, b1 = rand((8, 4)), rand((4, 6)), rand((4, 6))
     c = gemm_into_fragment_slice(8, 6, 4)(a, b0, b1)
     torch.testing.assert_close(c, torch.cat([a @ b0, a @ b1], dim=1), rtol=1e-5, atol=1e-5)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_transposed_shared_slice(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((K, M), "float32"), B: T.Tensor((N, K), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            A_s = T.alloc_shared((K, 2 * M), "float32")
+            B_s = T.alloc_shared((N, K), "float32")
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.fill(A_s, 100.0)
+            T.copy(A, A_s[:, M:2 * M])
+            T.copy(B, B_s)
+            T.gemm(A_s[:, M:2 * M], B_s, C_f, transpose_A=True, transpose_B=True, clear_accum=True)
+            T.copy(C_f, C)
+    return main
+
+
+def test_gemm_operand_is_a_slice_of_a_shared_tile_transposed():
+    a, b = rand((5, 4)), rand((6, 5))
+    c = gemm_transposed_shared_slice(4, 6, 5)(a, b)
+    torch.testing.assert_close(c, a.t() @ b.t(), rtol=1e-5, atol=1e-5)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def gemm_local_and_int8(M, N, K, dtype, acc):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), acc)):
+        with T.Kernel(1) as bx:
+            A_l = T.alloc_local((M, K), dtype)
+            B_s = T.alloc_shared((K, N), dtype)
+            C_l = T.alloc_local((M, N), acc)
+            T.copy(A, A_l)
+            T.copy(B, B_s)
+            T.gemm(A_l, B_s, C_l, clear_accum=True)
+            T.copy(C_l, C)
+    return main
+
+
+def test_gemm_with_local_operands_float32():
+    a, b = rand((4, 5)), rand((5, 6))
+    torch.testing.assert_close(gemm_local_and_int8(4, 6, 5, "float32", "float32")(a, b), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_int8_accumulates_exactly_in_int32():
+    a = torch.randint(-100, 100, (4, 40), dtype=torch.int8)
+    b = torch.randint(-100, 100, (40, 6), dtype=torch.int8)
+    c = gemm_local_and_int8(4, 6, 40, "int8", "int32")(a, b)
+    assert c.dtype == torch.int32 and torch.equal(c, a.int() @ b.int())

@@ -5,7 +5,6 @@ and Python helpers, symbolic sizes and layout annotations.  Scalar math is in te
 """
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -127,6 +126,22 @@ def test_alloc_local_and_let_bindings():
     x = torch.randn(7, 4)
     expect = (x[:, 0] * x[:, 1] + x[:, 2] - x[:, 3]) * 2
     torch.testing.assert_close(local_and_lets(7)(x), expect)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def two_kernels(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(N) as bx:
+            Y[bx] = X[bx] + 1.0
+        with T.Kernel(N) as bx:
+            Y[bx] = Y[bx] * 2.0
+    return main
+
+
+def test_two_kernels_in_one_prim_func_run_in_order():
+    x = torch.randn(9)
+    torch.testing.assert_close(two_kernels(9)(x), (x + 1) * 2)
 
 
 # ---- control flow -------------------------------------------------------------------------------

@@ -157,6 +157,24 @@ def copy_row_slices(M, N):
     return main
 
 
+@tilelang.jit(out_idx=[-1], target="cpu")
+def copy_columns(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(N) as c:
+            col = T.alloc_fragment((M,), "float32")
+            T.copy(X[0:M, c], col)
+            for i in T.Parallel(M):
+                col[i] = col[i] * 3.0 + c
+            T.copy(col, Y[0:M, c])
+    return main
+
+
+def test_copy_column_slice_into_1d_tile():
+    x = rand((5, 6))
+    torch.testing.assert_close(copy_columns(5, 6)(x), 3 * x + torch.arange(6.0))
+
+
 def test_copy_slices_between_1d_and_2d_tiles():
     a = rand((5, 12))
     b = copy_row_slices(5, 12)(a)
@@ -254,6 +272,24 @@ def reduce_default_dim(M, N):
 def test_reduce_default_dim_is_last():
     x = rand((6, 9))
     torch.testing.assert_close(reduce_default_dim(6, 9)(x), x.amax(1), rtol=0, atol=0)
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def reduce_from_shared(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1) as bx:
+            s = T.alloc_shared((M, N), "float32")
+            r = T.alloc_shared((N,), "float32")
+            T.copy(X, s)
+            T.reduce_sum(s, r, dim=0)
+            T.copy(r, Y)
+    return main
+
+
+def test_reduce_shared_source_and_destination():
+    x = rand((5, 7))
+    torch.testing.assert_close(reduce_from_shared(5, 7)(x), x.sum(0), rtol=1e-5, atol=1e-5)
 
 
 # ---- T.atomic_add -------------------------------------------------------------------------------

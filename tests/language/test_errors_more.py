@@ -136,6 +136,26 @@ def test_thread_binding_on_cpu_target_names_user_line():
     check_error(ei.value, HERE, "thread-binding", r"CPU target")
 
 
+def let_rebound_in_inner_scope():
+    @T.prim_func
+    def main(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(8) as bx:
+            v = X[bx]
+            if X[bx] > 0:
+                v = X[bx] * 10.0  # err:let-rebind
+            Y[bx] = v
+    return main
+
+
+@pytest.mark.xfail(strict=True, reason="rebinding an outer let inside an `if`/loop body silently makes a new, "
+                                       "scoped let (Y gets X, not 10*X): Python readers expect mutation; this "
+                                       "should be an error pointing to T.alloc_var (SPEC §8: no silent wrong answer)")
+def test_rebinding_outer_let_in_inner_scope_is_an_error():
+    with pytest.raises(tilecraft.TilecraftError) as ei:
+        let_rebound_in_inner_scope()
+    check_error(ei.value, HERE, "let-rebind", r"\bv\b", r"alloc_var")
+
+
 @tilelang.jit(out_idx=[-1], target="cpu")
 def factory(N, block=32):
     @T.prim_func

@@ -192,6 +192,22 @@ def test_symbolic_dimension_output_allocated_from_inputs():
     torch.testing.assert_close(c, a + b)
 
 
+@tilelang.jit(out_idx=[-1], target="cpu")
+def unbound_output_symbol():
+    n, m = T.dynamic("n"), T.dynamic("m")
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((m,), "float32")):
+        with T.Kernel(1) as bx:
+            Y[0] = X[0]
+    return main
+
+
+def test_output_with_symbol_no_input_fixes_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"(?s)'Y'.*'m'"):
+        unbound_output_symbol()(torch.randn(5))
+
+
 # ---- disk cache in fresh processes ---------------------------------------------------------------
 
 _SCRIPT = textwrap.dedent("""
