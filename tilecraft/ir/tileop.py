@@ -29,6 +29,7 @@ class Copy(TileOp):
     Parts of either region outside its buffer are skipped (reads give zero)."""
     src: Region
     dst: Region
+    mode: str = "sync"  # "async": issued by a software pipeline, completed by its wait + barrier
 
     def reads(self):
         return (self.src,)

@@ -6,6 +6,7 @@ from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
 from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
+from .pipeline_copies import pipeline_copies
 
 CUDA_PIPELINE = [
     # Errors first, while tile ops still carry the user's intent and line.
@@ -14,6 +15,8 @@ CUDA_PIPELINE = [
     infer_layouts,
     # Gemms decide which shared tiles they need swizzled, before anything addresses them.
     plan_shared_layouts,
+    # T.Pipelined: multi-buffer the shared tiles its copies fill and issue them ahead (cp.async).
+    pipeline_copies,
     # Tile ops and parallel loops become per-thread code over registers and shared memory.
     lower_cuda,
     # Ragged edges: guard global accesses that may fall outside their tensors.

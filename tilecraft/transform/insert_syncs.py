@@ -14,28 +14,28 @@ from ..ir.func import PrimFunc
 from ..ir.stmt import Stmt
 
 
+_WRITERS = ("tc::atomic", "tc::cp_async", "tc::vec_store")
+
+
 def _access(stmt) -> tuple[set, set]:
+    """Shared buffers `stmt` reads and writes.  Copies issued by a software pipeline are left
+    out: the pipeline places its own wait and barrier around them."""
     reads, writes = set(), set()
-    for n in collect(stmt, lambda n: isinstance(n, (Load, Store, Ref))):
-        if n.buffer.scope != "shared":
-            continue
-        if isinstance(n, Store):
-            writes.add(n.buffer)
-        elif isinstance(n, Ref):
-            reads.add(n.buffer)
-            if not n.buffer.name.startswith("tc_red"):
-                writes.add(n.buffer) if _writes_through_ref(stmt, n) else None
-        else:
-            reads.add(n.buffer)
-    return reads, writes
-
-
-def _writes_through_ref(stmt, ref) -> bool:
+    skip = set()
     for c in collect(stmt, lambda n: isinstance(n, Evaluate)):
-        name = getattr(c.value, "op", "")
-        if any(a is ref for a in getattr(c.value, "args", ())):
-            return name.startswith("tc::atomic") or name.startswith("tc::cp_async")
-    return False
+        op = getattr(c.value, "op", "")
+        args = getattr(c.value, "args", ())
+        if "_pipelined" in op:
+            skip |= {id(a) for a in args}
+        elif op.startswith(_WRITERS) and args and isinstance(args[0], Ref):
+            if args[0].buffer.scope == "shared":
+                writes.add(args[0].buffer)
+            skip.add(id(args[0]))
+    for n in collect(stmt, lambda n: isinstance(n, (Load, Store, Ref))):
+        if n.buffer.scope != "shared" or id(n) in skip:
+            continue
+        (writes if isinstance(n, Store) else reads).add(n.buffer)
+    return reads, writes
 
 
 class _State:

@@ -24,6 +24,7 @@ from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, 
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout, mma_accumulator_layout
 from .infer_layouts import loop_dims
+from ..codegen.c_printer import C_TYPES as C_TYPES_REF
 from .lower_tile_ops_cpu import _combine, _identity, region_indices
 
 CUDA_LOWERING: dict = {}
@@ -148,6 +149,9 @@ def lower_copy(op: Copy, ctx: Ctx):
                 return Store(reg, (r,), cast(Load(other.buffer, oidx), reg.dtype))
             return Store(other.buffer, oidx, cast(Load(reg, (r,)), other.buffer.dtype))
         return ctx.per_slot(lay, body, op.span)
+    vec = _strided_vector_width(s, d)
+    if vec > 1:
+        return _strided_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)
     squeeze = not s.squeezed_shape()
     return ctx.strided(shape, lambda ix: Store(
@@ -179,6 +183,48 @@ def _vector_width(lay: FragmentLayout, frag: Region, other: Region, ctx: Ctx) ->
             return v
         v //= 2
     return 1
+
+
+def _strided_vector_width(s: Region, d: Region) -> int:
+    """16-byte (or narrower) vectors for a global<->shared tile copy, when provably aligned."""
+    from ..ir.analysis import divisible
+    pair = {s.buffer.scope, d.buffer.scope}
+    if pair != {"global", "shared"} or s.buffer.dtype is not d.buffer.dtype:
+        return 1
+    for r in (s, d):
+        nu = [k for k, n in enumerate(r.extents) if n != 1]
+        if not nu or nu[-1] != r.buffer.ndim - 1 or not isinstance(r.buffer.shape[-1], int):
+            return 1
+    if s.extents[-1] != d.extents[-1]:
+        return 1
+    v = 16 // s.buffer.dtype.bytes
+    while v > 1:
+        if all(r.extents[-1] % v == 0 and r.buffer.shape[-1] % v == 0 and divisible(r.starts[-1], v)
+               for r in (s, d)):
+            return v
+        v //= 2
+    return 1
+
+
+def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):
+    s, d = op.src, op.dst
+    shape = list(s.squeezed_shape())
+    shape[-1] //= vec
+    nbytes = vec * s.buffer.dtype.bytes
+
+    def body(ix):
+        ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
+        sref, dref = Ref(s.buffer, region_indices(s, ix)), Ref(d.buffer, region_indices(d, ix))
+        if d.buffer.scope == "shared":
+            name = "tc::cp_async_pipelined_zfill" if op.mode == "async" else "tc::cp_async_zfill"
+            return Evaluate(Call(f"{name}<{nbytes}>", (dref, sref), dt.int32), span=op.span)
+        t = C_TYPES_REF[s.buffer.dtype.name]
+        return Evaluate(Call(f"tc::vec_store<{t}, {t}, {vec}>", (dref, sref), dt.int32), span=op.span)
+    loops = ctx.strided(tuple(shape), body, op.span)
+    if d.buffer.scope == "shared" and op.mode != "async":
+        return seq(loops, Evaluate(Call("tc::cp_async_commit", (), dt.int32)),
+                   Evaluate(Call("tc::cp_async_wait_all", (), dt.int32)))
+    return loops
 
 
 def keep_last(frag: Region) -> bool:

@@ -13,3 +13,4 @@
 #include "reduce.h"
 #include "atomic.h"
 #include "print.h"
+#include "vector.h"

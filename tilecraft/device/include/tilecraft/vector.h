@@ -6,6 +6,7 @@
 // V * sizeof(element) and the whole vector is inside (or outside) the tensor.
 #pragma once
 #include "common.h"
+#include "cp_async.h"
 
 namespace tc {
 
@@ -36,6 +37,21 @@ TC_DEVICE void vec_store(D* p, const S* s) {
 #pragma unroll
   for (int i = 0; i < V; ++i) t.v[i] = cast<D>(s[i]);
   *reinterpret_cast<Pack<D, V>*>(p) = t;
+}
+
+// 16/8/4-byte asynchronous global->shared copy; !pred zero-fills the destination (ragged edges).
+template <int N>
+TC_DEVICE void cp_async_zfill(void* smem, const void* gmem, bool pred) {
+  static_assert(N == 16 || N == 8 || N == 4, "cp.async moves 4, 8 or 16 bytes");
+  if (N == 16) cp_async_16(smem, gmem, pred);
+  else if (N == 8) cp_async_8(smem, gmem, pred);
+  else cp_async_4(smem, gmem, pred);
+}
+
+// Same, issued inside a software pipeline: the pipeline's own wait + barrier completes it.
+template <int N>
+TC_DEVICE void cp_async_pipelined_zfill(void* smem, const void* gmem, bool pred) {
+  cp_async_zfill<N>(smem, gmem, pred);
 }
 
 }  // namespace tc

@@ -1,0 +1,163 @@
+"""Software pipelining of `T.Pipelined(n, num_stages=S)` loops (CUDA targets, S >= 2).
+
+Before: a loop whose body copies global tiles into shared tiles and computes on them.
+After: each such shared tile has S buffers; the copies for iteration `ko + S - 1` are issued
+asynchronously (cp.async) while iteration `ko` computes on its own buffer:
+
+    prologue: issue copies of iterations 0 .. S-2 into buffers 0 .. S-2, one commit group each
+    for ko in range(n):
+        wait until at most S-2 groups are in flight   (iteration ko's data has landed)
+        barrier                                       (everyone's data visible; buffer (ko-1)%S free)
+        issue copies of iteration ko+S-1 into buffer (ko+S-1)%S; commit
+        compute on buffer ko%S
+    wait for all groups
+
+A copy is a producer only if its source indices depend on nothing computed inside the loop.
+Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
+"""
+from __future__ import annotations
+
+from ..ir import (Buffer, Call, Copy, Evaluate, For, If, Load, Mutator, Region, Seq, Store, Sync,
+                  Var, binary, collect, const, seq, substitute, dtype as dt)
+from ..ir.func import PrimFunc
+from .plan_shared_layouts import swizzle_ok
+
+
+def _call(name, *args):
+    return Evaluate(Call(name, tuple(args), dt.int32))
+
+
+class _Restage(Mutator):
+    """Point every use of a multi-buffered tile at the stage `stage`."""
+
+    renamed: dict = {}  # old Gemm node -> rebuilt node (plans are keyed by node identity)
+
+    def __init__(self, staged: dict, stage):
+        super().__init__()
+        self.staged, self.stage = staged, stage
+
+    def visit_Gemm(self, g):
+        out = Mutator.generic(self, g)
+        if out is not g:
+            _Restage.renamed[g] = out
+        return out
+
+    def visit_Region(self, r: Region):
+        nb = self.staged.get(r.buffer)
+        if nb is None:
+            return Mutator.generic(self, r)
+        starts = tuple(self.visit(x) for x in r.starts)
+        return Region(nb, (self.stage,) + starts, (1,) + tuple(r.extents), span=r.span)
+
+    def visit_Load(self, e: Load):
+        nb = self.staged.get(e.buffer)
+        if nb is None:
+            return Mutator.generic(self, e)
+        return Load(nb, (self.stage,) + tuple(self.visit(i) for i in e.indices), span=e.span)
+
+    def visit_Store(self, s: Store):
+        nb = self.staged.get(s.buffer)
+        if nb is None:
+            return Mutator.generic(self, s)
+        return Store(nb, (self.stage,) + tuple(self.visit(i) for i in s.indices), self.visit(s.value), span=s.span)
+
+
+def _producers(loop: For) -> list:
+    body = loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)
+    local_vars = {s.var for s in collect(loop.body, lambda n: type(n).__name__ == "Let")}
+    out = []
+    for s in body:
+        if (isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
+                and s.dst.covers_whole()):
+            used = collect(s.src, lambda n: isinstance(n, (Var, Load)))
+            if any(isinstance(u, Load) or u in local_vars for u in used):
+                continue
+            out.append(s)
+    return out
+
+
+class _Pipeline(Mutator):
+    def __init__(self, swizzled: set):
+        super().__init__()
+        self.swizzled = swizzled
+        self.allocs: dict = {}  # old shared buffer -> staged buffer
+
+    def visit_For(self, f: For):
+        f = Mutator.generic(self, f)
+        stages = f.annotation("num_stages", 0) if f.kind == "pipelined" else 0
+        if stages < 2:
+            return f
+        producers = _producers(f)
+        if not producers:
+            return f
+        staged = {}
+        for c in producers:
+            b = c.dst.buffer
+            if b in staged:
+                continue
+            nb = Buffer(b.name, (stages,) + tuple(b.shape), b.dtype, "shared", span=b.span)
+            staged[b] = nb
+            if b in self.swizzled and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
+                self.swizzled.add(nb)
+        self.allocs.update(staged)
+        n, ko = f.extent, f.var
+
+        def issue(it):
+            cps = []
+            for c in producers:
+                src = substitute(c.src, {ko: it})
+                dst = _Restage(staged, binary("%", it, stages)).visit(Region.whole(c.dst.buffer))
+                cps.append(Copy(src, dst, "async", span=c.span))
+            return seq(*cps)
+        prologue = []
+        for s in range(stages - 1):
+            prologue.append(If(binary("<", const(s), n), issue(const(s))) if not _static_ge(n, s + 1)
+                            else issue(const(s)))
+            prologue.append(_call("tc::cp_async_commit"))
+        rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
+        nxt = binary("+", ko, stages - 1)
+        body = seq(
+            _call(f"tc::cp_async_wait<{stages - 2}>"),
+            Sync(),
+            If(binary("<", nxt, n), issue(nxt)),
+            _call("tc::cp_async_commit"),
+            _Restage(staged, binary("%", ko, stages)).visit(seq(*rest)),
+        )
+        loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
+        return seq(*prologue, loop, _call("tc::cp_async_wait_all"), Sync())
+
+    def visit_Alloc(self, a):
+        return a
+
+
+def _static_ge(n, k) -> bool:
+    from ..ir.expr import Const
+    return isinstance(n, Const) and n.value >= k
+
+
+class _ReplaceAllocs(Mutator):
+    def __init__(self, allocs):
+        super().__init__()
+        self.allocs = allocs
+
+    def visit_Alloc(self, a):
+        nb = self.allocs.get(a.buffer)
+        return a if nb is None else type(a)(nb, a.init, span=a.span)
+
+
+def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
+    if not target.has("cp_async"):
+        return func
+    swizzled = set(func.attr("swizzled", set()))
+    _Restage.renamed = {}
+    p = _Pipeline(swizzled)
+    body = p.visit(func.body)
+    if not p.allocs:
+        return func
+    body = _ReplaceAllocs(p.allocs).visit(body)
+    # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
+    plans = dict(func.attr("gemm_plans", {}))
+    for old, new in _Restage.renamed.items():
+        if old in plans:
+            plans[new] = plans[old]
+    return func.with_body(body).with_attr("swizzled", swizzled).with_attr("gemm_plans", plans)
