@@ -307,6 +307,7 @@ def _writer(proc: int, barrier, queue) -> None:
         queue.put((proc, None, repr(exc)))
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_concurrent_writers_from_several_processes(cache_dir):
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     barrier = ctx.Barrier(N_PROCS)

@@ -175,7 +175,7 @@ class AutotuneResult:
                 ax.text(0, y, f" {r.status}", va="center", color="tab:red", fontsize=8)
         if self.ref_latency:
             ax.axvline(self.ref_latency, color="tab:gray", linestyle="--", label=f"reference {self.ref_latency:.4f} ms")
-            ax.legend(loc="lower right", fontsize=8)
+            ax.legend(loc="best", fontsize=8)
         ax.set_yticks(ys)
         ax.set_yticklabels(labels, fontsize=8)
         ax.invert_yaxis()
