@@ -7,6 +7,7 @@ so the profiler and autotuner can be tested without a compiler.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -44,13 +45,24 @@ def matmul_params(m: int, n: int, k: int, dtype=torch.float32) -> list[ParamInfo
     return [ParamInfo("A", (m, k), dtype), ParamInfo("B", (k, n), dtype), ParamInfo("C", (m, n), dtype, True)]
 
 
+SECONDS_PER_CHUNK = 1e-5
+
+
 def chunked_matmul(chunk: int) -> Callable:
-    """C = A @ B computed in row chunks of ``chunk``: small chunks are slower (more Python overhead)."""
+    """C = A @ B computed in row chunks of ``chunk``: small chunks are slower.
+
+    Each chunk also sleeps ``SECONDS_PER_CHUNK``: a cost floor that load on a shared CI machine
+    can only add to, so the ordering of configs by speed is deterministic (compute alone is at
+    the mercy of OpenMP barriers when another process holds a core).
+    """
 
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+        n_chunks = 0
         for i in range(0, a.shape[0], chunk):
             out[i:i + chunk] = a[i:i + chunk] @ b
+            n_chunks += 1
+        time.sleep(SECONDS_PER_CHUNK * n_chunks)
         return out
 
     return run
