@@ -11,10 +11,15 @@ from .jit import jit, compile, JITFactory
 from .runtime.kernel import JITKernel
 from .target import Target
 from .device import include_dir
+from . import env
+from .env import disable_cache, enable_cache, is_cache_enabled
 
 
 def __getattr__(name):
     # Heavier pieces load on first use so `import tilecraft` stays fast.
+    if name == "profiler":
+        import importlib
+        return importlib.import_module(".profiler", __name__)
     if name in ("TensorSupplyType", "Profiler"):
         from . import profiler
         return getattr(profiler, name)
