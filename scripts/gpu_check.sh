@@ -8,6 +8,7 @@
 #   scripts/gpu_check.sh --quick         # arguments go to benchmarks/bench.py (--quick, --only gemm)
 #   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
+#   TEST_TIMEOUT=1800 BENCH_TIMEOUT=1800  # seconds per half (a hung kernel must not eat the call)
 set -uo pipefail  # no -e: a failing test run must still reach the benchmark
 
 cd "$(dirname "$0")/.."
@@ -44,26 +45,27 @@ test_rc=skipped
 if [ -z "${SKIP_TESTS:-}" ]; then
   echo "=== tests: $TESTS ==="
   # shellcheck disable=SC2086  # TESTS is a list of paths
-  "$PY" -m pytest $TESTS -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log"
+  timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest $TESTS -q -rs -p no:cacheprovider 2>&1 \
+    | tee "$OUT/gpu_tests.log"
   test_rc=${PIPESTATUS[0]}
 fi
 
 bench_rc=skipped
 if [ -z "${SKIP_BENCH:-}" ]; then
   echo "=== benchmark ==="
-  "$PY" benchmarks/bench.py "$@" 2>&1 | tee "$OUT/bench.log"
+  timeout -k 10 "${BENCH_TIMEOUT:-1800}" "$PY" benchmarks/bench.py "$@" 2>&1 | tee "$OUT/bench.log"
   bench_rc=${PIPESTATUS[0]}
 fi
 
 echo
 echo "================================ summary ================================"
 if [ -f "$OUT/gpu_tests.log" ] && [ "$test_rc" != skipped ]; then
-  echo "tests ($TESTS): exit $test_rc"
+  echo "tests ($TESTS): exit $test_rc$([ "$test_rc" = 124 ] && echo ' (timed out)')"
   grep -E '^(FAILED|ERROR) ' "$OUT/gpu_tests.log" | head -n 40
   grep -E '[0-9]+ (passed|failed|error|skipped)' "$OUT/gpu_tests.log" | tail -n 1
 fi
 if [ -f "$OUT/bench.log" ] && [ "$bench_rc" != skipped ]; then
-  echo "benchmark: exit $bench_rc"
+  echo "benchmark: exit $bench_rc$([ "$bench_rc" = 124 ] && echo ' (timed out)')"
   sed -n '/^tilecraft bench /,$p' "$OUT/bench.log"
 fi
 [ "$test_rc" = 0 ] || [ "$test_rc" = skipped ] || exit 1

@@ -149,18 +149,22 @@ def test_errors_name_the_kernel_and_leave_the_process_usable():
     assert torch.allclose((a * 2).sum(), a.sum() * 2)
 
 
-def _host_us(fn, iters=20000):
-    for _ in range(200):
+def _host_us(fn, bursts=200, per_burst=50):
+    """Host µs per call: median over bursts of ``per_burst`` calls, synchronizing between bursts
+    so the launch queue never fills (a full queue would time the GPU, not the host)."""
+    for _ in range(3 * per_burst):
         fn()
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(iters):
+    samples = []
+    clock = time.perf_counter
+    for _ in range(bursts):
+        t0 = clock()
+        for _ in range(per_burst):
             fn()
-        best = min(best, (time.perf_counter() - t0) / iters * 1e6)
+        samples.append((clock() - t0) / per_burst)
         torch.cuda.synchronize()
-    return best
+    samples.sort()
+    return samples[len(samples) // 2] * 1e6
 
 
 @gpu
