@@ -182,7 +182,7 @@ def g_gemm(rows):
     import tilecraft.kernels as K
     sizes = [2048] if STATE["quick"] else [4096, 8192]
     configs = GEMM_CONFIGS[:2] if STATE["quick"] else GEMM_CONFIGS
-    for dtype, td in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+    for dtype, td, short in (("float16", torch.float16, "fp16"), ("bfloat16", torch.bfloat16, "bf16")):
         for s in sizes:
             a, b = rand(s, s, dtype=td), rand(s, s, dtype=td)
             c = torch.empty(s, s, dtype=td, device="cuda")
@@ -193,7 +193,7 @@ def g_gemm(rows):
                     k = K.matmul(s, s, s, dtype=dtype, **cfg)
                     c.fill_(float("nan"))
                     return (lambda: k(a, b, c)), c
-                group.append(case(rows, f"gemm {dtype[:4]} {_cfg_name(cfg)}", f"{s}^3", build,
+                group.append(case(rows, f"gemm {short} {_cfg_name(cfg)}", f"{s}^3", build,
                                   lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
                                   flops=2 * s ** 3, ref_name="cuBLAS"))
             timed = [r for r in group if r["ours_ms"] and r["check"].startswith("PASS")]
