@@ -136,17 +136,21 @@ def g_axpby(rows):
          1e-2, bytes_=6 * m * n, ref_name="torch eager")
 
 
+SOFTMAX_CONFIGS = {1024: [dict(block_M=4, threads=128), dict(block_M=8, threads=256)],
+                   8192: [dict(block_M=1, threads=256), dict(block_M=1, threads=512), dict(block_M=2, threads=512)]}
+
+
 def g_softmax(rows):
     import tilecraft.kernels as K
     for m, n in ([(1024, 1024)] if STATE["quick"] else [(16384, 1024), (4096, 8192)]):
         x = rand(m, n, scale=3.0)
         y = nan_like(x)
-
-        def build(m=m, n=n, x=x, y=y):
-            k = K.softmax(m, n)
-            return (lambda: k(x, y)), y
-        case(rows, "softmax fp16", f"{m}x{n}", build,
-             lambda x=x: (lambda: torch.softmax(x, -1), torch.softmax(x, -1)), 1e-2, bytes_=4 * m * n)
+        for cfg in SOFTMAX_CONFIGS.get(n, [dict(block_M=4, threads=128)]):
+            def build(m=m, n=n, x=x, y=y, cfg=cfg):
+                k = K.softmax(m, n, **cfg)
+                return (lambda: k(x, y)), y
+            case(rows, f"softmax fp16 {cfg['block_M']}/{cfg['threads']}", f"{m}x{n}", build,
+                 lambda x=x: (lambda: torch.softmax(x, -1), torch.softmax(x, -1)), 1e-2, bytes_=4 * m * n)
 
 
 def g_rmsnorm(rows):
@@ -155,23 +159,27 @@ def g_rmsnorm(rows):
     x, w = rand(m, n, dtype=torch.bfloat16), rand(n, dtype=torch.bfloat16)
     y = nan_like(x)
 
-    def build():
-        k = K.rmsnorm(m, n)
-        return (lambda: k(x, w, y)), y
-
     def ref():
         if hasattr(F, "rms_norm"):
             f = lambda: F.rms_norm(x, (n,), w, 1e-6)  # noqa: E731
         else:
             f = lambda: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w).to(x.dtype)  # noqa: E731
         return f, f()
-    case(rows, "rmsnorm bf16", f"{m}x{n}", build, ref, 1e-2, bytes_=4 * m * n + 2 * n)
+    for cfg in (dict(block_M=2, threads=256), dict(block_M=1, threads=512), dict(block_M=4, threads=512)):
+        def build(cfg=cfg):
+            k = K.rmsnorm(m, n, **cfg)
+            return (lambda: k(x, w, y)), y
+        case(rows, f"rmsnorm bf16 {cfg['block_M']}/{cfg['threads']}", f"{m}x{n}", build, ref, 1e-2,
+             bytes_=4 * m * n + 2 * n)
 
 
 GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256),
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
-                dict(block_M=64, block_N=64, block_K=32, num_stages=2, threads=128)]
+                dict(block_M=64, block_N=64, block_K=32, num_stages=2, threads=128),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=128),
+                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+                dict(block_M=256, block_N=128, block_K=32, num_stages=3, threads=256)]
 
 
 def _cfg_name(c):

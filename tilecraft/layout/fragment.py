@@ -139,6 +139,13 @@ def default_layout(shape, threads: int, elem_bytes: int, vector_bytes: int = 16)
                 inner = v
         q = n // inner
         t = _gcd(q, left)
+        if dim == len(shape) - 1 and t > 32 and len(shape) > 1:
+            # Keep a row inside as few warps as possible: lanes take the row, the outer dimensions
+            # take the warps, so reductions along the row need shuffles but no shared memory.
+            outer = 1
+            for s in shape[:-1]:
+                outer *= s
+            t //= _gcd(outer, t // 32)
         if t > 1:
             tdigits.append(Digit(f"t{dim}", t))
             coords[dim].append((f"t{dim}", inner))

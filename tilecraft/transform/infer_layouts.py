@@ -117,7 +117,14 @@ class _Inference:
             if not missing:
                 break
             b = missing[0]
-            self.set(b, default_layout(b.shape, self.threads, b.dtype.bytes), "the default layout", b.span)
+            # vectors sized by the narrowest element the fragment is copied from or to, so a
+            # float32 fragment filled from float16 memory still moves 16 bytes per access
+            elem = b.dtype.bytes
+            for op in ops:
+                if isinstance(op, Copy) and b in (op.src.buffer, op.dst.buffer):
+                    other = op.dst.buffer if op.src.buffer is b else op.src.buffer
+                    elem = min(elem, other.dtype.bytes)
+            self.set(b, default_layout(b.shape, self.threads, elem), "the default layout", b.span)
         return self.layouts, self.plans
 
     def _fragment_a_sources(self, body, gemms) -> set:

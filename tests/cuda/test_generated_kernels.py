@@ -1,0 +1,95 @@
+"""Compile-only tier for *generated* CUDA (no GPU needed): the reference kernels are generated and
+compiled for sm_80 and sm_90a, and their SASS must use the fast instructions the lowering meant:
+tensor-core MMAs fed by ldmatrix and cp.async for pipelined GEMM and FlashAttention, 16-byte
+global accesses for softmax, and no local-memory spills."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import tilecraft as tilelang
+from tilecraft.compiler import find_cuda_tool
+from tilecraft.kernels import attention, gemm, norm
+
+ARCHS = ["sm_80", "sm_90a"]
+
+
+def _have_sass() -> bool:
+    try:
+        return bool(find_cuda_tool("cuobjdump")) and bool(find_cuda_tool("nvdisasm"))
+    except Exception:  # noqa: BLE001 - tool discovery failing means: no SASS here
+        return False
+
+
+needs_sass = pytest.mark.skipif(not _have_sass(), reason="cuobjdump/nvdisasm not installed "
+                                                         "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+
+
+def build(func, arch):
+    return tilelang.compile(func, out_idx=[-1], target={"kind": "cuda", "arch": arch})
+
+
+def opcodes(kernel) -> set:
+    return set(re.findall(r"\b([A-Z][A-Z0-9]+)(?:\.[A-Z0-9.]+)?\b", kernel.get_sass()))
+
+
+@needs_sass
+@pytest.mark.parametrize("arch", ARCHS)
+def test_pipelined_gemm_uses_tensor_cores_ldmatrix_and_cp_async(arch):
+    k = build(gemm.matmul.fn(1024, 1024, 1024, block_M=128, block_N=128, block_K=32, num_stages=3), arch)
+    sass = k.get_sass()
+    assert "HMMA.16816.F32" in sass
+    assert "LDSM" in sass
+    assert "LDGSTS" in sass
+    assert "LDGDEPBAR" in sass or "DEPBAR" in sass, "cp.async groups are committed and waited on"
+    from tilecraft.compiler.sass import resource_usage
+    usage = next(iter(resource_usage(k.artifact.binary).values()))
+    assert usage["local_bytes"] == 0, f"accumulators spilled to local memory: {usage}"
+
+
+@needs_sass
+@pytest.mark.parametrize("arch", ARCHS)
+def test_flash_attention_keeps_p_in_registers(arch):
+    k = build(attention.flash_attention.fn(1, 2, 512, 64, block_M=64, block_N=64, num_stages=2), arch)
+    sass = k.get_sass()
+    assert sass.count("HMMA.16816.F32") >= 2, "both gemms on tensor cores"
+    assert "LDGSTS" in sass
+    assert "SHFL.BFLY" in sass, "row max/sum reduced with warp shuffles"
+
+
+@needs_sass
+@pytest.mark.parametrize("arch", ARCHS)
+def test_softmax_uses_16_byte_accesses_and_no_barrier(arch):
+    k = build(norm.softmax.fn(4096, 1024, block_M=4, threads=128), arch)
+    ops = k.get_sass()
+    assert "LDG.E.128" in ops and "STG.E.128" in ops
+    assert "BAR.SYNC" not in ops, "rows live inside one warp: no shared-memory exchange"
+
+
+def test_cold_compile_of_the_pipelined_gemm_is_fast(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path))
+    func = gemm.matmul.fn(4096, 4096, 4096, block_M=128, block_N=128, block_K=32, num_stages=3)
+    build(func, "sm_80")  # warm NVRTC itself (library load), not our cache: the key differs below
+    func = gemm.matmul.fn(4096, 4096, 4096, block_M=128, block_N=128, block_K=64, num_stages=3)
+    t0 = time.perf_counter()
+    build(func, "sm_90a")
+    seconds = time.perf_counter() - t0
+    print(f"cold compile (parse excluded) of the pipelined GEMM: {seconds * 1000:.0f} ms")
+    assert seconds < 2.0  # goal is 1 s on the GPU host; CI's 2 slow cores get some slack
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
+                    reason="nvcc not installed")
+def test_kernel_source_compiles_standalone_with_nvcc(tmp_path):
+    k = build(gemm.matmul.fn(512, 512, 512, block_M=64, block_N=64, block_K=32, num_stages=2), "sm_80")
+    src = tmp_path / "kernel.cu"
+    src.write_text(k.get_kernel_source())
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    proc = subprocess.run([nvcc, "-cubin", "-arch=sm_80", "-std=c++17", "-I", tilelang.include_dir(),
+                           str(src), "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
