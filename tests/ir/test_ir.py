@@ -77,8 +77,6 @@ def test_constant_folding_int_and_float():
     assert unary("neg", const(3)).value == -3
 
 
-@pytest.mark.xfail(strict=True, reason="float `%` folds with math.fmod (C semantics) while the CPU target "
-                                       "computes floormod (Python semantics): folding changes the answer")
 def test_float_modulo_folds_like_the_runtime():
     assert binary("%", const(-1.0), const(0.75)).value == pytest.approx(-1.0 % 0.75)
 

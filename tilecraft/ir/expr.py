@@ -220,7 +220,8 @@ def _fold(op: str, a: Const, b: Const, out: DType) -> Const | None:
         if op == "/":
             r = x / y if out.is_float else int(x / y)
         elif op in ("//", "%") and out.is_float:
-            r = math.floor(x / y) if op == "//" else math.fmod(x, y)
+            # Python (floor) semantics, like the targets' tc::floordiv / tc::floormod.
+            r = math.floor(x / y) if op == "//" else x % y
         else:
             r = _PY[op](x, y)
     except (ZeroDivisionError, ValueError, OverflowError):
