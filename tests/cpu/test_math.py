@@ -105,8 +105,6 @@ def test_integer_division_has_python_semantics_for_negative_operands():
     torch.testing.assert_close(y[4][pos], -torch.div(-a[pos], b[pos], rounding_mode="floor"))
 
 
-@pytest.mark.xfail(strict=True, reason="T.ceildiv on kernel values lowers to (a + b - 1) // b, which is wrong "
-                                       "for a negative divisor, while the parse-time fold uses -(-a // b)")
 def test_ceildiv_negative_divisor_matches_parse_time_fold():
     a = torch.randint(-50, 50, (200,), dtype=torch.int32)
     b = -torch.randint(1, 9, (200,), dtype=torch.int32)
@@ -137,8 +135,6 @@ def test_truncdiv_rounds_toward_zero():
     torch.testing.assert_close(trunc_division(200)(a, b)[0], torch.div(a, b, rounding_mode="trunc"))
 
 
-@pytest.mark.xfail(strict=True, reason="T.truncmod on kernel values lowers to binary('%'), which the CPU "
-                                       "codegen emits as floormod: truncmod(-7, 2) gives 1, not -1")
 def test_truncmod_takes_the_sign_of_the_dividend():
     a, b = _signed_operands()
     torch.testing.assert_close(trunc_division(200)(a, b)[1], torch.fmod(a, b))

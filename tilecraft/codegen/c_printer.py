@@ -142,7 +142,18 @@ class CPrinter(_Dispatch):
             return f"(-{a})"
         return f"(!{a})" if e.op == "not" else f"(~{a})"
 
+    def truncmod(self, e) -> str:
+        """T.truncmod: C's `%` for integers (sign of the dividend), fmod for floats."""
+        a, b = e.args
+        if not e.dtype.is_float:
+            return f"({self.expr(a)} % {self.expr(b)})"
+        if e.dtype.bits < 32:
+            return f"{self.type_name(e.dtype)}(tc::fmod((float)({self.expr(a)}), (float)({self.expr(b)})))"
+        return f"tc::fmod({self.expr(a)}, {self.expr(b)})"
+
     def visit_Call(self, e):
+        if e.op == "truncmod":
+            return self.truncmod(e)
         args = ", ".join(self.expr(a) for a in e.args)
         if e.op in E.MATH_FUNCS:
             if e.dtype.is_float and e.dtype.bits < 32 and e.op not in ("isnan", "isinf", "isfinite"):

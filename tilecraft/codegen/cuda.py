@@ -48,7 +48,15 @@ class CudaPrinter(CPrinter):
             return f"(-{self.expr(e.a)})"
         return super().visit_Unary(e)
 
+    def truncmod(self, e):
+        a, b = e.args
+        if not e.dtype.is_float:
+            return f"({self.expr(a)} % {self.expr(b)})"
+        return f"tc::fmod({self.expr(a)}, {self.expr(b)})"
+
     def visit_Call(self, e):
+        if e.op == "truncmod":
+            return self.truncmod(e)
         if e.op in E.MATH_FUNCS:
             return f"tc::{e.op}({', '.join(self.expr(a) for a in e.args)})"
         return self.intrinsic(e)

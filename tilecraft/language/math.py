@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import math as _m
 
-from ..ir import Expr, as_expr, binary, call, cast as _cast, const, select, unary, dtype as dt
+import builtins as _builtins
+
+from ..ir import Const, Expr, as_expr, binary, call, cast as _cast, const, select, unary, dtype as dt
 from .builder import error
+
+
+_pyabs = _builtins.abs
 
 
 def _py(*xs) -> bool:
@@ -97,10 +102,26 @@ def min(a, b, *rest):  # noqa: A001
     return out
 
 
+def _positive_int(b) -> bool:
+    """`b` is a compile-time integer > 0 (a Python int or an integer constant)."""
+    if isinstance(b, bool):
+        return False
+    if isinstance(b, int):
+        return b > 0
+    return isinstance(b, Const) and b.dtype.is_int and b.value > 0
+
+
 def ceildiv(a, b):
     if _py(a, b):
         return -(-a // b)
-    return binary("//", binary("+", a, binary("-", b, 1) if isinstance(b, Expr) else b - 1), b)
+    a_int = not isinstance(a, float) and (not isinstance(a, Expr) or a.dtype.is_int)
+    if a_int and _positive_int(b):
+        # ceil(a / b) == floor((a + b - 1) / b) for every integer a when b > 0; the add keeps the
+        # common case (non-negative index arithmetic) a plain C division.
+        bv = b.value if isinstance(b, Const) else b
+        return binary("//", binary("+", as_expr(a), bv - 1), b)
+    # Any other divisor (negative, or only known at run time): Python's -(-a // b).
+    return unary("neg", binary("//", unary("neg", as_expr(a, b.dtype if isinstance(b, Expr) else None)), b))
 
 
 def floordiv(a, b):
@@ -113,14 +134,30 @@ def floormod(a, b):
 
 def truncdiv(a, b):
     if _py(a, b):
+        if isinstance(a, int) and isinstance(b, int):
+            q = _pyabs(a) // _pyabs(b)   # exact for big ints (no float round trip)
+            return q if (a < 0) == (b < 0) else -q
         return int(a / b)
     return binary("/", a, b)
 
 
 def truncmod(a, b):
+    """Remainder of the division rounded toward zero (C's `%`, `fmod` for floats): the result
+    takes the sign of the dividend, unlike T.floormod / Python's `%`."""
     if _py(a, b):
+        if isinstance(a, int) and isinstance(b, int):
+            r = _pyabs(a) % _pyabs(b)
+            return r if a >= 0 else -r
         return _m.fmod(a, b)
-    return binary("%", a, b)
+    a = as_expr(a, b.dtype if isinstance(b, Expr) else None)
+    b = as_expr(b, a.dtype)
+    out = dt.promote(a.dtype, b.dtype)
+    if out.is_bool:
+        out = dt.int32
+    a, b = _cast(a, out), _cast(b, out)
+    if isinstance(a, Const) and isinstance(b, Const) and b.value != 0:
+        return const(truncmod(a.value, b.value), out)
+    return call("truncmod", a, b, dtype=out)
 
 
 def if_then_else(cond, a, b):

@@ -64,6 +64,16 @@ TC_DEVICE bfloat16_t pow(bfloat16_t x, bfloat16_t y) {
   return __float2bfloat16_rn(powf(__bfloat162float(x), __bfloat162float(y)));
 }
 
+// fmod (T.fmod, and T.truncmod on floats): the remainder takes the sign of the dividend.
+TC_DEVICE float fmod(float x, float y) { return fmodf(x, y); }
+TC_DEVICE double fmod(double x, double y) { return ::fmod(x, y); }
+TC_DEVICE half_t fmod(half_t x, half_t y) {
+  return __float2half_rn(fmodf(__half2float(x), __half2float(y)));
+}
+TC_DEVICE bfloat16_t fmod(bfloat16_t x, bfloat16_t y) {
+  return __float2bfloat16_rn(fmodf(__bfloat162float(x), __bfloat162float(y)));
+}
+
 // abs / max / min: a generic template for the integer types, exact overloads for floats.
 template <class T> TC_DEVICE T abs(T x) { return is_negative(x) ? T(-x) : x; }
 TC_DEVICE float abs(float x) { return fabsf(x); }
