@@ -2,6 +2,8 @@
 import tilecraft as tilelang
 import tilecraft.language as T
 
+LOG2E = 1.4426950408889634
+
 
 @tilelang.jit(out_idx=[-1])
 def softmax(M: int, N: int, block_M: int = 4, threads: int = 128, dtype: str = "float16",
@@ -14,11 +16,13 @@ def softmax(M: int, N: int, block_M: int = 4, threads: int = 128, dtype: str = "
             row_sum = T.alloc_fragment((block_M,), accum_dtype)
             T.copy(X[bx * block_M, 0], X_local)
             T.reduce_max(X_local, row_max, dim=1, clear=True)
-            for i, j in T.Parallel(block_M, N):
-                X_local[i, j] = T.exp(X_local[i, j] - row_max[i])
+            for i, j in T.Parallel(block_M, N):  # exp(x - max) as exp2 with log2(e) folded in
+                X_local[i, j] = T.exp2(X_local[i, j] * LOG2E - row_max[i] * LOG2E)
             T.reduce_sum(X_local, row_sum, dim=1)
+            for i in T.Parallel(block_M):  # one division per row, multiplications per element
+                row_sum[i] = 1.0 / row_sum[i]
             for i, j in T.Parallel(block_M, N):
-                X_local[i, j] = X_local[i, j] / row_sum[i]
+                X_local[i, j] = X_local[i, j] * row_sum[i]
             T.copy(X_local, Y[bx * block_M, 0])
     return main
 
