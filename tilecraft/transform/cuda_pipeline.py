@@ -21,8 +21,10 @@ CUDA_PIPELINE = [
     lower_cuda,
     # Ragged edges: guard global accesses that may fall outside their tensors.
     legalize_global_access,
-    # Barriers between shared-memory producers and consumers.
-    insert_syncs,
-    # Offsets in dynamic shared memory, and the per-block budget check, last: lowering adds scratch.
+    # Offsets in dynamic shared memory (reusing the bytes of dead buffers) and the per-block
+    # budget check, after lowering has added its scratch buffers.
     plan_shared_memory,
+    # Barriers between shared-memory producers and consumers, by address range, so a buffer that
+    # reuses another's bytes waits for the old one's last readers.
+    insert_syncs,
 ]

@@ -38,13 +38,31 @@ def _access(stmt) -> tuple[set, set]:
     return reads, writes
 
 
+_RANGES: dict = {}  # buffer -> (first byte, end byte) in shared memory, for the kernel being fixed
+
+
+def _overlap(xs, ys) -> bool:
+    """Whether two sets of shared buffers share any byte (buffers may reuse each other's memory)."""
+    if xs & ys:
+        return True
+    for x in xs:
+        rx = _RANGES.get(x)
+        if rx is None:
+            continue
+        for y in ys:
+            ry = _RANGES.get(y)
+            if ry is not None and rx[0] < ry[1] and ry[0] < rx[1]:
+                return True
+    return False
+
+
 class _State:
     def __init__(self):
         self.reads: set = set()
         self.writes: set = set()
 
     def conflicts(self, r, w) -> bool:
-        return bool((r & self.writes) or (w & self.writes) or (w & self.reads))
+        return _overlap(r, self.writes) or _overlap(w, self.writes) or _overlap(w, self.reads)
 
     def add(self, r, w):
         self.reads |= r
@@ -106,6 +124,9 @@ def _stmts(s) -> list:
 
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:
+    _RANGES.clear()
+    for b, off in func.attr("smem_offsets", {}).items():
+        _RANGES[b] = (off, off + b.nbytes)
     def fix(k: Kernel):
         body = _block(_stmts(k.body), _State())
         return Kernel(k.grid, k.block_vars, k.threads, seq(*body), k.thread_vars, span=k.span)

@@ -2,35 +2,72 @@
 
 Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the attribute `smem_offsets`
 maps each shared buffer to its byte offset (128-byte aligned, which TMA and 16-byte vector
-accesses need) and `smem_bytes` is the total.  A kernel that needs more than the architecture
-allows per block is rejected here with every buffer and its size listed.
+accesses need) and `smem_bytes` is the total.
+
+Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
+statements that touch the buffer (a loop counts as one statement, so everything a loop body uses
+stays live for the whole loop).  Placement is first-fit by start of life.  `insert_syncs` runs
+after this pass and compares address ranges, not names, so a buffer reusing another's bytes is
+separated from the old one's last readers by a barrier.
+
+A kernel that needs more than the architecture allows per block is rejected here with every
+buffer, its size and the total listed.
 """
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, collect
+from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, collect
 from ..ir.func import PrimFunc
 
 ALIGN = 128
 
 
+def _lifetimes(k: Kernel, bufs) -> dict:
+    stmts = list(k.body.stmts) if isinstance(k.body, Seq) else [k.body]
+    life = {}
+    for pos, s in enumerate(stmts):
+        touched = {n.buffer for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref)))}
+        for b in bufs:
+            if b in touched:
+                lo, hi = life.get(b, (pos, pos))
+                life[b] = (min(lo, pos), max(hi, pos))
+    for b in bufs:
+        life.setdefault(b, (0, len(stmts)))
+    return life
+
+
+def _place(bufs, life) -> tuple[dict, int]:
+    placed = []  # (offset, end offset, first, last)
+    offsets, top = {}, 0
+    for b in sorted(bufs, key=lambda b: (life[b][0], -b.nbytes)):
+        lo, hi = life[b]
+        busy = sorted((o, e) for o, e, f, l in placed if not (l < lo or f > hi))
+        off = 0
+        for o, e in busy:
+            if off + b.nbytes <= o:
+                break
+            off = max(off, -(-e // ALIGN) * ALIGN)
+        offsets[b] = off
+        placed.append((off, off + b.nbytes, lo, hi))
+        top = max(top, off + b.nbytes)
+    return offsets, top
+
+
 def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
     offsets, total = {}, 0
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
-        off = 0
-        bufs = [a.buffer for a in collect(k.body, lambda n: isinstance(n, Alloc)) if a.buffer.scope == "shared"]
-        for b in bufs:
-            if b in offsets:
-                continue
-            off = -(-off // ALIGN) * ALIGN
-            offsets[b] = off
-            off += b.nbytes
-        total = max(total, off)
+        bufs = []
+        for a in collect(k.body, lambda n: isinstance(n, Alloc)):
+            if a.buffer.scope == "shared" and a.buffer not in bufs:
+                bufs.append(a.buffer)
+        offs, size = _place(bufs, _lifetimes(k, bufs))
+        offsets.update(offs)
+        total = max(total, size)
         limit = target.max_shared_memory
-        if off > limit:
+        if size > limit:
             listing = ", ".join(f"{b.name} {tuple(b.shape)} {b.dtype} = {b.nbytes} B" for b in bufs)
             raise TilecraftError(
-                f"the kernel needs {off} bytes of shared memory per block but {target.arch} allows at most "
+                f"the kernel needs {size} bytes of shared memory per block but {target.arch} allows at most "
                 f"{limit} bytes: {listing}", k.span,
                 hint="use smaller tiles (block_M/block_N/block_K) or fewer pipeline stages (num_stages)")
     return func.with_attr("smem_offsets", offsets).with_attr("smem_bytes", total)
