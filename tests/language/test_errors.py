@@ -154,8 +154,6 @@ def copy_outside_prim_func():
     T.copy(a, b)  # err:copy-outside
 
 
-@pytest.mark.xfail(strict=True, reason="T.copy outside a @T.prim_func raises TilecraftError without any "
-                                       "location: the message names neither the user's file nor line")
 def test_copy_outside_prim_func():
     with pytest.raises(tilecraft.TilecraftError) as ei:
         copy_outside_prim_func()

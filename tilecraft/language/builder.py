@@ -8,6 +8,9 @@ kernel body) they raise a clear error instead of doing something surprising.
 from __future__ import annotations
 
 import contextvars
+import inspect
+import os
+import sys
 from contextlib import contextmanager
 
 from ..errors import TilecraftError
@@ -47,10 +50,36 @@ class Builder:
         return base if n == 0 else f"{base}_{n}"
 
 
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../tilecraft
+
+
+def _is_internal(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PKG_DIR + os.sep)
+
+
+def caller_span() -> Span | None:
+    """The span of the innermost frame outside the tilecraft package: the user's line that
+    called into the language (used when no parser is active to supply one)."""
+    frame = sys._getframe(1)
+    try:
+        while frame is not None and _is_internal(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None:
+            return None
+        info = inspect.getframeinfo(frame, context=1)
+        text = info.code_context[0] if info.code_context else ""
+        col = len(text) - len(text.lstrip())
+        return Span(info.filename, info.lineno, col, text, info.function)
+    finally:
+        del frame
+
+
 def current(what: str = "this construct") -> Builder:
     b = _ACTIVE.get()
     if b is None:
-        raise TilecraftError(f"{what} can only be used inside a @T.prim_func body")
+        raise TilecraftError(f"{what} can only be used inside a @T.prim_func body", caller_span(),
+                             hint="T.* tile operations describe a kernel; they are parsed from the "
+                                  "body of a @T.prim_func, not executed on tensors")
     return b
 
 

@@ -21,7 +21,7 @@ from ..errors import TilecraftError
 from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, binary, cast, const, seq, unary, dtype as dt)
 from ..ir.analysis import static_difference
-from .builder import Builder, activate
+from .builder import Builder, activate, caller_span
 from .kernel import KernelSpec, LoopSpec, serial
 from .types import TensorSpec
 
@@ -57,7 +57,8 @@ class Macro:
     def __call__(self, *args, **kwargs):
         parser = _ACTIVE_PARSER[-1] if _ACTIVE_PARSER else None
         if parser is None:
-            raise TilecraftError(f"T.macro {self.__name__} can only be called inside a @T.prim_func body")
+            raise TilecraftError(f"T.macro {self.__name__} can only be called inside a @T.prim_func body",
+                                 caller_span())
         return parser.inline_macro(self, args, kwargs)
 
 
