@@ -14,6 +14,7 @@ stand-ins, other runtimes) are compiled the ordinary way.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import marshal
 import os
@@ -42,6 +43,10 @@ def _keyable(value: Any) -> bool:
 def fingerprint_function(fn: Callable) -> tuple:
     """What identifies a user's kernel function for the tuning-result cache: its source and the
     keyable values it closes over (a factory defined inside a function captures its settings)."""
+    if isinstance(fn, functools.partial):  # the wrapped function plus the arguments bound to it
+        bound = tuple(a if _keyable(a) else f"<{type(a).__qualname__}>" for a in fn.args)
+        kw = tuple(sorted((k, v if _keyable(v) else f"<{type(v).__qualname__}>") for k, v in fn.keywords.items()))
+        return ("partial", fingerprint_function(fn.func), bound, kw)
     try:
         source: Any = inspect.getsource(fn)
     except (OSError, TypeError):

@@ -85,7 +85,9 @@ class CppPrinter(CPrinter):
         d.indent()
         d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
         d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
-        d.line("#pragma omp parallel")
+        # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
+        # costs more than such a kernel does
+        d.line("#pragma omp parallel if(tc_nblocks > 1)")
         d.line("{")
         d.indent()
         for b in big:
