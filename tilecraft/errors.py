@@ -34,6 +34,10 @@ class TilecraftError(Exception):
         return self
 
 
+class UnknownDTypeError(TilecraftError, ValueError):
+    """A dtype spelling tilecraft does not know (a `ValueError` too, for code that catches that)."""
+
+
 # TileLang users catch a generic compile error; keep an alias with that spirit.
 CompileError = TilecraftError
 

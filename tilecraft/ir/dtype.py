@@ -85,7 +85,7 @@ def dtype(value) -> DType:
     if isinstance(value, str):
         d = _ALIASES.get(value)
         if d is None:
-            raise ValueError(f"unknown dtype {value!r}; expected one of {sorted(_ALIASES)}")
+            raise unknown_dtype(value)
         return d
     torch_name = getattr(value, "__module__", None) == "torch" and str(value).replace("torch.", "")
     if torch_name:
@@ -96,7 +96,20 @@ def dtype(value) -> DType:
         return int32
     if value is float:
         return float32
-    raise ValueError(f"cannot use {value!r} as a dtype")
+    from ..errors import UnknownDTypeError
+    raise UnknownDTypeError(f"cannot use {value!r} as a dtype",
+                            hint=f"use a dtype name such as \"float16\" or T.float16")
+
+
+def unknown_dtype(value):
+    """The error for an unknown dtype spelling, with a did-you-mean over the accepted names."""
+    import difflib
+
+    from ..errors import UnknownDTypeError  # lazy: errors imports the ir package
+    close = difflib.get_close_matches(value, list(_ALIASES), 1, 0.6) if isinstance(value, str) else []
+    hint = (f"did you mean {close[0]!r}? " if close else "") + \
+        f"dtypes are {', '.join(d.name for d in ALL)} (or an alias: {', '.join(n for n in _ALIASES if _ALIASES[n].name != n)})"
+    return UnknownDTypeError(f"unknown dtype {value!r}", hint=hint)
 
 
 def to_torch(d: DType):

@@ -124,7 +124,7 @@ def _dtype(d, what):
     try:
         return dt.dtype(d)
     except ValueError as e:
-        raise error(f"{what}: {e}") from None
+        raise error(f"{what}: {getattr(e, 'message', e)}", hint=getattr(e, "hint", None)) from None
 
 
 def _alloc(shape, dtype, scope, what, init=None):
@@ -149,7 +149,7 @@ def alloc_local(shape, dtype, scope="local"):
 
 def alloc_var(dtype, init=None, scope="local.var"):
     if init is not None:
-        init = as_expr(init, dt.dtype(dtype))
+        init = as_expr(init, _dtype(dtype, "T.alloc_var"))
     return _alloc((1,), dtype, "var", "T.alloc_var", init)
 
 

@@ -173,7 +173,7 @@ def cast(x, dtype):
     try:
         d = dt.dtype(dtype)
     except ValueError as e:
-        raise error(f"T.cast: {e}") from None
+        raise error(f"T.cast: {getattr(e, 'message', e)}", hint=getattr(e, "hint", None)) from None
     if _py(x):
         return _cast(as_expr(x), d)
     return _cast(x, d)

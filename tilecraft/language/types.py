@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import enum
 
+from ..errors import TilecraftError
 from ..ir import Var, dtype as dt
 from ..ir.dtype import DType
+from .builder import active, caller_span
 
 
 class TensorSpec:
@@ -15,7 +17,12 @@ class TensorSpec:
         if isinstance(shape, (int, Var)):
             shape = (shape,)
         self.shape = tuple(shape)
-        self.dtype = dt.dtype(dtype)
+        try:
+            self.dtype = dt.dtype(dtype)
+        except TilecraftError as e:
+            # In a parsed annotation the parser adds the span; an annotation Python evaluates
+            # itself (no `from __future__ import annotations`) runs at the user's `def` line.
+            raise type(e)(f"T.Tensor: {e.message}", None if active() else caller_span(), hint=e.hint) from None
         for s in self.shape:
             if not isinstance(s, (int, Var)) or (isinstance(s, int) and s < 0):
                 raise TypeError(f"T.Tensor shape entries must be non-negative ints or T.dynamic "
