@@ -128,8 +128,6 @@ def test_thread_binding_on_cpu_target_is_a_clear_error():
         tilelang.compile(thread_binding_on_cpu(), target="cpu")
 
 
-@pytest.mark.xfail(strict=True, reason="the CPU codegen's thread-binding error has no span: it names "
-                                       "neither the user's file nor the line")
 def test_thread_binding_on_cpu_target_names_user_line():
     with pytest.raises(tilecraft.TilecraftError) as ei:
         tilelang.compile(thread_binding_on_cpu(), target="cpu")

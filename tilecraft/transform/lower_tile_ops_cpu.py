@@ -9,9 +9,9 @@ The lowering of each op is registered per op class in `CPU_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Load,
-                  Mutator, Print, Reduce, Ref, Region, Store, Var, binary, call, cast, const, seq,
-                  dtype as dt)
+from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
+                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, Visitor, binary, call,
+                  cast, collect, const, seq, dtype as dt)
 from ..ir.func import PrimFunc
 from ..language.math import infinity, max_value, min_value
 
@@ -195,5 +195,59 @@ class _Lower(Mutator):
         return Mutator.generic(self, node)
 
 
+THREAD_INDEX_ON_CPU = ("thread indices (T.get_thread_binding) have no meaning on the CPU target, where "
+                      "each statement covers the whole tile; use the CUDA target for thread-level code")
+
+
+class _ThreadIndexUse(Visitor):
+    """Finds the first statement that uses a thread index (directly or through lets bound to an
+    expression of one) and raises at its span: thread Vars themselves carry no span."""
+
+    def __init__(self):
+        self.tainted: set = set()
+        self.span = None
+        self.first_let = None
+
+    def _uses(self, e) -> bool:
+        return bool(collect(e, lambda n: isinstance(n, Var) and n in self.tainted))
+
+    def visit_Kernel(self, k: Kernel):
+        self.tainted.update(k.thread_vars)
+        self._at(k.span, self.visit, k.body)   # not the thread_vars field: only uses count
+
+    def visit_Let(self, s: Let):
+        if self._uses(s.value):   # `tx = T.get_thread_binding()`: report where tx is used
+            self.tainted.add(s.var)
+            self.first_let = self.first_let or s.span
+            return
+        self.generic(s)
+
+    def visit_Var(self, v: Var):
+        if v in self.tainted:
+            raise TilecraftError(THREAD_INDEX_ON_CPU, self.span)
+
+    def _at(self, span, fn, node):
+        saved = self.span
+        self.span = span or saved
+        try:
+            fn(node)
+        finally:
+            self.span = saved
+
+    def generic(self, node):
+        if isinstance(node, Stmt):
+            self._at(node.span, lambda n: Visitor.generic(self, n), node)
+        else:
+            Visitor.generic(self, node)
+
+
+def check_no_thread_indices(func: PrimFunc) -> None:
+    checker = _ThreadIndexUse()
+    checker.visit(func.body)
+    if checker.first_let is not None:  # bound but never used: the binding is the culprit
+        raise TilecraftError(THREAD_INDEX_ON_CPU, checker.first_let)
+
+
 def lower_tile_ops_cpu(func: PrimFunc, target) -> PrimFunc:
+    check_no_thread_indices(func)
     return func.with_body(_Lower().visit(func.body))
