@@ -1,4 +1,4 @@
-"""Scalar math on the CPU target against torch: math functions, pow/max/min and the Python
+"""Scalar math on every target (see conftest.py) against torch: math functions, pow/max/min and the Python
 builtins on kernel values, integer and float division with Python semantics (floor) and the
 trunc variants, casts and dtype limits."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ _UNARY = {
 }
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def unary_math(N, name, dtype):
     fn = _UNARY[name][0]
 
@@ -37,24 +37,24 @@ def unary_math(N, name, dtype):
 
 
 @pytest.mark.parametrize("name", sorted(_UNARY))
-def test_unary_math_functions(name):
+def test_unary_math_functions(build, device, name):
     _, ref, positive = _UNARY[name]
-    x = torch.randn(64) * 3
+    x = torch.randn(64, device=device) * 3
     if positive:
         x = x.abs() + 0.1
-    torch.testing.assert_close(unary_math(64, name, "float32")(x), ref(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(build(unary_math, 64, name, "float32")(x), ref(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["exp", "tanh", "sqrt"])
-def test_unary_math_on_float16_elements(name):
+def test_unary_math_on_float16_elements(build, device, name):
     _, ref, positive = _UNARY[name]
-    x = (torch.randn(64) * 2).half()
+    x = (torch.randn(64, device=device) * 2).half()
     if positive:
         x = x.abs() + 0.1
-    torch.testing.assert_close(unary_math(64, name, "float16")(x), ref(x.float()).half(), rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(build(unary_math, 64, name, "float16")(x), ref(x.float()).half(), rtol=2e-3, atol=2e-3)
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def binary_math(N):
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Z: T.Tensor((N,), "float32"), Y: T.Tensor((5, N), "float32")):
@@ -68,9 +68,9 @@ def binary_math(N):
     return main
 
 
-def test_binary_math_pow_max_min_and_builtins():
-    x, z = torch.randn(33), torch.randn(33)
-    y = binary_math(33)(x, z)
+def test_binary_math_pow_max_min_and_builtins(build, device):
+    x, z = torch.randn(33, device=device), torch.randn(33, device=device)
+    y = build(binary_math, 33)(x, z)
     torch.testing.assert_close(y[0], torch.pow(x.abs() + 0.5, z), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(y[1], torch.maximum(x, z))
     torch.testing.assert_close(y[2], torch.minimum(x, z))
@@ -78,7 +78,7 @@ def test_binary_math_pow_max_min_and_builtins():
     torch.testing.assert_close(y[4], x * x + z.abs())
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def int_division(N):
     @T.prim_func
     def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int32"), Y: T.Tensor((5, N), "int32")):
@@ -92,10 +92,9 @@ def int_division(N):
     return main
 
 
-def test_integer_division_has_python_semantics_for_negative_operands():
-    a = torch.randint(-50, 50, (200,), dtype=torch.int32)
-    b = torch.randint(1, 9, (200,), dtype=torch.int32) * (torch.randint(0, 2, (200,), dtype=torch.int32) * 2 - 1)
-    y = int_division(200)(a, b)
+def test_integer_division_has_python_semantics_for_negative_operands(build, device):
+    a, b = (t.to(device) for t in _signed_operands())
+    y = build(int_division, 200)(a, b)
     fd = torch.div(a, b, rounding_mode="floor")
     torch.testing.assert_close(y[0], fd)
     torch.testing.assert_close(y[1], a - fd * b)
@@ -105,15 +104,15 @@ def test_integer_division_has_python_semantics_for_negative_operands():
     torch.testing.assert_close(y[4][pos], -torch.div(-a[pos], b[pos], rounding_mode="floor"))
 
 
-def test_ceildiv_negative_divisor_matches_parse_time_fold():
+def test_ceildiv_negative_divisor_matches_parse_time_fold(build, device):
     a = torch.randint(-50, 50, (200,), dtype=torch.int32)
     b = -torch.randint(1, 9, (200,), dtype=torch.int32)
-    y = int_division(200)(a, b)
+    y = build(int_division, 200)(a.to(device), b.to(device))
     expect = torch.tensor([T.ceildiv(int(x), int(d)) for x, d in zip(a, b)], dtype=torch.int32)
-    torch.testing.assert_close(y[4], expect)
+    torch.testing.assert_close(y[4].cpu(), expect)
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def trunc_division(N):
     @T.prim_func
     def main(A: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int32"), Y: T.Tensor((2, N), "int32")):
@@ -130,17 +129,17 @@ def _signed_operands():
     return a, b
 
 
-def test_truncdiv_rounds_toward_zero():
-    a, b = _signed_operands()
-    torch.testing.assert_close(trunc_division(200)(a, b)[0], torch.div(a, b, rounding_mode="trunc"))
+def test_truncdiv_rounds_toward_zero(build, device):
+    a, b = (t.to(device) for t in _signed_operands())
+    torch.testing.assert_close(build(trunc_division, 200)(a, b)[0], torch.div(a, b, rounding_mode="trunc"))
 
 
-def test_truncmod_takes_the_sign_of_the_dividend():
-    a, b = _signed_operands()
-    torch.testing.assert_close(trunc_division(200)(a, b)[1], torch.fmod(a, b))
+def test_truncmod_takes_the_sign_of_the_dividend(build, device):
+    a, b = (t.to(device) for t in _signed_operands())
+    torch.testing.assert_close(build(trunc_division, 200)(a, b)[1], torch.fmod(a, b))
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def float_floor_division(N, d):
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((2, N), "float32")):
@@ -152,9 +151,9 @@ def float_floor_division(N, d):
 
 
 @pytest.mark.parametrize("d", [0.75, -0.75])
-def test_float_floordiv_and_mod_have_python_semantics(d):
-    x = torch.randn(64) * 3
-    y = float_floor_division(64, d)(x)
+def test_float_floordiv_and_mod_have_python_semantics(build, device, d):
+    x = torch.randn(64, device=device) * 3
+    y = build(float_floor_division, 64, d)(x)
     torch.testing.assert_close(y[0], torch.floor(x / d))
     torch.testing.assert_close(y[1], torch.remainder(x, d), rtol=1e-5, atol=1e-5)
 
@@ -164,7 +163,7 @@ def test_ceildiv_floordiv_floormod_fold_python_values():
     assert T.floordiv(-7, 2) == -4 and T.floormod(-7, 2) == 1
 
 
-@tilelang.jit(out_idx=[-1], target="cpu")
+@tilelang.jit(out_idx=[-1])
 def casts_and_limits(N):
     @T.prim_func
     def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((6, N), "float32")):
@@ -179,9 +178,9 @@ def casts_and_limits(N):
     return main
 
 
-def test_cast_and_dtype_limits():
-    x = torch.randn(16)
-    y = casts_and_limits(16)(x)
+def test_cast_and_dtype_limits(build, device):
+    x = torch.randn(16, device=device)
+    y = build(casts_and_limits, 16)(x)
     torch.testing.assert_close(y[0], (x * 100).to(torch.int32).float())
     torch.testing.assert_close(y[1], x.half().float(), rtol=0, atol=0)
     torch.testing.assert_close(y[2], x.bfloat16().float(), rtol=0, atol=0)
