@@ -334,10 +334,6 @@ def atomic_tile(M, N, bm, bn, reps):
     return main
 
 
-@pytest.mark.cuda_gap("tile-form T.atomic_add from an (8, 8) fragment in a 128-thread block: the fragment "
-                      "is replicated (16 threads own it, 8 replicas) and every replica adds, so each element "
-                      "is added 8 times per block; the CUDA lowering must add from one replica only",
-                      wrong_answer=True)
 def test_atomic_add_tile_form_ragged(build, device):
     x = rand((10, 21), device=device)
     out = rand((10, 21), device=device)

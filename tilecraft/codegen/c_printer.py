@@ -191,7 +191,7 @@ class CPrinter(_Dispatch):
                 continue
             i = self.expr(idx)
             if wide:
-                i = f"(int64_t)({i})"
+                i = f"({self.type_name(dt.int64)})({i})"
             if isinstance(stride, int):
                 terms.append(i if stride == 1 else f"{i} * {stride}")
             else:

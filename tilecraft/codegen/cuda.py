@@ -29,6 +29,12 @@ class CudaPrinter(CPrinter):
         self.swizzled = func.attr("swizzled", set())
         self.kernel = None
 
+    def type_name(self, d):
+        # NVRTC has no <cstdint>: the header library defines the fixed-width integers in tc::
+        if d.is_int and d.bits != 32:
+            return f"tc::{d.kind}{d.bits}_t"
+        return super().type_name(d)
+
     def float_literal(self, value, d):
         s = super().float_literal(value, d)
         if d.bits < 32 and d.is_float and "infinity" not in s and "nan" not in s:

@@ -107,6 +107,19 @@ class Ctx:
             return body
         return For(v, const(0), const(iters), "unroll" if iters <= 16 else "serial", body, span=span)
 
+    def first_replica(self, lay: FragmentLayout, stmt):
+        """Run `stmt` only in the threads holding the first copy of a replicated layout (thread
+        digits no coordinate uses): side effects such as atomics must happen once per element."""
+        used = set()
+        for c in lay.coords:
+            used |= {n for n, _ in c}
+        cond = None
+        for d in lay.thread_digits:
+            if d.name not in used:
+                c = binary("==", self.digit(lay, d.name, None), 0)
+                cond = c if cond is None else binary("and", cond, c)
+        return stmt if cond is None else If(cond, stmt)
+
     def per_slot(self, lay: FragmentLayout, body_fn, span=None):
         r = self.var("r")
         return For(r, const(0), const(lay.num_regs), "unroll", body_fn(r, self.coords(lay, r)), span=span)
@@ -266,6 +279,16 @@ def lower_fill(op: Fill, ctx: Ctx):
 @register(Gemm)
 def lower_gemm(g: Gemm, ctx: Ctx):
     m, n, k = g.mnk
+    if g.c.buffer.scope != "fragment":
+        raise TilecraftError(f"T.gemm: the accumulator {g.c.buffer.name} is a {g.c.buffer.scope} buffer; on the "
+                             f"CUDA target a gemm accumulates into a T.alloc_fragment tile", g.span)
+    _whole_fragment(g.c, "T.gemm accumulator", g.span)
+    for x, what in ((g.a, "A"), (g.b, "B")):
+        if x.buffer.scope == "fragment":
+            _whole_fragment(x, f"T.gemm operand {what}", g.span)
+        elif x.buffer.scope == "local":
+            raise TilecraftError(f"T.gemm: operand {what} ({x.buffer.name}) is a T.alloc_local buffer; on the CUDA "
+                                 f"target gemm operands live in shared memory or fragments", g.span)
     c_reg = ctx.reg(g.c.buffer)
     pre = None
     if g.clear_accum:
@@ -280,10 +303,13 @@ def lower_gemm(g: Gemm, ctx: Ctx):
             expect = mma_accumulator_layout((m, k), ctx.threads, wm, 1) if wn == 1 else None
             lay = ctx.layout(g.a.buffer, g.span)
             if expect is None or not lay.same_as(expect):
+                warps = ctx.threads // 32
                 raise TilecraftError(
                     f"T.gemm: A operand {g.a.buffer.name} is a fragment whose register layout is not the "
                     f"tensor-core A layout this gemm needs; produce it from a T.gemm accumulator with the "
-                    f"same block_M and warps along M only (policy=T.GemmWarpPolicy.FullRow)", g.span)
+                    f"same block_M and warps along M only (policy=T.GemmWarpPolicy.FullRow). With {ctx.threads} "
+                    f"threads the {m} rows must split over {warps} warps of 16 rows each"
+                    + (f": use threads <= {max(32, m // 16 * 32)} for block_M={m}" if m < 16 * warps else ""), g.span)
             name = f"tc::gemm_rs<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_b).lower()}, {swz_b}, {t}>"
             c = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),))), dt.int32)
         else:
@@ -421,10 +447,12 @@ def lower_atomic(op: AtomicAdd, ctx: Ctx):
     if v.buffer.scope == "fragment":
         _whole_fragment(v, "T.atomic_add", op.span)
         reg = ctx.reg(v.buffer)
+        lay = ctx.layout(v.buffer, op.span)
         keep = [k for k, n in enumerate(v.buffer.shape) if n != 1]
-        return ctx.per_slot(ctx.layout(v.buffer, op.span), lambda r, co: Evaluate(Call(fn, (
+        loop = ctx.per_slot(lay, lambda r, co: Evaluate(Call(fn, (
             Ref(op.dst.buffer, region_indices(op.dst, [co[k] for k in keep])),
             cast(Load(reg, (r,)), op.dst.buffer.dtype)), dt.int32)), op.span)
+        return ctx.first_replica(lay, loop)
     shape = v.squeezed_shape() or (1,)
     sq = not v.squeezed_shape()
     return ctx.strided(shape, lambda ix: Evaluate(Call(fn, (
@@ -513,7 +541,15 @@ class _Lower(Mutator):
         body = _FragRewrite(ctx, base, vars_, r, f.span).visit(inner)
         coords = ctx.coords(base, r)
         body = substitute(body, dict(zip(vars_, coords)))
-        return For(r, const(0), const(base.num_regs), "unroll", body, span=f.span)
+        loop = For(r, const(0), const(base.num_regs), "unroll", body, span=f.span)
+        if any(getattr(e.value, "op", "").startswith("tc::atomic") for e in _evaluates(body)):
+            loop = ctx.first_replica(base, loop)  # replicated threads must not add twice
+        return loop
+
+
+def _evaluates(node):
+    from ..ir import collect
+    return collect(node, lambda n: isinstance(n, Evaluate))
 
 
 def _frag_accesses(node):
