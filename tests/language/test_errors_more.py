@@ -145,9 +145,6 @@ def let_rebound_in_inner_scope():
     return main
 
 
-@pytest.mark.xfail(strict=True, reason="rebinding an outer let inside an `if`/loop body silently makes a new, "
-                                       "scoped let (Y gets X, not 10*X): Python readers expect mutation; this "
-                                       "should be an error pointing to T.alloc_var (SPEC §8: no silent wrong answer)")
 def test_rebinding_outer_let_in_inner_scope_is_an_error():
     with pytest.raises(tilecraft.TilecraftError) as ei:
         let_rebound_in_inner_scope()

@@ -108,6 +108,7 @@ class Parser:
         self.builder = Builder()
         self.func_name = fn.__name__
         self.symbols: list[Var] = []
+        self.let_spans: dict = {}  # let-bound Var -> span of its `x = ...`
 
     # ---- spans and errors -------------------------------------------------------------------
     def span(self, node) -> Span:
@@ -239,11 +240,13 @@ class Parser:
 
     def assign(self, target, value, node):
         if isinstance(target, ast.Name):
-            old = None
-            for scope in reversed(self.scopes):
-                if target.id in scope:
-                    old = scope[target.id]
+            old, depth = None, -1
+            for depth in range(len(self.scopes) - 1, -1, -1):
+                if target.id in self.scopes[depth]:
+                    old = self.scopes[depth][target.id]
                     break
+            if 0 <= depth < len(self.scopes) - 1 and isinstance(old, Var) and old in self.let_spans:
+                self._outer_let_rebound(target.id, self.let_spans[old], node)
             if isinstance(old, Buffer) and old.scope == "var" and isinstance(value, (Expr, int, float)):
                 self.builder.emit(Store(old, (const(0),), cast(value, old.dtype), span=self.span(node)))
                 return
@@ -253,6 +256,7 @@ class Parser:
             if isinstance(value, Expr):
                 var = Var(self.builder.fresh_name(target.id), value.dtype)
                 self.builder.emit(Let(var, value, span=self.span(node)))
+                self.let_spans[var] = self.span(node)
                 self.bind(target.id, var)
             else:
                 self.bind(target.id, value)
@@ -271,6 +275,18 @@ class Parser:
             self.store(obj, self.subscript(obj, target.slice, node), value, node)
         else:
             raise self.error(node, f"cannot assign to {ast.unparse(target)}")
+
+    def _outer_let_rebound(self, name, outer, node):
+        """`x = ...` inside an `if`/loop body for an `x` bound (as a let) outside it: Python would
+        mutate x, a kernel let cannot be mutated — refuse instead of silently shadowing."""
+        where = f" (bound at line {outer.line})" if outer is not None else ""
+        raise self.error(
+            node, f"`{name} = ...` inside this block binds a new value visible only inside the block: "
+                  f"the `{name}` of the enclosing scope{where} is a kernel value (a let) and keeps its "
+                  f"old value after the block",
+            hint=f"for a scalar you update in a branch or loop, declare it mutable: "
+                 f"`{name} = T.alloc_var(dtype)` before the block, then `{name} = ...` stores into it; "
+                 f"or use a different name for the block-local value")
 
     def store(self, buf, where, value, node):
         value = self.value(value, node)  # a T.alloc_var scalar stored into an element
@@ -585,6 +601,7 @@ class Parser:
     def inline_macro(self, m: Macro, args, kwargs):
         sub = Parser(m.fn)
         sub.builder = self.builder
+        sub.let_spans = self.let_spans
         sub.scopes = [{}]
         sig = inspect.signature(m.fn)
         try:
