@@ -86,6 +86,13 @@ class FragmentLayout:
             slot = slot * d.extent + reg_values[d.name]
         return slot
 
+    def max_coord(self, dim: int) -> int:
+        return sum((self.digit(n).extent - 1) * c for n, c in self.coords[dim])
+
+    def padded_dims(self) -> list:
+        """Dimensions whose coordinates run past the tile: registers there hold padding."""
+        return [d for d in range(len(self.shape)) if self.max_coord(d) >= self.shape[d]]
+
     def uses(self, dim: int) -> set:
         return {n for n, _ in self.coords[dim]}
 
@@ -139,6 +146,14 @@ def default_layout(shape, threads: int, elem_bytes: int, vector_bytes: int = 16)
                 inner = v
         q = n // inner
         t = _gcd(q, left)
+        if dim == len(shape) - 1 and 2 * t < min(q, left):
+            # The row does not split evenly over the threads (e.g. 1000 columns): pad it to a
+            # multiple of a power-of-two thread count; the padding is masked wherever registers
+            # are visited (FragmentLayout.padded_dims), instead of one thread owning whole rows.
+            t = 1
+            while 2 * t <= min(q, left) and left % (2 * t) == 0:
+                t *= 2
+            q = -(-q // t) * t
         if dim == len(shape) - 1 and t > 32 and len(shape) > 1:
             # Keep a row inside as few warps as possible: lanes take the row, the outer dimensions
             # take the warps, so reductions along the row need shuffles but no shared memory.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, If,
                   Kernel, Let, Load, Mutator, Print, Reduce, Ref, Region, Store, Sync, Var, binary,
-                  call, cast, const, seq, substitute, dtype as dt)
+                  call, cast, const, select, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout, mma_accumulator_layout
 from .infer_layouts import loop_dims
@@ -120,9 +120,20 @@ class Ctx:
                 cond = c if cond is None else binary("and", cond, c)
         return stmt if cond is None else If(cond, stmt)
 
+    def valid(self, lay: FragmentLayout, coords):
+        """For a padded layout: the condition that `coords` are inside the tile (None if always)."""
+        cond = None
+        for d in lay.padded_dims():
+            c = binary("<", coords[d], lay.shape[d])
+            cond = c if cond is None else binary("and", cond, c)
+        return cond
+
     def per_slot(self, lay: FragmentLayout, body_fn, span=None):
         r = self.var("r")
-        return For(r, const(0), const(lay.num_regs), "unroll", body_fn(r, self.coords(lay, r)), span=span)
+        coords = self.coords(lay, r)
+        body = body_fn(r, coords)
+        ok = self.valid(lay, coords)
+        return For(r, const(0), const(lay.num_regs), "unroll", body if ok is None else If(ok, body), span=span)
 
 
 # ---- tile ops -----------------------------------------------------------------------------------
@@ -258,7 +269,9 @@ def _vector_copy(lay, reg, into_frag: bool, other: Region, keep, vec, ctx: Ctx, 
     else:
         call = Call(f"tc::vec_store<{tname(other.buffer)}, {tname(reg)}, {vec}>",
                     (Ref(other.buffer, oidx), Ref(reg, (r,))), dt.int32)
-    return For(g, const(0), const(lay.num_regs // vec), "unroll", Evaluate(call, span=span), span=span)
+    body = Evaluate(call, span=span)
+    ok = ctx.valid(lay, coords)
+    return For(g, const(0), const(lay.num_regs // vec), "unroll", body if ok is None else If(ok, body), span=span)
 
 
 @register(Fill)
@@ -379,7 +392,11 @@ def lower_reduce(op: Reduce, ctx: Ctx):
     base_kind = {"abssum": "sum", "absmax": "max"}.get(op.kind, op.kind)
     for s, acc in enumerate(accs):
         # a balanced tree: shallow expressions and independent operations for the scheduler
-        vals = [cast(Load(sreg, (const(slot),)), acc_t) for slot in groups.get(s, [])]
+        vals = []
+        for slot in groups.get(s, []):
+            v = cast(Load(sreg, (const(slot),)), acc_t)
+            ok = ctx.valid(slay, ctx.coords(slay, const(slot)))
+            vals.append(v if ok is None else select(ok, v, _identity(base_kind, acc_t)))
         if op.kind in ("abssum", "absmax"):
             vals = [call("abs", v) for v in vals]
         while len(vals) > 1:
@@ -541,7 +558,8 @@ class _Lower(Mutator):
         body = _FragRewrite(ctx, base, vars_, r, f.span).visit(inner)
         coords = ctx.coords(base, r)
         body = substitute(body, dict(zip(vars_, coords)))
-        loop = For(r, const(0), const(base.num_regs), "unroll", body, span=f.span)
+        ok = ctx.valid(base, coords)
+        loop = For(r, const(0), const(base.num_regs), "unroll", body if ok is None else If(ok, body), span=f.span)
         if any(getattr(e.value, "op", "").startswith("tc::atomic") for e in _evaluates(body)):
             loop = ctx.first_replica(base, loop)  # replicated threads must not add twice
         return loop
