@@ -152,6 +152,24 @@ def test_wrong_device_is_rejected(saxpy):
         saxpy(torch.empty(100, device="meta"), torch.randn(100))
 
 
+def test_fast_path_falls_back_to_the_detailed_checks(saxpy):
+    """The per-call fast test (exact torch.Tensor, dtype, device, static shape, contiguous) only
+    short-cuts the checks: a tensor subclass still runs, and a bad argument after good calls still
+    gets the detailed message."""
+    x, y = torch.randn(100), torch.randn(100)
+    for _ in range(3):
+        torch.testing.assert_close(saxpy(x, y), 2 * x + y)
+    p = torch.nn.Parameter(x.clone(), requires_grad=False)
+    torch.testing.assert_close(saxpy(p, y), 2 * x + y)
+    z = torch.empty(100)
+    assert saxpy(x, y, z) is z
+    torch.testing.assert_close(z, 2 * x + y)
+    with pytest.raises(TypeError, match=r"'Y'.*float64"):
+        saxpy(x, y.double())
+    with pytest.raises(ValueError, match=r"'Z'.*strides"):
+        saxpy(x, y, torch.empty(200)[::2])
+
+
 def test_not_a_tensor_is_type_error(saxpy):
     with pytest.raises(TypeError, match="'Y'"):
         saxpy(torch.randn(100), [0.0] * 100)

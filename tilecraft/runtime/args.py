@@ -11,6 +11,16 @@ from dataclasses import dataclass
 from ..ir import Var
 from ..ir import dtype as dt
 
+_torch = None  # imported once, when the first checker is built (not per call)
+
+
+def _load_torch():
+    global _torch
+    if _torch is None:
+        import torch
+        _torch = torch
+    return _torch
+
 
 @dataclass(frozen=True)
 class ParamInfo:
@@ -59,22 +69,30 @@ def _contiguous_strides(shape):
 
 
 class ArgChecker:
-    """Validates tensors for one kernel and resolves symbolic sizes (fast path: few attribute
-    reads per argument; the messages are built only on failure)."""
+    """Validates tensors for one kernel and resolves symbolic sizes.
+
+    Two levels: `fast_inputs` / `fast_all` are per-parameter `(torch dtype, static shape)` pairs
+    for one combined boolean test per tensor in `JITKernel.__call__` (`type(t) is torch.Tensor and
+    t.dtype is dtype and t.is_cpu/is_cuda and t.shape == shape and t.is_contiguous()`); they are
+    None when a shape is symbolic.  `check` is the detailed check that builds the messages: it runs
+    when the fast test fails (to raise) or for symbolic shapes."""
 
     def __init__(self, kernel_name: str, params: list, device_type: str):
+        _load_torch()
         self.kernel_name = kernel_name
         self.params = params
         self.device_type = device_type
         self.inputs = [p for p in params if not p.is_output]
         self.outputs = [p for p in params if p.is_output]
+        static = all(p.static for p in params)
+        self.fast_inputs = tuple((p.dtype, tuple(p.shape)) for p in self.inputs) if static and self.inputs else None
+        self.fast_all = tuple((p.dtype, tuple(p.shape)) for p in params) if static and params else None
 
     def fail(self, exc, p: ParamInfo, what: str):
         raise exc(f"{self.kernel_name}: parameter '{p.name}' {what}")
 
     def check(self, p: ParamInfo, t, symbols: dict):
-        import torch
-        if not isinstance(t, torch.Tensor):
+        if not isinstance(t, _torch.Tensor):
             self.fail(TypeError, p, f"expects a torch.Tensor of dtype {p.ir_dtype} and shape "
                                     f"{p.shape}, got {type(t).__name__}")
         if t.device.type != self.device_type:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 
 from ..compiler.build import Artifact
-from .args import ArgChecker, normalize_out_idx, param_infos
+from .args import ArgChecker, _load_torch, normalize_out_idx, param_infos
+
+_NO_SYMBOLS: dict = {}  # the symbol values of a kernel without symbolic shapes (never mutated)
 
 
 class _CpuLauncher:
@@ -18,16 +20,18 @@ class _CpuLauncher:
         self.lib = ctypes.CDLL(artifact.binary_path)
         self.fn = getattr(self.lib, artifact.meta["entry"])
         self.fn.restype = ctypes.c_int
-        self.fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)]
+        # No argtypes: the two ctypes arrays below are passed as pointers to their storage (what
+        # the entry's `void**, int64_t*` parameters take) without per-call argument conversion.
+        self.nparams = nparams
         self.ptrs = (ctypes.c_void_p * max(1, nparams))()
         self.dims = (ctypes.c_int64 * max(1, len(symbols)))()
         self.symbols = symbols
 
     def __call__(self, tensors, symbols, kernel_name):
-        for i, t in enumerate(tensors):
-            self.ptrs[i] = t.data_ptr()
-        for i, s in enumerate(self.symbols):
-            self.dims[i] = symbols[s]
+        self.ptrs[0:self.nparams] = [t.data_ptr() for t in tensors]
+        if self.symbols:
+            for i, s in enumerate(self.symbols):
+                self.dims[i] = symbols[s]
         rc = self.fn(self.ptrs, self.dims)
         if rc != 0:
             raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
@@ -50,10 +54,71 @@ class JITKernel:
         else:
             from .cuda_launch import CudaLauncher
             self._launch = CudaLauncher(artifact, func, self.params, self.symbols)
+        self._prepare_fast_path()
+
+    def _prepare_fast_path(self):
+        """Everything `__call__` needs that does not depend on the call."""
+        torch = _load_torch()
+        self._torch_tensor = torch.Tensor
+        self._empty = torch.empty
+        self._is_cpu = self.target.kind == "cpu"
+        self._is_cuda = self.device_type == "cuda"
+        self._cpu_device = torch.device("cpu")
+        checker = self._checker
+        self._n_in = len(checker.inputs)
+        self._n_all = len(self.params)
+        self._fast_in = checker.fast_inputs          # None: symbolic shapes or no inputs
+        self._fast_all = checker.fast_all if self.out_idx else None
+        # Outputs to allocate, as torch.empty's positional size arguments (the fastest form).
+        self._out_alloc = tuple((tuple(p.shape) or ((),), p.dtype) for p in checker.outputs)
+        self._outs_at_end = self.out_idx == list(range(self._n_in, self._n_all))
+        self._single_out = len(self.out_idx) == 1
 
     # ---- calling ----------------------------------------------------------------------------
     def __call__(self, *args, stream=None):
-        import torch
+        n = len(args)
+        if n == self._n_in:
+            specs = self._fast_in
+        elif n == self._n_all:
+            specs = self._fast_all
+        else:
+            specs = None
+        if specs is not None:
+            # Fast path: one combined test per tensor; any miss goes to the detailed checks,
+            # which raise the message (or accept, e.g. a torch.Tensor subclass).
+            tensor_t, cuda = self._torch_tensor, self._is_cuda
+            for t, (dtype, shape) in zip(args, specs):
+                if not (type(t) is tensor_t and t.dtype is dtype and (t.is_cuda if cuda else t.is_cpu)
+                        and t.shape == shape and t.is_contiguous()):
+                    break
+            else:
+                if n == self._n_in and self._out_alloc:
+                    empty = self._empty
+                    dev = args[0].device if cuda else self._cpu_device
+                    outs = [empty(*size, dtype=dtype, device=dev) for size, dtype in self._out_alloc]
+                    tensors = args + tuple(outs) if self._outs_at_end else self._merge(args, outs)
+                else:
+                    tensors = args
+                    outs = [args[i] for i in self.out_idx]
+                if self._is_cpu:
+                    self._launch(tensors, _NO_SYMBOLS, self.name)
+                else:
+                    self._launch(tensors, _NO_SYMBOLS, self.name, stream)
+                if not outs:
+                    return None
+                return outs[0] if self._single_out else tuple(outs)
+        return self._call_checked(args, stream)
+
+    def _merge(self, inputs, outputs) -> list:
+        """All parameters in signature order from the inputs and the allocated outputs."""
+        tensors, it_in, it_out = [], iter(inputs), iter(outputs)
+        for p in self.params:
+            tensors.append(next(it_out) if p.is_output else next(it_in))
+        return tensors
+
+    def _call_checked(self, args, stream):
+        """The general path: detailed checks (messages), symbolic shapes, outputs shaped from them."""
+        torch = _load_torch()
         checker = self._checker
         n_in = len(checker.inputs)
         symbols: dict = {}
