@@ -38,6 +38,19 @@ TC_UNARY_FLOAT_FN(erf, erff(x), ::erf(x))
 TC_UNARY_FLOAT_FN(floor, floorf(x), ::floor(x))
 TC_UNARY_FLOAT_FN(ceil, ceilf(x), ::ceil(x))
 TC_UNARY_FLOAT_FN(round, rintf(x), ::rint(x))  // round half to even, like torch.round
+TC_UNARY_FLOAT_FN(exp10, exp10f(x), ::exp10(x))
+TC_UNARY_FLOAT_FN(log10, log10f(x), ::log10(x))
+TC_UNARY_FLOAT_FN(log1p, log1pf(x), ::log1p(x))
+TC_UNARY_FLOAT_FN(trunc, truncf(x), ::trunc(x))
+TC_UNARY_FLOAT_FN(sin, sinf(x), ::sin(x))
+TC_UNARY_FLOAT_FN(cos, cosf(x), ::cos(x))
+TC_UNARY_FLOAT_FN(tan, tanf(x), ::tan(x))
+TC_DEVICE float atan2(float a, float b) { return atan2f(a, b); }
+TC_DEVICE double atan2(double a, double b) { return ::atan2(a, b); }
+TC_DEVICE half_t atan2(half_t a, half_t b) { return __float2half_rn(atan2f(__half2float(a), __half2float(b))); }
+TC_DEVICE bfloat16_t atan2(bfloat16_t a, bfloat16_t b) {
+  return __float2bfloat16_rn(atan2f(__bfloat162float(a), __bfloat162float(b)));
+}
 
 // Fast approximate float forms (MUFU-based, ~2 ulp or worse), for T.__exp-style intrinsics and
 // fast-math pass configs.  tanh.approx needs sm_75+.
@@ -110,6 +123,7 @@ TC_DEVICE bool isnan(half_t x) { return __hisnan(x); }
 TC_DEVICE bool isinf(half_t x) { return __hisinf(x) != 0; }
 TC_DEVICE bool isnan(bfloat16_t x) { return __hisnan(x); }
 TC_DEVICE bool isinf(bfloat16_t x) { return __hisinf(x) != 0; }
+template <class T> TC_DEVICE bool isfinite(T x) { return !isnan(x) && !isinf(x); }
 
 // infinity<T>(), max_value<T>() (largest finite), min_value<T>() (lowest finite, i.e. -max for
 // floats — what T.min_value means, and the identity of a max-reduction).
