@@ -395,10 +395,11 @@ def lower_reduce(op: Reduce, ctx: Ctx):
         vals = []
         for slot in groups.get(s, []):
             v = cast(Load(sreg, (const(slot),)), acc_t)
+            if op.kind in ("abssum", "absmax"):
+                v = call("abs", v)
+            # padding registers contribute the identity (after abs: -inf must not become +inf)
             ok = ctx.valid(slay, ctx.coords(slay, const(slot)))
-            vals.append(v if ok is None else select(ok, v, _identity(base_kind, acc_t)))
-        if op.kind in ("abssum", "absmax"):
-            vals = [call("abs", v) for v in vals]
+            vals.append(v if ok is None else select(ok, v, _identity(op.kind, acc_t)))
         while len(vals) > 1:
             vals = [_combine(base_kind, vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i]
                     for i in range(0, len(vals), 2)]
