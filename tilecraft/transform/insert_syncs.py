@@ -9,9 +9,8 @@ only a little time.
 """
 from __future__ import annotations
 
-from ..ir import Alloc, Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, collect, seq
+from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, collect, seq
 from ..ir.func import PrimFunc
-from ..ir.stmt import Stmt
 
 
 _WRITERS = ("tc::atomic", "tc::cp_async", "tc::vec_store")

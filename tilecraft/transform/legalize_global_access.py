@@ -9,8 +9,8 @@ common, aligned case carries no guard at all.
 """
 from __future__ import annotations
 
-from ..ir import (Binary, Call, collect, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select,
-                  Store, Var, binary, cast, const, dtype as dt)
+from ..ir import (Call, collect, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select, Store,
+                  Var, binary, cast, const)
 from ..ir.analysis import bounds
 from ..ir.func import PrimFunc
 

@@ -1,0 +1,156 @@
+"""CUDA lowering of `T.copy` (register walks, 16-byte vectors, cp.async) and `T.fill`."""
+from __future__ import annotations
+
+from ...errors import TilecraftError
+from ...ir import (Call, Copy, Evaluate, Fill, For, If, Load, Ref, Region, Store, binary,
+                   cast, const, seq, dtype as dt)
+from ...layout.fragment import FragmentLayout
+from ...codegen.c_printer import C_TYPES as C_TYPES_REF
+from ..lower_tile_ops_cpu import region_indices
+from .ctx import Ctx, register, _whole_fragment
+
+
+@register(Copy)
+def lower_copy(op: Copy, ctx: Ctx):
+    s, d = op.src, op.dst
+    if s.buffer.scope == "fragment" and d.buffer.scope == "fragment":
+        _whole_fragment(s, "T.copy", op.span)
+        _whole_fragment(d, "T.copy", op.span)
+        ls, ld = ctx.layout(s.buffer, op.span), ctx.layout(d.buffer, op.span)
+        if not ls.same_as(ld):
+            raise TilecraftError(f"T.copy between fragments {s.buffer.name} and {d.buffer.name} with different "
+                                 f"register layouts is not supported on CUDA yet", op.span)
+        rs, rd = ctx.reg(s.buffer), ctx.reg(d.buffer)
+        return ctx.per_slot(ls, lambda r, _: Store(rd, (r,), cast(Load(rs, (r,)), rd.dtype)), op.span)
+    if d.buffer.scope == "fragment" or s.buffer.scope == "fragment":
+        frag, other = (d, s) if d.buffer.scope == "fragment" else (s, d)
+        _whole_fragment(frag, "T.copy", op.span)
+        lay = ctx.layout(frag.buffer, op.span)
+        reg = ctx.reg(frag.buffer)
+        keep = [k for k, n in enumerate(frag.buffer.shape) if n != 1]
+        vec = _vector_width(lay, frag, other, ctx)
+        if vec > 1:
+            return _vector_copy(lay, reg, frag is d, other, keep, vec, ctx, op.span)
+
+        def body(r, coords):
+            tile = [coords[k] for k in keep]
+            oidx = region_indices(other, tile)
+            if frag is d:
+                return Store(reg, (r,), cast(Load(other.buffer, oidx), reg.dtype))
+            return Store(other.buffer, oidx, cast(Load(reg, (r,)), other.buffer.dtype))
+        return ctx.per_slot(lay, body, op.span)
+    vec = _strided_vector_width(s, d)
+    if vec > 1:
+        return _strided_vector_copy(op, vec, ctx)
+    shape = s.squeezed_shape() or (1,)
+    squeeze = not s.squeezed_shape()
+    return ctx.strided(shape, lambda ix: Store(
+        d.buffer, region_indices(d, [] if squeeze else ix),
+        cast(Load(s.buffer, region_indices(s, [] if squeeze else ix)), d.buffer.dtype)), op.span)
+
+
+def _vector_width(lay: FragmentLayout, frag: Region, other: Region, ctx: Ctx) -> int:
+    """How many consecutive fragment registers map to consecutive, aligned elements of `other`
+    (so one 4/8/16-byte access moves them); 1 when that cannot be proved."""
+    from ...ir.analysis import divisible
+    if not lay.reg_digits or not keep_last(frag) or other.buffer.scope not in ("global", "shared"):
+        return 1
+    first = lay.reg_digits[0]
+    last = len(frag.buffer.shape) - 1
+    if (first.name, 1) not in lay.coords[last]:
+        return 1
+    ob = other.buffer
+    non_unit = [k for k, n in enumerate(other.extents) if n != 1]
+    if not non_unit or non_unit[-1] != ob.ndim - 1 or other.extents[-1] != frag.buffer.shape[-1]:
+        return 1
+    v = first.extent
+    while v > 1:
+        nbytes = v * ob.dtype.bytes
+        if (nbytes in (4, 8, 16) and isinstance(ob.shape[-1], int) and ob.shape[-1] % v == 0
+                and divisible(other.starts[-1], v)
+                and all(coef % v == 0 for name, coef in lay.coords[last] if name != first.name)
+                and first.extent % v == 0):
+            return v
+        v //= 2
+    return 1
+
+
+def _strided_vector_width(s: Region, d: Region) -> int:
+    """16-byte (or narrower) vectors for a global<->shared tile copy, when provably aligned."""
+    from ...ir.analysis import divisible
+    pair = {s.buffer.scope, d.buffer.scope}
+    if pair != {"global", "shared"} or s.buffer.dtype is not d.buffer.dtype:
+        return 1
+    for r in (s, d):
+        nu = [k for k, n in enumerate(r.extents) if n != 1]
+        if not nu or nu[-1] != r.buffer.ndim - 1 or not isinstance(r.buffer.shape[-1], int):
+            return 1
+    if s.extents[-1] != d.extents[-1]:
+        return 1
+    v = 16 // s.buffer.dtype.bytes
+    while v > 1:
+        if all(r.extents[-1] % v == 0 and r.buffer.shape[-1] % v == 0 and divisible(r.starts[-1], v)
+               for r in (s, d)):
+            return v
+        v //= 2
+    return 1
+
+
+def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):
+    s, d = op.src, op.dst
+    shape = list(s.squeezed_shape())
+    shape[-1] //= vec
+    nbytes = vec * s.buffer.dtype.bytes
+
+    def body(ix):
+        ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
+        sref, dref = Ref(s.buffer, region_indices(s, ix)), Ref(d.buffer, region_indices(d, ix))
+        if d.buffer.scope == "shared":
+            name = "tc::cp_async_pipelined_zfill" if op.mode == "async" else "tc::cp_async_zfill"
+            return Evaluate(Call(f"{name}<{nbytes}>", (dref, sref), dt.int32), span=op.span)
+        t = C_TYPES_REF[s.buffer.dtype.name]
+        return Evaluate(Call(f"tc::vec_store<{t}, {t}, {vec}>", (dref, sref), dt.int32), span=op.span)
+    loops = ctx.strided(tuple(shape), body, op.span)
+    if d.buffer.scope == "shared" and op.mode != "async":
+        return seq(loops, Evaluate(Call("tc::cp_async_commit", (), dt.int32)),
+                   Evaluate(Call("tc::cp_async_wait_all", (), dt.int32)))
+    return loops
+
+
+def keep_last(frag: Region) -> bool:
+    return frag.buffer.shape[-1] > 1
+
+
+def _vector_copy(lay, reg, into_frag: bool, other: Region, keep, vec, ctx: Ctx, span):
+    g = ctx.var("g")
+    r = binary("*", g, vec)
+    coords = ctx.coords(lay, r)
+    oidx = region_indices(other, [coords[k] for k in keep])
+    src_t, dst_t = (other.buffer, reg) if into_frag else (reg, other.buffer)
+    from ...codegen.c_printer import C_TYPES
+    tname = lambda b: C_TYPES[b.dtype.name]  # noqa: E731
+    if into_frag:
+        call = Call(f"tc::vec_load_zfill<{tname(reg)}, {tname(other.buffer)}, {vec}>",
+                    (Ref(reg, (r,)), Ref(other.buffer, oidx)), dt.int32)
+    else:
+        call = Call(f"tc::vec_store<{tname(other.buffer)}, {tname(reg)}, {vec}>",
+                    (Ref(other.buffer, oidx), Ref(reg, (r,))), dt.int32)
+    body = Evaluate(call, span=span)
+    ok = ctx.valid(lay, coords)
+    return For(g, const(0), const(lay.num_regs // vec), "unroll", body if ok is None else If(ok, body), span=span)
+
+
+@register(Fill)
+def lower_fill(op: Fill, ctx: Ctx):
+    b = op.dst.buffer
+    if b.scope == "fragment":
+        _whole_fragment(op.dst, "T.fill", op.span)
+        reg = ctx.reg(b)
+        return ctx.per_slot(ctx.layout(b, op.span), lambda r, _: Store(reg, (r,), op.value), op.span)
+    if b.scope in ("local", "var"):
+        v = ctx.var("i")
+        return For(v, const(0), const(b.numel), "unroll", Store(b, (v,) if b.ndim == 1 else None, op.value))
+    shape = op.dst.squeezed_shape() or (1,)
+    squeeze = not op.dst.squeezed_shape()
+    return ctx.strided(shape, lambda ix: Store(b, region_indices(op.dst, [] if squeeze else ix), op.value), op.span)
+

@@ -1,0 +1,122 @@
+"""Per-kernel lowering context for the CUDA target: the flat thread index, fragment layouts and
+register arrays, and the two ways work is spread over threads (`per_slot`, `strided`)."""
+from __future__ import annotations
+
+from ...errors import TilecraftError
+from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
+from ...layout.fragment import FragmentLayout
+
+CUDA_LOWERING: dict = {}
+
+
+def register(op_cls):
+    def deco(fn):
+        CUDA_LOWERING[op_cls] = fn
+        return fn
+    return deco
+
+
+class Ctx:
+    def __init__(self, kernel: Kernel, layouts: dict, plans: dict, swizzled: set):
+        self.kernel = kernel
+        self.threads = kernel.num_threads
+        self.tid = Var("tc_tid")
+        self.layouts = layouts
+        self.plans = plans
+        self.swizzled = swizzled
+        self.regs: dict = {}
+        self.n = 0
+
+    def var(self, base="r") -> Var:
+        self.n += 1
+        return Var(f"{base}{self.n}")
+
+    def reg(self, frag: Buffer) -> Buffer:
+        r = self.regs.get(frag)
+        if r is None:
+            lay = self.layout(frag, None)
+            r = self.regs[frag] = Buffer(frag.name, (lay.num_regs,), frag.dtype, "local", span=frag.span)
+        return r
+
+    def layout(self, frag: Buffer, span) -> FragmentLayout:
+        lay = self.layouts.get(frag)
+        if lay is None:
+            raise TilecraftError(f"fragment {frag.name} has no register layout", span)
+        return lay
+
+    def digit(self, lay: FragmentLayout, name: str, r):
+        """The value of one digit: from the thread index or from the register slot `r`."""
+        d = lay.digit(name)
+        if lay.is_thread_digit(name):
+            stride, value, total = lay.thread_stride(name), self.tid, self.threads
+        else:
+            stride, value, total = lay.reg_stride(name), r, lay.num_regs
+        v = binary("//", value, stride) if stride > 1 else value
+        return v if stride * d.extent >= total else binary("%", v, d.extent)
+
+    def coords(self, lay: FragmentLayout, r) -> list:
+        out = []
+        for c in lay.coords:
+            total = const(0)
+            for name, coef in c:
+                total = binary("+", total, binary("*", self.digit(lay, name, r), coef))
+            out.append(total)
+        return out
+
+    def strided(self, shape, body_fn, span=None):
+        """Spread the elements of `shape` (row-major) over the block's threads."""
+        total = 1
+        for s in shape:
+            total *= s
+        t = self.threads
+        iters = -(-total // t)
+        v = self.var("e")
+        e = binary("+", binary("*", v, t), self.tid) if iters > 1 else self.tid
+        idx = []
+        for k, s in enumerate(shape):
+            inner = 1
+            for s2 in shape[k + 1:]:
+                inner *= s2
+            x = binary("//", e, inner) if inner > 1 else e
+            idx.append(binary("%", x, s) if k > 0 else x)
+        body = body_fn(idx)
+        if total % t:
+            body = If(binary("<", e, total), body)
+        if iters == 1:
+            return body
+        return For(v, const(0), const(iters), "unroll" if iters <= 16 else "serial", body, span=span)
+
+    def first_replica(self, lay: FragmentLayout, stmt):
+        """Run `stmt` only in the threads holding the first copy of a replicated layout (thread
+        digits no coordinate uses): side effects such as atomics must happen once per element."""
+        used = set()
+        for c in lay.coords:
+            used |= {n for n, _ in c}
+        cond = None
+        for d in lay.thread_digits:
+            if d.name not in used:
+                c = binary("==", self.digit(lay, d.name, None), 0)
+                cond = c if cond is None else binary("and", cond, c)
+        return stmt if cond is None else If(cond, stmt)
+
+    def valid(self, lay: FragmentLayout, coords):
+        """For a padded layout: the condition that `coords` are inside the tile (None if always)."""
+        cond = None
+        for d in lay.padded_dims():
+            c = binary("<", coords[d], lay.shape[d])
+            cond = c if cond is None else binary("and", cond, c)
+        return cond
+
+    def per_slot(self, lay: FragmentLayout, body_fn, span=None):
+        r = self.var("r")
+        coords = self.coords(lay, r)
+        body = body_fn(r, coords)
+        ok = self.valid(lay, coords)
+        return For(r, const(0), const(lay.num_regs), "unroll", body if ok is None else If(ok, body), span=span)
+
+
+def _whole_fragment(region: Region, what, span):
+    if not region.covers_whole():
+        raise TilecraftError(f"{what}: a part of fragment {region.buffer.name} cannot be used here on the "
+                             f"CUDA target yet; use the whole fragment", span)
+

@@ -1,0 +1,74 @@
+"""CUDA lowering of `T.gemm`: tensor cores through the header library, else per-register dot products."""
+from __future__ import annotations
+
+from ...errors import TilecraftError
+from ...ir import (Alloc, Buffer, Call, Evaluate, For, Gemm, Load, Ref, Store, binary, cast,
+                   const, seq, dtype as dt)
+from ...layout.fragment import mma_accumulator_layout
+from ..lower_tile_ops_cpu import region_indices
+from .ctx import Ctx, register, _whole_fragment
+
+
+@register(Gemm)
+def lower_gemm(g: Gemm, ctx: Ctx):
+    m, n, k = g.mnk
+    if g.c.buffer.scope != "fragment":
+        raise TilecraftError(f"T.gemm: the accumulator {g.c.buffer.name} is a {g.c.buffer.scope} buffer; on the "
+                             f"CUDA target a gemm accumulates into a T.alloc_fragment tile", g.span)
+    _whole_fragment(g.c, "T.gemm accumulator", g.span)
+    for x, what in ((g.a, "A"), (g.b, "B")):
+        if x.buffer.scope == "fragment":
+            _whole_fragment(x, f"T.gemm operand {what}", g.span)
+        elif x.buffer.scope == "local":
+            raise TilecraftError(f"T.gemm: operand {what} ({x.buffer.name}) is a T.alloc_local buffer; on the CUDA "
+                                 f"target gemm operands live in shared memory or fragments", g.span)
+    c_reg = ctx.reg(g.c.buffer)
+    pre = None
+    if g.clear_accum:
+        pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
+    plan = ctx.plans.get(g)
+    if plan is not None:
+        wm, wn = plan
+        t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+        swz_b = int(g.b.buffer in ctx.swizzled)
+        b_ref = Ref(g.b.buffer, g.b.starts)
+        if g.a.buffer.scope == "fragment":
+            expect = mma_accumulator_layout((m, k), ctx.threads, wm, 1) if wn == 1 else None
+            lay = ctx.layout(g.a.buffer, g.span)
+            if expect is None or not lay.same_as(expect):
+                warps = ctx.threads // 32
+                raise TilecraftError(
+                    f"T.gemm: A operand {g.a.buffer.name} is a fragment whose register layout is not the "
+                    f"tensor-core A layout this gemm needs; produce it from a T.gemm accumulator with the "
+                    f"same block_M and warps along M only (policy=T.GemmWarpPolicy.FullRow). With {ctx.threads} "
+                    f"threads the {m} rows must split over {warps} warps of 16 rows each"
+                    + (f": use threads <= {max(32, m // 16 * 32)} for block_M={m}" if m < 16 * warps else ""), g.span)
+            name = f"tc::gemm_rs<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_b).lower()}, {swz_b}, {t}>"
+            c = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),))), dt.int32)
+        else:
+            swz_a = int(g.a.buffer in ctx.swizzled)
+            name = (f"tc::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_a).lower()}, "
+                    f"{str(g.trans_b).lower()}, {swz_a}, {swz_b}, {t}>")
+            c = Call(name, (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),))), dt.int32)
+        return seq(pre, Evaluate(c, span=g.span))
+    for x, what in ((g.a, "A"), (g.b, "B")):
+        if x.buffer.scope == "fragment":
+            raise TilecraftError(f"T.gemm: operand {what} ({x.buffer.name}, {x.buffer.dtype}) in registers needs "
+                                 f"the tensor-core path (float16/bfloat16 inputs, float32 accumulator, tile sizes "
+                                 f"that split into 16x8 warp tiles); put it in shared memory instead", g.span)
+    lay = ctx.layout(g.c.buffer, g.span)
+    acc_t = dt.float64 if c_reg.dtype is dt.float64 else dt.float32 if c_reg.dtype.is_float else c_reg.dtype
+
+    def body(r, coords):
+        i, j = coords
+        kk = ctx.var("k")
+        acc = Buffer(f"acc{kk.name}", (1,), acc_t, "local")
+        a = Load(g.a.buffer, region_indices(g.a, [kk, i] if g.trans_a else [i, kk]))
+        b = Load(g.b.buffer, region_indices(g.b, [j, kk] if g.trans_b else [kk, j]))
+        a0 = Load(acc, (const(0),))
+        return seq(Alloc(acc), Store(acc, (const(0),), cast(Load(c_reg, (r,)), acc_t)),
+                   For(kk, const(0), const(k), "serial",
+                       Store(acc, (const(0),), binary("+", a0, binary("*", cast(a, acc_t), cast(b, acc_t))))),
+                   Store(c_reg, (r,), cast(a0, c_reg.dtype)))
+    return seq(pre, ctx.per_slot(lay, body, g.span))
+

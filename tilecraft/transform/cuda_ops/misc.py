@@ -1,0 +1,53 @@
+"""CUDA lowering of `T.atomic_*`, `T.cumsum` and `T.print`."""
+from __future__ import annotations
+
+from ...errors import TilecraftError
+from ...ir import (AtomicAdd, Buffer, Call, Cumsum, Evaluate, If, Load, Print, Ref, Region, Sync,
+                   binary, cast, seq, dtype as dt)
+from ..lower_tile_ops_cpu import region_indices
+from .ctx import Ctx, register, _whole_fragment
+
+
+@register(AtomicAdd)
+def lower_atomic(op: AtomicAdd, ctx: Ctx):
+    fn = f"tc::atomic_{op.kind}"
+    if not isinstance(op.value, Region):
+        return Evaluate(Call(fn, (Ref(op.dst.buffer, op.dst.starts), op.value), dt.int32), span=op.span)
+    v = op.value
+    if v.buffer.scope == "fragment":
+        _whole_fragment(v, "T.atomic_add", op.span)
+        reg = ctx.reg(v.buffer)
+        lay = ctx.layout(v.buffer, op.span)
+        keep = [k for k, n in enumerate(v.buffer.shape) if n != 1]
+        loop = ctx.per_slot(lay, lambda r, co: Evaluate(Call(fn, (
+            Ref(op.dst.buffer, region_indices(op.dst, [co[k] for k in keep])),
+            cast(Load(reg, (r,)), op.dst.buffer.dtype)), dt.int32)), op.span)
+        return ctx.first_replica(lay, loop)
+    shape = v.squeezed_shape() or (1,)
+    sq = not v.squeezed_shape()
+    return ctx.strided(shape, lambda ix: Evaluate(Call(fn, (
+        Ref(op.dst.buffer, region_indices(op.dst, [] if sq else ix)),
+        cast(Load(v.buffer, region_indices(v, [] if sq else ix)), op.dst.buffer.dtype)), dt.int32)), op.span)
+
+
+@register(Cumsum)
+def lower_cumsum(op: Cumsum, ctx: Ctx):
+    if op.src.scope != "shared" or op.dst.scope != "shared":
+        raise TilecraftError("T.cumsum on CUDA supports shared tiles only for now", op.span)
+    from ..lower_tile_ops_cpu import _Names, lower_cumsum as cpu_scan
+    serial = cpu_scan(op, _Names())
+    return seq(Sync(), If(binary("==", ctx.tid, 0), serial), Sync())
+
+
+@register(Print)
+def lower_print(op: Print, ctx: Ctx):
+    if isinstance(op.value, Buffer):
+        b = op.value
+        if b.scope == "fragment":
+            reg = ctx.reg(b)
+            return ctx.per_slot(ctx.layout(b, op.span), lambda r, co: Evaluate(Call(
+                "tc::print_elem", (op.msg or b.name, Load(reg, (r,))) + tuple(co), dt.int32)), op.span)
+        from ..lower_tile_ops_cpu import _Names, lower_print as cpu_print
+        return If(binary("==", ctx.tid, 0), cpu_print(op, _Names()))
+    return If(binary("==", ctx.tid, 0), Evaluate(Call("tc::print", (op.msg, op.value), dt.int32), span=op.span))
+

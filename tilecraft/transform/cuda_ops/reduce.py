@@ -1,0 +1,112 @@
+"""CUDA lowering of reductions: registers, then lanes (xor shuffles), then warps (shared scratch)."""
+from __future__ import annotations
+
+from ...errors import TilecraftError
+from ...ir import (Alloc, Buffer, Call, For, Let, Load, Reduce, Store, Sync, Var, binary,
+                   call, cast, const, select, seq, dtype as dt)
+from ..lower_tile_ops_cpu import _combine, _identity
+from .ctx import Ctx, register
+
+
+@register(Reduce)
+def lower_reduce(op: Reduce, ctx: Ctx):
+    src, dst = op.src, op.dst
+    if dst.scope != "fragment":
+        raise TilecraftError(f"T.reduce_{op.kind}: on CUDA the destination must be a fragment", op.span)
+    if dst.ndim == src.ndim and src.ndim > 1:
+        raise TilecraftError(f"T.reduce_{op.kind}: a destination that keeps the reduced dimension is not "
+                             f"supported on CUDA yet; give {dst.name} shape {tuple(s for i, s in enumerate(src.shape) if i != op.dim)}",
+                             op.span)
+    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    dlay = ctx.layout(dst, op.span)
+    dreg = ctx.reg(dst)
+    if src.scope != "fragment":  # a shared tile: every thread reduces its own rows serially
+        def body(r, coords):
+            kk = ctx.var("k")
+            acc = Buffer(f"acc{kk.name}", (1,), acc_t, "local")
+            full = list(coords[:op.dim]) + [kk] + list(coords[op.dim:])
+            a0 = Load(acc, (const(0),))
+            fin = cast(a0, dst.dtype) if op.clear else cast(_combine(op.kind if op.kind not in ("abssum", "absmax")
+                                                                     else op.kind[3:], cast(Load(dreg, (r,)), acc_t), a0), dst.dtype)
+            return seq(Alloc(acc), Store(acc, (const(0),), _identity(op.kind, acc_t)),
+                       For(kk, const(0), const(src.shape[op.dim]), "serial",
+                           Store(acc, (const(0),), _combine(op.kind, a0, cast(Load(src, tuple(full)), acc_t)))),
+                       Store(dreg, (r,), fin))
+        return ctx.per_slot(dlay, body, op.span)
+    slay = ctx.layout(src, op.span)
+    sreg = ctx.reg(src)
+    red_names = slay.uses(op.dim)
+    # 1. within the thread: fold the registers that differ only in reduced digits
+    groups: dict = {}
+    for slot in range(slay.num_regs):
+        vals = slay.reg_values(slot)
+        key = dlay.slot_of({d.name: vals[d.name] for d in dlay.reg_digits})
+        groups.setdefault(key, []).append(slot)
+    accs = [Var(f"red{ctx.var().name}_{s}", acc_t) for s in range(dlay.num_regs)]
+    stmts = []
+    base_kind = {"abssum": "sum", "absmax": "max"}.get(op.kind, op.kind)
+    for s, acc in enumerate(accs):
+        # a balanced tree: shallow expressions and independent operations for the scheduler
+        vals = []
+        for slot in groups.get(s, []):
+            v = cast(Load(sreg, (const(slot),)), acc_t)
+            if op.kind in ("abssum", "absmax"):
+                v = call("abs", v)
+            # padding registers contribute the identity (after abs: -inf must not become +inf)
+            ok = ctx.valid(slay, ctx.coords(slay, const(slot)))
+            vals.append(v if ok is None else select(ok, v, _identity(op.kind, acc_t)))
+        while len(vals) > 1:
+            vals = [_combine(base_kind, vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i]
+                    for i in range(0, len(vals), 2)]
+        stmts.append(Let(acc, vals[0] if vals else _identity(op.kind, acc_t)))
+    # 2. across lanes (xor butterflies on the reduced thread digits' lane bits), 3. across warps
+    lane_masks, warp_digits = [], []
+    for name in red_names:
+        if not slay.is_thread_digit(name):
+            continue
+        stride, ext = slay.thread_stride(name), slay.digit(name).extent
+        if stride & (stride - 1) or ext & (ext - 1):
+            raise TilecraftError(f"T.reduce_{op.kind}: the thread layout of {src.name} is not a power-of-two "
+                                 f"split; use power-of-two tile sizes and thread counts", op.span)
+        bit = stride
+        while bit < stride * ext:
+            if bit < 32:
+                lane_masks.append(bit)
+            else:
+                warp_digits.append(bit)
+            bit *= 2
+    op_name = {"sum": "tc::SumOp", "max": "tc::MaxOp", "min": "tc::MinOp"}[base_kind]
+    cur = list(accs)
+    if lane_masks:
+        masks = ", ".join(str(m) for m in lane_masks)
+        for s in range(len(cur)):
+            nv = Var(f"{cur[s].name}_w", acc_t)
+            stmts.append(Let(nv, Call(f"tc::shfl_xor_reduce<{op_name}, {masks}>", (cur[s],), acc_t)))
+            cur[s] = nv
+    if warp_digits:
+        nd = len(cur)
+        scratch = Buffer(f"tc_red{ctx.var().name}", (ctx.threads * nd,), acc_t, "shared")
+        stmts.append(Alloc(scratch))
+        stmts.append(Sync())
+        for s in range(nd):
+            stmts.append(Store(scratch, (binary("+", binary("*", ctx.tid, nd), s),), cur[s]))
+        stmts.append(Sync())
+        bits_mask = 0
+        for b in warp_digits:
+            bits_mask |= b
+        others = [x for x in range(ctx.threads) if x & ~bits_mask == 0]  # values of the warp bits
+        base_tid = binary("&", ctx.tid, ~bits_mask & 0x7fffffff)
+        for s in range(nd):
+            value = _identity(base_kind, acc_t)
+            for w in others:
+                partner = binary("|", base_tid, w)
+                value = _combine(base_kind, value, Load(scratch, (binary("+", binary("*", partner, nd), s),)))
+            nv = Var(f"{cur[s].name}_b", acc_t)
+            stmts.append(Let(nv, value))
+            cur[s] = nv
+        stmts.append(Sync())
+    for s in range(len(cur)):
+        v = cur[s] if op.clear else _combine(base_kind, cast(Load(dreg, (const(s),)), acc_t), cur[s])
+        stmts.append(Store(dreg, (const(s),), cast(v, dst.dtype)))
+    return seq(*stmts)
+
