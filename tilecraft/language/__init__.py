@@ -11,7 +11,7 @@ from .tileops import (copy, async_copy, gemm, fill, clear, reduce, reduce_max, r
                       reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
                       cumsum, print)
 from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
-                   floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod,
+                   floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod, atan2,
                    max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select,
                    cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
                    bitwise_xor, shift_left, shift_right)

@@ -86,6 +86,12 @@ def fmod(x, y):
     return call("fmod", x, y)
 
 
+def atan2(y, x):
+    if _py(y, x):
+        return _m.atan2(y, x)
+    return call("atan2", y, x)
+
+
 def max(a, b, *rest):  # noqa: A001
     vals = (a, b) + rest
     out = vals[0]
