@@ -7,8 +7,10 @@ import tilecraft.language as T
 
 @tilelang.jit(out_idx=[-1])
 def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool = False,
-                    block_M: int = 64, block_N: int = 64, num_stages: int = 1, threads: int = 128,
+                    block_M: int = 64, block_N: int = 64, num_stages: int = 1, threads: int | None = None,
                     dtype: str = "float16", accum_dtype: str = "float"):
+    if threads is None:  # warps split the rows 16 at a time (P is reused from registers): <= block_M/16 warps
+        threads = 32 * max(1, min(4, block_M // 16))
     scale = 1.0 / math.sqrt(dim) * 1.44269504  # fold log2(e) so the kernel can use exp2
     shape = [batch, seq_len, heads, dim]
     NEG = -1.0e30
