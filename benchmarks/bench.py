@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
+from tilecraft.profiler.bench import host_time_us  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 GROUPS = ["copy", "vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu",
@@ -306,22 +307,7 @@ def g_compile(rows):
     rows.append(row("first call (module load + launch)", size, check="-", ours_ms=res["first_call"] * 1e3))
 
 
-def _host_us(fn, bursts=200, per_burst=50):
-    """Host µs per call: median over bursts of ``per_burst`` calls, synchronizing between bursts
-    so the launch queue never fills (a full queue would time the GPU, not the host)."""
-    for _ in range(3 * per_burst):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    clock = time.perf_counter
-    for _ in range(bursts):
-        t0 = clock()
-        for _ in range(per_burst):
-            fn()
-        samples.append((clock() - t0) / per_burst)
-        torch.cuda.synchronize()
-    samples.sort()
-    return samples[len(samples) // 2] * 1e6
+_host_us = host_time_us  # one definition, in tilecraft.profiler
 
 
 def g_launch(rows):

@@ -7,10 +7,11 @@ tests/runtime/test_cuda_launcher_nogpu.py.
 """
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import pytest
+
+from tilecraft.profiler.bench import host_time_us
 
 torch = pytest.importorskip("torch")
 
@@ -149,22 +150,7 @@ def test_errors_name_the_kernel_and_leave_the_process_usable():
     assert torch.allclose((a * 2).sum(), a.sum() * 2)
 
 
-def _host_us(fn, bursts=200, per_burst=50):
-    """Host µs per call: median over bursts of ``per_burst`` calls, synchronizing between bursts
-    so the launch queue never fills (a full queue would time the GPU, not the host)."""
-    for _ in range(3 * per_burst):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    clock = time.perf_counter
-    for _ in range(bursts):
-        t0 = clock()
-        for _ in range(per_burst):
-            fn()
-        samples.append((clock() - t0) / per_burst)
-        torch.cuda.synchronize()
-    samples.sort()
-    return samples[len(samples) // 2] * 1e6
+_host_us = host_time_us  # one definition, in tilecraft.profiler
 
 
 @gpu

@@ -202,3 +202,24 @@ def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_w
         raise ValueError(f"return_mode={return_mode!r}: expected one of {', '.join(RETURN_MODES)}")
     stats = measure(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph, device)
     return stats.select(return_mode, quantiles)
+
+
+def host_time_us(fn: Callable[[], object], bursts: int = 200, per_burst: int = 50) -> float:
+    """Host microseconds per call of `fn` (launch overhead, not GPU time): median over bursts of
+    `per_burst` calls, synchronizing the device between bursts so the launch queue never fills
+    (a full queue would time the GPU, not the host)."""
+    import torch
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(3 * per_burst):
+        fn()
+    sync()
+    samples = []
+    clock = time.perf_counter
+    for _ in range(bursts):
+        t0 = clock()
+        for _ in range(per_burst):
+            fn()
+        samples.append((clock() - t0) / per_burst)
+        sync()
+    samples.sort()
+    return samples[len(samples) // 2] * 1e6
