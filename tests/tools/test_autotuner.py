@@ -296,3 +296,17 @@ def test_set_autotune_inputs_context_manager_and_plain_call(monkeypatch):
 def test_decorator_requires_configs():
     with pytest.raises(TypeError, match="configs"):
         autotune()
+
+
+def test_early_stop_skips_the_rest_after_k_configs_without_improvement():
+    # chunk=16 is fastest (the stand-in's cost falls with chunk); after it, two slower configs end the search
+    configs = [{"chunk": 16}, {"chunk": 1}, {"chunk": 2}, {"chunk": 4}, {"chunk": 8}]
+    result = tuner(make_factory(None), configs, early_stop=2).run()
+    assert result.config == {"chunk": 16}
+    status = [r.status for r in result.all_results]
+    assert status[:3] == ["ok", "ok", "ok"]
+    assert status[3:] == ["skipped (early stop)"] * 2
+    assert "did not beat the best" in result.all_results[3].reason
+    assert "skipped" in result.table()
+    with pytest.raises(ValueError, match="early_stop"):
+        tuner(make_factory(None), configs, early_stop=0)

@@ -19,6 +19,7 @@ COMPILE_ERROR = "compile error"
 LAUNCH_ERROR = "launch error"
 MISMATCH = "mismatch"
 TIMEOUT = "timeout"
+SKIPPED = "skipped (early stop)"
 
 
 class AutotuneError(RuntimeError):

@@ -33,7 +33,7 @@ from ..profiler.profiler import _sync
 from . import parallel
 from .inputs import current_autotune_inputs
 from .program import Program
-from .result import (COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, TIMEOUT, AutotuneError, AutotuneResult,
+from .result import (COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT, AutotuneError, AutotuneResult,
                      ConfigResult)
 
 __all__ = ["AutoTuner", "ProfileArgs"]
@@ -58,6 +58,7 @@ class ProfileArgs:
     cache_input_tensors: bool = True
     flops: float | Callable | None = None
     bytes: float | Callable | None = None
+    early_stop: int | None = None  # stop after this many timed configs in a row that beat no best
 
     def key_parts(self) -> tuple:
         """What decides which configs pass (not the timing settings)."""
@@ -104,12 +105,17 @@ class AutoTuner:
                          skip_check: bool = False, warmup: float = 25, rep: float = 100, timeout: float | None = None,
                          manual_check_prog: Callable | None = None, cache_input_tensors: bool = True,
                          supply_prog: Callable | None = None, flops: float | Callable | None = None,
-                         bytes: float | Callable | None = None) -> "AutoTuner":  # noqa: A002 - the user-facing name
+                         bytes: float | Callable | None = None,  # noqa: A002 - the user-facing name
+                         early_stop: int | None = None) -> "AutoTuner":
         """How configs are checked and timed. ``flops``/``bytes`` (numbers, or functions of the
-        config) add a TFLOP/s or GB/s column to ``AutotuneResult.table()``."""
+        config) add a TFLOP/s or GB/s column to ``AutotuneResult.table()``. ``early_stop=k`` ends
+        the search once k timed configs in a row fail to beat the best so far (configs are tried in
+        the order given, so list the likely winners first); the rest are reported as skipped."""
+        if early_stop is not None and (not isinstance(early_stop, int) or early_stop < 1):
+            raise ValueError(f"early_stop must be a positive int or None, got {early_stop!r}")
         self.profile_args = ProfileArgs(TensorSupplyType(supply_type), ref_prog, supply_prog, rtol, atol,
                                         max_mismatched_ratio, skip_check, warmup, rep, timeout,
-                                        manual_check_prog, cache_input_tensors, flops, bytes)
+                                        manual_check_prog, cache_input_tensors, flops, bytes, early_stop)
         return self
 
     def set_kernel_parameters(self, args: tuple = (), kwargs: dict | None = None) -> "AutoTuner":
@@ -170,15 +176,22 @@ class AutoTuner:
                     results[i].status, results[i].reason = TIMEOUT, outcome.reason
 
         best: tuple[ConfigResult, Any, Any, Profiler, list] | None = None
+        since_best = 0
         with tqdm(total=len(results), desc=f"autotune {program.name}", disable=None, leave=False) as bar:
             for r in results:
-                if r.status == OK:
+                if pa.early_stop is not None and since_best >= pa.early_stop and r.status == OK:
+                    r.status, r.reason = SKIPPED, f"{since_best} configs in a row did not beat the best"
+                elif r.status == OK:
                     pair = built.pop(r.index, None) or self._compile(program, r)
                     if pair is not None:
                         kernel, func = pair
                         evaluated = self._evaluate(r, kernel, pa, user_inputs)
-                        if evaluated is not None and (best is None or r.latency < best[0].latency):
-                            best = (r, kernel, func, *evaluated)
+                        if evaluated is not None:
+                            if best is None or r.latency < best[0].latency:
+                                best = (r, kernel, func, *evaluated)
+                                since_best = 0
+                            else:
+                                since_best += 1
                 bar.update(1)
         if best is None:
             lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {_excerpt(r.reason)}" for r in results)
