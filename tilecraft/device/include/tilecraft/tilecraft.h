@@ -10,6 +10,7 @@
 #include "ldmatrix.h"
 #include "cp_async.h"
 #include "gemm_sm80.h"
+#include "gemm_sm90.h"  // declares tc::gemm_ss_sm90 everywhere; wgmma code only under sm_90a
 #include "reduce.h"
 #include "atomic.h"
 #include "print.h"
