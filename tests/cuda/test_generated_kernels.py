@@ -93,3 +93,11 @@ def test_kernel_source_compiles_standalone_with_nvcc(tmp_path):
     proc = subprocess.run([nvcc, "-cubin", "-arch=sm_80", "-std=c++17", "-I", tilelang.include_dir(),
                            str(src), "-o", str(tmp_path / "kernel.cubin")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_ptx_of_a_generated_gemm_uses_mma_sync():
+    k = build(gemm.matmul.fn(256, 256, 256, block_M=64, block_N=64, block_K=32, num_stages=2), "sm_80")
+    ptx = k.get_ptx()
+    assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx and "cp.async" in ptx
+    with pytest.raises(RuntimeError, match="only for CUDA"):
+        tilelang.compile(gemm.matmul.fn(64, 64, 64, block_M=64, block_N=64), target="cpu").get_ptx()

@@ -179,8 +179,15 @@ class JITKernel:
 
     show_sass = get_sass
 
-    def show_ptx(self) -> str:
-        raise RuntimeError("PTX is not kept: kernels are compiled straight to cubin; use get_sass()")
+    def get_ptx(self) -> str:
+        """The PTX of the kernel (regenerated on demand through NVRTC: the cache keeps the cubin)."""
+        if self.target.kind != "cuda":
+            raise RuntimeError(f"{self.name}: PTX exists only for CUDA targets (this kernel targets {self.target})")
+        from ..compiler.nvrtc import compile_cuda_nvrtc
+        from ..device import include_dir
+        return compile_cuda_nvrtc(self.artifact.source, self.target.arch, include_dirs=[include_dir()]).ptx
+
+    show_ptx = get_ptx
 
     def get_profiler(self, tensor_supply_type=None):
         from ..profiler import Profiler, TensorSupplyType
