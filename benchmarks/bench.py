@@ -191,6 +191,10 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=256, block_N=128, block_K=32, num_stages=3, threads=256)]
 
 
+WGMMA_CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256)]
+
+
 def _cfg_name(c):
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']}/{c['num_stages']}/{c['threads']}"
 
@@ -213,6 +217,18 @@ def g_gemm(rows):
                 group.append(case(rows, f"gemm {short} {_cfg_name(cfg)}", f"{s}^3", build,
                                   lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
                                   flops=2 * s ** 3, ref_name="cuBLAS"))
+            if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path, side by side
+                import tilecraft as tl
+                for cfg in WGMMA_CONFIGS:
+                    def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype):
+                        k = tl.compile(K.matmul.fn(s, s, s, dtype=dtype, **cfg), out_idx=[-1],
+                                       target={"kind": "cuda", "arch": "sm_90a"},
+                                       pass_configs={"tc.use_wgmma": True})
+                        c.fill_(float("nan"))
+                        return (lambda: k(a, b, c)), c
+                    group.append(case(rows, f"gemm {short} wgmma {_cfg_name(cfg)}", f"{s}^3", build,
+                                      lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
+                                      flops=2 * s ** 3, ref_name="cuBLAS"))
             timed = [r for r in group if r["ours_ms"] and r["check"].startswith("PASS")]
             if timed:
                 min(timed, key=lambda r: r["ours_ms"])["note"] = "best"

@@ -101,3 +101,27 @@ def test_ptx_of_a_generated_gemm_uses_mma_sync():
     assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx and "cp.async" in ptx
     with pytest.raises(RuntimeError, match="only for CUDA"):
         tilelang.compile(gemm.matmul.fn(64, 64, 64, block_M=64, block_N=64), target="cpu").get_ptx()
+
+
+@needs_sass
+@pytest.mark.parametrize("cfg", [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+                                 dict(block_M=64, block_N=128, block_K=32, num_stages=2, threads=128)])
+def test_opt_in_wgmma_gemm_uses_hgmma_without_spills(cfg):
+    """`pass_configs={"tc.use_wgmma": True}` on sm_90a: the generated GEMM runs on wgmma (HGMMA), its
+    operand tiles are 1024-byte aligned, and nothing spills. (Numerics: tests/gpu/test_wgmma_gpu.py.)"""
+    k = tilelang.compile(gemm.matmul.fn(1024, 1024, 1024, **cfg), out_idx=[-1],
+                         target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+    sass = k.get_sass()
+    assert "HGMMA.64x" in sass and "HMMA" not in sass
+    assert "__align__(1024)" in k.get_kernel_source()
+    from tilecraft.compiler.sass import resource_usage
+    assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
+
+
+def test_wgmma_is_off_by_default_and_on_sm80():
+    src = build(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256), "sm_90a")
+    assert "gemm_ss_sm90" not in src.get_kernel_source()
+    k = tilelang.compile(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256),
+                         out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"}, pass_configs={"tc.use_wgmma": True})
+    assert "gemm_ss_sm90" not in k.get_kernel_source()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.functor import _Dispatch
 from ..ir.tileop import TileOp

@@ -9,8 +9,7 @@ elements live in per-OpenMP-thread storage allocated once, not on the stack.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, Var, collect, dtype as dt
-from ..ir import expr as E
+from ..ir import Alloc, Kernel, collect
 from ..ir.func import PrimFunc
 from .c_printer import CPrinter
 

@@ -23,6 +23,8 @@ KNOWN_PASS_CONFIGS = {
     "tl.enable_aggressive_shared_memory_merge", "tl.debug_merge_shared_memory_allocations",
     "tl.disable_thread_storage_sync", "tl.ptxas_register_usage_level", "tl.enable_ptxas_verbose_output",
     "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
+    # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in until it has run on hardware.
+    "tc.use_wgmma",
 }
 
 
@@ -64,7 +66,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
                         binary_path=str(entry.file(name)), from_cache=True)
     t0 = time.perf_counter()
     from ..transform.pipeline import run_pipeline
-    lowered = run_pipeline(func, target)
+    lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
     if target.kind == "cpu":
         from ..codegen.cpp import ENTRY, generate_cpp
         from .cxx import compile_cxx

@@ -220,3 +220,26 @@ def warp_partition(m: int, n: int, warps: int, policy: str) -> tuple:
     if policy == "FullCol":
         return max(options, key=lambda o: o[1])
     return min(options, key=lambda o: (abs(m / o[0] - n / o[1]), -o[0]))
+
+
+def wgmma_accumulator_layout(shape, threads: int) -> FragmentLayout:
+    """The wgmma m64nNk16 accumulator over an (M, N) tile, warpgroups (128 threads) along M.
+    Per the PTX ISA: in warpgroup g, warp w, lane l, register e + 2h + 4*(ni + (N/8)*mi) holds
+    row g*M/WG + 64*mi + 16*w + 8*h + l/4 and column 8*ni + 2*(l%4) + e."""
+    m, n = shape
+    wg = threads // 128
+    per = m // wg
+    tdigits = [Digit("lc", 4), Digit("lr", 8), Digit("w", 4), Digit("g", wg)]
+    rdigits = [Digit("e", 2), Digit("h", 2), Digit("ni", n // 8), Digit("mi", per // 64)]
+    ci = [("lr", 1), ("h", 8), ("w", 16), ("mi", 64), ("g", per)]
+    cj = [("e", 1), ("lc", 2), ("ni", 8)]
+    keep = {d.name for d in tdigits + rdigits if d.extent > 1}
+    return FragmentLayout(tuple(shape), threads, tuple(d for d in tdigits if d.extent > 1),
+                          tuple(d for d in rdigits if d.extent > 1),
+                          (tuple(c for c in ci if c[0] in keep), tuple(c for c in cj if c[0] in keep)))
+
+
+def wgmma_row_ok(row_elems: int, elem_bytes: int) -> bool:
+    """Row lengths `tc::swizzle_offset_sm90` supports: 32, 64, 128 bytes or a multiple of 128."""
+    rb = row_elems * elem_bytes
+    return rb in (32, 64, 128) or (rb > 128 and rb % 128 == 0)

@@ -19,7 +19,7 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Reduce, Store, Visitor, collect
 from ..ir.func import PrimFunc
 from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
-                               warp_partition)
+                               warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
 
@@ -70,8 +70,23 @@ def mma_capable(g: Gemm, threads: int) -> bool:
             warp_partition(m, n, threads // 32, g.policy) is not None)
 
 
+def wgmma_capable(g: Gemm, threads: int) -> bool:
+    """The Hopper path: both operands whole shared tiles with supported row lengths, warpgroups
+    along M (64 rows each at least), fp16/bf16 in, fp32 accumulator."""
+    m, n, k = g.mnk
+    if threads % 128 or g.a.buffer.scope != "shared" or g.b.buffer.scope != "shared":
+        return False
+    if not (g.a.covers_whole() and g.b.covers_whole() and g.c.covers_whole()):
+        return False
+    wg = threads // 128
+    return (g.a.buffer.dtype.name in MMA_DTYPES and g.c.buffer.dtype.name == "float32" and
+            m % (64 * wg) == 0 and n % 8 == 0 and k % 16 == 0 and
+            all(wgmma_row_ok(r.buffer.shape[-1], r.buffer.dtype.bytes) for r in (g.a, g.b)))
+
+
 class _Inference:
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, use_wgmma: bool = False):
+        self.use_wgmma = use_wgmma
         self.kernel = kernel
         self.threads = kernel.num_threads
         self.layouts: dict = {}
@@ -98,6 +113,11 @@ class _Inference:
         a_from_frag = self._fragment_a_sources(body, gemms)
         for g in gemms:
             m, n, _ = g.mnk
+            if self.use_wgmma and g.c.buffer not in a_from_frag and wgmma_capable(g, self.threads):
+                self.plans[g] = ("wgmma", self.threads // 128)
+                self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
+                         f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
+                continue
             if not mma_capable(g, self.threads):
                 self.plans[g] = None
                 continue
@@ -188,8 +208,9 @@ class _Inference:
 
 def infer_layouts(func: PrimFunc, target) -> PrimFunc:
     layouts, plans = {}, {}
+    use_wgmma = bool(func.attr("pass_configs", {}).get("tc.use_wgmma")) and target.has("wgmma")
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
-        lay, pl = _Inference(k).run(k.body)
+        lay, pl = _Inference(k, use_wgmma).run(k.body)
         layouts.update(lay)
         plans.update(pl)
     return func.with_attr("fragment_layouts", layouts).with_attr("gemm_plans", plans)

@@ -17,6 +17,7 @@ Loops that do not fit (no producer copies, S < 2) stay serial loops with synchro
 """
 from __future__ import annotations
 
+from ..errors import TilecraftError
 from ..ir import (Buffer, Call, Copy, Evaluate, For, If, Load, Mutator, Region, Seq, Store, Sync,
                   Var, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
@@ -77,9 +78,10 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set):
+    def __init__(self, swizzled: set, hopper: set):
         super().__init__()
         self.swizzled = swizzled
+        self.hopper = hopper
         self.allocs: dict = {}  # old shared buffer -> staged buffer
 
     def visit_For(self, f: For):
@@ -99,6 +101,10 @@ class _Pipeline(Mutator):
             staged[b] = nb
             if b in self.swizzled and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
                 self.swizzled.add(nb)
+            if b in self.hopper:  # stages start on whole 8-row panels: rows per stage % 8 == 0
+                if (b.numel // b.shape[-1]) % 8:
+                    raise TilecraftError(f"{b.name}: wgmma operand tiles need a multiple of 8 rows", f.span)
+                self.hopper.add(nb)
         self.allocs.update(staged)
         n, ko = f.extent, f.var
 
@@ -149,8 +155,9 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
     swizzled = set(func.attr("swizzled", set()))
+    hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
-    p = _Pipeline(swizzled)
+    p = _Pipeline(swizzled, hopper)
     body = p.visit(func.body)
     if not p.allocs:
         return func
@@ -160,4 +167,5 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     for old, new in _Restage.renamed.items():
         if old in plans:
             plans[new] = plans[old]
-    return func.with_body(body).with_attr("swizzled", swizzled).with_attr("gemm_plans", plans)
+    return (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
+            .with_attr("gemm_plans", plans))

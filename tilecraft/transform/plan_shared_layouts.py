@@ -23,15 +23,18 @@ def swizzle_ok(buf: Buffer) -> bool:
 
 def plan_shared_layouts(func: PrimFunc, target) -> PrimFunc:
     plans = func.attr("gemm_plans", {})
-    want = set()
+    want, hopper = set(), set()
     for g in collect(func.body, lambda n: isinstance(n, Gemm)):
-        if plans.get(g) is None:
+        plan = plans.get(g)
+        if plan is None:
             continue
         for r in (g.a, g.b):
             if r.buffer.scope == "shared" and r.covers_whole():
-                want.add(r.buffer)
+                (hopper if plan[0] == "wgmma" else want).add(r.buffer)
     for a in collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "layout"):
         for buf, lay in a.value.items():
             if isinstance(lay, SwizzledLayout):
                 want.add(buf)
-    return func.with_attr("swizzled", {b for b in want if swizzle_ok(b)})
+    # wgmma operands use the hardware's own swizzle modes (tc::swizzle_offset_sm90): same bytes as
+    # tc::swizzle_offset for rows up to 128 bytes, 1024-byte panels for longer rows
+    return func.with_attr("swizzled", {b for b in want - hopper if swizzle_ok(b)}).with_attr("swizzled_sm90", hopper)

@@ -36,7 +36,7 @@ def _lifetimes(k: Kernel, bufs) -> dict:
     return life
 
 
-def _place(bufs, life) -> tuple[dict, int]:
+def _place(bufs, life, align=ALIGN) -> tuple[dict, int]:
     placed = []  # (offset, end offset, first, last)
     offsets, top = {}, 0
     for b in sorted(bufs, key=lambda b: (life[b][0], -b.nbytes)):
@@ -46,7 +46,7 @@ def _place(bufs, life) -> tuple[dict, int]:
         for o, e in busy:
             if off + b.nbytes <= o:
                 break
-            off = max(off, -(-e // ALIGN) * ALIGN)
+            off = max(off, -(-e // align) * align)
         offsets[b] = off
         placed.append((off, off + b.nbytes, lo, hi))
         top = max(top, off + b.nbytes)
@@ -60,7 +60,9 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         for a in collect(k.body, lambda n: isinstance(n, Alloc)):
             if a.buffer.scope == "shared" and a.buffer not in bufs:
                 bufs.append(a.buffer)
-        offs, size = _place(bufs, _lifetimes(k, bufs))
+        # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels
+        align = 1024 if any(b in func.attr("swizzled_sm90", set()) for b in bufs) else ALIGN
+        offs, size = _place(bufs, _lifetimes(k, bufs), align)
         offsets.update(offs)
         total = max(total, size)
         limit = target.max_shared_memory

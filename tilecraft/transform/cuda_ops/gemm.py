@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Alloc, Buffer, Call, Evaluate, For, Gemm, Load, Ref, Store, binary, cast,
+from ...ir import (Sync, Alloc, Buffer, Call, Evaluate, For, Gemm, Load, Ref, Store, binary, cast,
                    const, seq, dtype as dt)
 from ...layout.fragment import mma_accumulator_layout
 from ..lower_tile_ops_cpu import region_indices
@@ -27,6 +27,16 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
     plan = ctx.plans.get(g)
+    if plan is not None and plan[0] == "wgmma":
+        t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+        name = (f"tc::gemm_ss_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_a).lower()}, "
+                f"{str(g.trans_b).lower()}, {t}>")
+        call_ = Call(name, (Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
+                     dt.int32)
+        # the tensor cores read shared memory through the async proxy: every writer fences its
+        # ordinary / cp.async writes into that proxy before the barrier that precedes the gemm
+        return seq(pre, Evaluate(Call("tc::fence_proxy_async_shared", (), dt.int32)), Sync(),
+                   Evaluate(call_, span=g.span))
     if plan is not None:
         wm, wn = plan
         t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
