@@ -11,6 +11,7 @@ straight into registers in the documented A_regs layout.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 CTYPE = {"f16": "tc::half_t", "bf16": "tc::bfloat16_t"}
@@ -147,3 +148,23 @@ def swizzle_offset(L: int, elem_bytes: int, row: int, col: int) -> int:
     else:
         phys = chunk
     return row * L + phys * epc + col % epc
+
+
+# ---- NVRTC availability, shared by the header test modules -------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_problem(arch: str = "sm_80") -> str | None:
+    """Why NVRTC cannot compile for `arch` here (None when it can)."""
+    from tilecraft.compiler import CudaCompileError, compile_cuda_nvrtc
+    try:
+        compile_cuda_nvrtc('extern "C" __global__ void k() {}', arch)
+        return None
+    except CudaCompileError as e:
+        return str(e)
+
+
+def need_nvrtc(arch: str = "sm_80"):
+    import pytest
+    problem = nvrtc_problem(arch)
+    if problem:
+        pytest.skip(f"nvrtc unavailable: {problem}")

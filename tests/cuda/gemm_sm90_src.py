@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gemm_header_src import swizzle_offset  # noqa: F401  (one model of tc::swizzle_offset)
+
 CTYPE = {"f16": "tc::half_t", "bf16": "tc::bfloat16_t"}
 
 
@@ -153,21 +155,6 @@ def all_cases():
 
 
 # ---- pure-Python model -------------------------------------------------------------------------
-
-def swizzle_offset(L: int, eb: int, row: int, col: int) -> int:
-    """tc::swizzle_offset (gemm_sm80.h), elements."""
-    C, epc = L * eb // 16, 16 // eb
-    chunk = col // epc
-    if C % 8 == 0:
-        phys = (chunk & ~7) | ((chunk & 7) ^ (row & 7))
-    elif C % 4 == 0:
-        phys = (chunk & ~3) | ((chunk & 3) ^ ((row >> 1) & 3))
-    elif C % 2 == 0:
-        phys = (chunk & ~1) | ((chunk & 1) ^ ((row >> 2) & 1))
-    else:
-        phys = chunk
-    return row * L + phys * epc + col % epc
-
 
 def layout_ok(L: int, eb: int) -> bool:
     rb = L * eb

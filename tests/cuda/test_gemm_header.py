@@ -18,24 +18,15 @@ from tilecraft.compiler import CudaCompileError, compile_cuda_nvrtc, disassemble
 from tilecraft.compiler import resource_usage, sass_opcodes
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_header_src import need_nvrtc  # noqa: E402
 from gemm_header_src import (GemmCase, all_cases, module_source,  # noqa: E402
                              swizzle_offset)
 
 ARCHS = ["sm_80", "sm_90a"]
 
 
-@functools.lru_cache(maxsize=None)
-def _nvrtc_problem() -> str | None:
-    try:
-        compile_cuda_nvrtc('extern "C" __global__ void k() {}', "sm_80")
-        return None
-    except CudaCompileError as e:
-        return str(e)
-
-
 def _need_nvrtc():
-    if _nvrtc_problem():
-        pytest.skip(f"nvrtc unavailable: {_nvrtc_problem()}")
+    need_nvrtc("sm_80")
 
 
 @functools.lru_cache(maxsize=None)

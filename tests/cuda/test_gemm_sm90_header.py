@@ -21,6 +21,7 @@ from tilecraft.compiler import (CudaCompileError, compile_cuda_nvcc, compile_cud
                                 find_cuda_tool, find_nvcc, resource_usage)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_header_src import need_nvrtc  # noqa: E402
 from gemm_sm90_src import (Desc, Sm90Case, all_cases, hw_address, issued_instructions,  # noqa: E402
                            layout_ok, module_source, operand_desc, operand_offset, swizzle_offset,
                            swizzle_offset_sm90)
@@ -28,18 +29,8 @@ from gemm_sm90_src import (Desc, Sm90Case, all_cases, hw_address, issued_instruc
 CASES = all_cases()
 
 
-@functools.lru_cache(maxsize=None)
-def _nvrtc_problem() -> str | None:
-    try:
-        compile_cuda_nvrtc('extern "C" __global__ void k() {}', "sm_90a")
-        return None
-    except CudaCompileError as e:
-        return str(e)
-
-
 def _need_nvrtc():
-    if _nvrtc_problem():
-        pytest.skip(f"nvrtc unavailable: {_nvrtc_problem()}")
+    need_nvrtc("sm_90a")
 
 
 COMPILERS = {"nvrtc": compile_cuda_nvrtc, "nvcc": compile_cuda_nvcc}
