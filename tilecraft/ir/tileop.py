@@ -48,6 +48,9 @@ class Gemm(TileOp):
     trans_b: bool = False
     policy: str = "Square"
     clear_accum: bool = False
+    # >= 0: a software pipeline's `cp.async wait<N>` + barrier, to run after the last k-step's
+    # operands are in registers and before its mmas (set by transform/pipeline_copies.py)
+    pipeline_wait: int = -1
 
     @property
     def mnk(self) -> tuple:

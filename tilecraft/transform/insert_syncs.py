@@ -119,7 +119,14 @@ def _first_access(body):
 
 
 def _stmts(s) -> list:
-    return list(s.stmts) if isinstance(s, Seq) else [s]
+    """The statements of a body, nested sequences spliced in (lowering returns a tile op's code as
+    a sequence inside the enclosing one; its shared-memory steps need barriers between them too)."""
+    if not isinstance(s, Seq):
+        return [s]
+    out = []
+    for x in s.stmts:
+        out.extend(_stmts(x))
+    return out
 
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:

@@ -12,13 +12,22 @@ asynchronously (cp.async) while iteration `ko` computes on its own buffer:
         compute on buffer ko%S
     wait for all groups
 
+When the rest of the body is a single tensor-core gemm on shared tiles (a plain GEMM main loop),
+the wait + barrier move into that gemm, just before its last k16 step (`Gemm.pipeline_wait`),
+with one wait + barrier ahead of the loop: the barrier then overlaps the last mmas instead of
+stalling every warp between k-tiles.  It is the same protocol shifted: the barrier inside gemm
+ko comes after every warp's last read of stage ko (so iteration ko+1 may overwrite it) and after
+iteration ko+1's data has landed.
+
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import TilecraftError
-from ..ir import (Buffer, Call, Copy, Evaluate, For, If, Load, Mutator, Region, Seq, Store, Sync,
+from ..ir import (Buffer, Call, Copy, Evaluate, For, Gemm, If, Load, Mutator, Region, Seq, Store, Sync,
                   Var, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
 from .plan_shared_layouts import swizzle_ok
@@ -78,8 +87,9 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set):
+    def __init__(self, swizzled: set, hopper: set, plans: dict):
         super().__init__()
+        self.plans = plans
         self.swizzled = swizzled
         self.hopper = hopper
         self.allocs: dict = {}  # old shared buffer -> staged buffer
@@ -122,15 +132,26 @@ class _Pipeline(Mutator):
             prologue.append(_call("tc::cp_async_commit"))
         rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
         nxt = binary("+", ko, stages - 1)
-        body = seq(
-            _call(f"tc::cp_async_wait<{stages - 2}>"),
-            Sync(),
-            If(binary("<", nxt, n), issue(nxt)),
-            _call("tc::cp_async_commit"),
-            _Restage(staged, binary("%", ko, stages)).visit(seq(*rest)),
-        )
+        wait = _call(f"tc::cp_async_wait<{stages - 2}>")
+        compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
+        if self._barrier_in_gemm(rest):
+            g = replace(compute, pipeline_wait=stages - 2)
+            _Restage.renamed[rest[0]] = g
+            body = seq(If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), g)
+            prologue += [wait, Sync()]
+        else:
+            body = seq(wait, Sync(), If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), compute)
         loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
         return seq(*prologue, loop, _call("tc::cp_async_wait_all"), Sync())
+
+    def _barrier_in_gemm(self, rest) -> bool:
+        """Whether the loop computes with exactly one gemm on the mma.sync shared-shared path."""
+        if len(rest) != 1 or not isinstance(rest[0], Gemm):
+            return False
+        g = rest[0]
+        plan = self.plans.get(g)
+        return (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
+                and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
 
     def visit_Alloc(self, a):
         return a
@@ -157,7 +178,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     swizzled = set(func.attr("swizzled", set()))
     hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
-    p = _Pipeline(swizzled, hopper)
+    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}))
     body = p.visit(func.body)
     if not p.allocs:
         return func

@@ -27,6 +27,9 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
     plan = ctx.plans.get(g)
+    if g.pipeline_wait >= 0 and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
+        raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
+                             "mma.sync shared-shared path", g.span)
     if plan is not None and plan[0] == "wgmma":
         t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
         name = (f"tc::gemm_ss_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_a).lower()}, "
@@ -59,7 +62,10 @@ def lower_gemm(g: Gemm, ctx: Ctx):
             swz_a = int(g.a.buffer in ctx.swizzled)
             name = (f"tc::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_a).lower()}, "
                     f"{str(g.trans_b).lower()}, {swz_a}, {swz_b}, {t}>")
-            c = Call(name, (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),))), dt.int32)
+            args = (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),)))
+            if g.pipeline_wait >= 0:  # the pipeline's wait + barrier, run before the last k16 step
+                args += (Call(f"tc::PipelineBarrier<{g.pipeline_wait}>", (), dt.int32),)
+            c = Call(name, args, dt.int32)
         return seq(pre, Evaluate(c, span=g.span))
     for x, what in ((g.a, "A"), (g.b, "B")):
         if x.buffer.scope == "fragment":

@@ -87,10 +87,10 @@ def lower_reduce(op: Reduce, ctx: Ctx):
         nd = len(cur)
         scratch = Buffer(f"tc_red{ctx.var().name}", (ctx.threads * nd,), acc_t, "shared")
         stmts.append(Alloc(scratch))
-        stmts.append(Sync())
+        # no barriers here: transform/insert_syncs.py places them by address range (one between
+        # these stores and the loads below; one before a later writer of the same bytes)
         for s in range(nd):
             stmts.append(Store(scratch, (binary("+", binary("*", ctx.tid, nd), s),), cur[s]))
-        stmts.append(Sync())
         bits_mask = 0
         for b in warp_digits:
             bits_mask |= b
@@ -104,7 +104,6 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             nv = Var(f"{cur[s].name}_b", acc_t)
             stmts.append(Let(nv, value))
             cur[s] = nv
-        stmts.append(Sync())
     for s in range(len(cur)):
         v = cur[s] if op.clear else _combine(base_kind, cast(Load(dreg, (const(s),)), acc_t), cur[s])
         stmts.append(Store(dreg, (const(s),), cast(v, dst.dtype)))

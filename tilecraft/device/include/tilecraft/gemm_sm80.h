@@ -222,6 +222,11 @@ struct CheckElem {
 
 }  // namespace detail
 
+// The default gemm_ss hook: nothing.
+struct NoHook {
+  TC_DEVICE void operator()() const {}
+};
+
 // C += op(A) @ op(B) for one thread block on mma.sync m16n8k16 (f16/bf16 in, f32 accumulate).
 // Warp w = threadIdx.x / 32 has wm = w % WM, wn = w / WM and owns rows [wm*M/WM, (wm+1)*M/WM),
 // cols [wn*N/WN, (wn+1)*N/WN).  C (this thread's registers, MI*NI*4 floats with MI = M/WM/16,
@@ -229,9 +234,11 @@ struct CheckElem {
 //   row = wm*M/WM + 16*mi + 8*h + lane/4,   col = wn*N/WN + 8*ni + 2*(lane%4) + e.
 // A: !TRANS_A [M][K], TRANS_A [K][M];  B: !TRANS_B [K][N], TRANS_B [N][K]  (shared, row-major).
 // SWZ_A / SWZ_B: 0 plain, 1 swizzle_offset<stored row length, sizeof(T)>.
+// hook() (optional) runs once, after the last k16 step's fragments are in registers and before
+// its mmas: tc::PipelineBarrier<N> there lets a pipelined loop's wait + barrier overlap the mmas.
 template <int M, int N, int K, int WM, int WN, bool TRANS_A, bool TRANS_B, int SWZ_A, int SWZ_B,
-          class T>
-TC_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
+          class T, class Hook = NoHook>
+TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WM >= 1 && WN >= 1, "tc::gemm_ss: WM and WN must be >= 1");
   static_assert(M % (16 * WM) == 0, "tc::gemm_ss: M must be a multiple of 16*WM (m16 tiles per warp)");
@@ -253,6 +260,8 @@ TC_DEVICE void gemm_ss(const T* A, const T* B, float* C) {
     if (kk + 1 < KS) {  // fragments of the next k16 step in flight while this step's mmas issue
       la.load(a[(kk + 1) & 1], kk + 1);
       lb.load(b[(kk + 1) & 1], kk + 1);
+    } else {
+      hook();
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
