@@ -41,6 +41,14 @@ def flush_read():
     SINK.copy_(FLUSH.sum())
 
 
+FLUSH2 = torch.empty_like(FLUSH)
+
+
+def flush_write_read():
+    FLUSH.zero_()
+    SINK.copy_(FLUSH2.sum())
+
+
 def flush_none():
     pass
 
@@ -61,12 +69,14 @@ def time_ms(fn, flush, n=200):
 
 
 def main():
-    flushes = {"write": flush_write, "read": flush_read, "none": flush_none}
+    flushes = {"write": flush_write, "read": flush_read, "write+read": flush_write_read, "none": flush_none}
     cases = []
     for mib in (32, 64, 128, 1024):
         src = torch.randn(mib * 1024 * 1024 // 2, dtype=torch.float16, device="cuda")
         dst = torch.empty_like(src)
         cases.append((f"copy {mib} MiB", lambda s=src, d=dst: d.copy_(s), 2 * mib * 2**20))
+        if mib <= 64:  # read-only: far above DRAM speed would mean the input stayed in L2
+            cases.append((f"read (sum) {mib} MiB", lambda s=src: s.sum(), mib * 2**20))
     for m, n, cfgs in ((16384, 1024, [(4, 128), (8, 256), (2, 64), (16, 512), (8, 128), (16, 256)]),
                        (4096, 8192, [(1, 256), (1, 128), (2, 256), (1, 512), (4, 512)])):
         x = torch.randn(m, n, dtype=torch.float16, device="cuda") * 3

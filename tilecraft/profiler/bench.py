@@ -6,8 +6,13 @@ iteration counts. A few calls estimate the time of one call; the iteration count
 quantiles are meaningful.
 
 - CUDA: a pair of ``torch.cuda.Event``s around each call on the current stream. Before each call
-  a 256 MB buffer is zeroed so that the kernel starts with a cold L2 (H100/H200 have 50-60 MB of
-  L2; without the flush a kernel re-reading its inputs looks faster than it will in a model).
+  the L2 is flushed so that the kernel starts cold (H100/H200 have 50-60 MB of L2; without the
+  flush a kernel re-reading its inputs looks faster than it will in a model).  ``flush_l2=True``
+  (or ``"clean"``) reads a 256 MB buffer: L2 ends up holding clean, unrelated lines.
+  ``flush_l2="dirty"`` zeroes the buffer instead (triton's method): L2 ends up full of dirty
+  lines, and the timed kernel also pays for writing them back to DRAM -- on an H200 about 2.4 us,
+  i.e. a 32 MiB copy measures 3.25 TB/s instead of 3.66 TB/s (benchmarks/membw_probe.py).  The
+  clean flush times the kernel's own traffic; the dirty one is kept for comparisons.
   ``cuda_graph=True`` captures one call in a CUDA graph and times its replay, which removes the
   host launch overhead from small kernels.
 - CPU: ``time.perf_counter`` around each call; there is no cache flush.
@@ -147,17 +152,30 @@ def _capture_graph(fn: Callable[[], object]) -> Callable[[], None]:
     return graph.replay  # the bound method keeps the graph (and its memory pool) alive
 
 
+def _l2_flusher(flush_l2):
+    """A callable that evicts L2 (see the module docstring), or None for ``flush_l2=False``."""
+    if flush_l2 is False or flush_l2 is None:
+        return None
+    if flush_l2 not in (True, "clean", "dirty"):
+        raise ValueError(f"do_bench: flush_l2 must be True/False, 'clean' or 'dirty', not {flush_l2!r}")
+    buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    if flush_l2 == "dirty":
+        return buf.zero_
+    sink = torch.empty((), dtype=torch.float32, device="cuda")
+    return lambda: torch.sum(buf, dim=0, out=sink)
+
+
 def _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph) -> list[float]:
     fn()
     torch.cuda.synchronize()
     if cuda_graph:
         fn = _capture_graph(fn)
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda") if flush_l2 else None
+    flush = _l2_flusher(flush_l2)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(_ESTIMATE_CALLS):
         if flush is not None:
-            flush.zero_()
+            flush()
         fn()
     end.record()
     torch.cuda.synchronize()
@@ -168,7 +186,7 @@ def _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph) -> li
         fn()
     for i in range(nr):
         if flush is not None:
-            flush.zero_()
+            flush()
         starts[i].record()
         fn()
         ends[i].record()
@@ -177,7 +195,7 @@ def _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph) -> li
 
 
 def measure(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_warmup: int | None = None,
-            n_repeat: int | None = None, flush_l2: bool = True, cuda_graph: bool = False,
+            n_repeat: int | None = None, flush_l2: bool | str = True, cuda_graph: bool = False,
             device: str | torch.device | None = None) -> BenchStats:
     """Time ``fn()`` (no arguments) and return every sample as ``BenchStats`` (ms per call)."""
     kind = _resolve_device(device)
@@ -192,7 +210,7 @@ def measure(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_wa
 
 def do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_warmup: int | None = None,
              n_repeat: int | None = None, return_mode: str = "mean", quantiles: Sequence[float] | None = None,
-             flush_l2: bool = True, cuda_graph: bool = False, device: str | torch.device | None = None):
+             flush_l2: bool | str = True, cuda_graph: bool = False, device: str | torch.device | None = None):
     """Milliseconds per call of ``fn()``: the ``return_mode`` statistic, or a list for ``quantiles``.
 
     ``device`` picks the clock: CUDA events or the CPU's ``perf_counter`` (default: CUDA when

@@ -100,7 +100,7 @@ class Profiler:
 
     def bench_stats(self, fn: Callable | None = None, warmup: float = 25, rep: float = 100,
                     n_warmup: int | None = None, n_repeat: int | None = None,
-                    input_tensors: Sequence | None = None, flush_l2: bool = True,
+                    input_tensors: Sequence | None = None, flush_l2: bool | str = True,
                     cuda_graph: bool = False) -> BenchStats:
         """Every timing sample of ``fn(*inputs)`` (default: the kernel) as ``BenchStats``."""
         call = self._bench_callable(fn, input_tensors)
@@ -109,7 +109,7 @@ class Profiler:
     def do_bench(self, fn: Callable | None = None, warmup: float = 25, rep: float = 100,
                  n_warmup: int | None = None, n_repeat: int | None = None,
                  input_tensors: Sequence | None = None, return_mode: str = "mean",
-                 quantiles: Sequence[float] | None = None, flush_l2: bool = True,
+                 quantiles: Sequence[float] | None = None, flush_l2: bool | str = True,
                  cuda_graph: bool = False, *, func: Callable | None = None, backend: str = "event"):
         """Milliseconds per call of the kernel (or of ``fn(*inputs)``, e.g. a torch reference).
 
