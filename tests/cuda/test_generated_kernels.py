@@ -125,3 +125,22 @@ def test_wgmma_is_off_by_default_and_on_sm80():
     k = tilelang.compile(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256),
                          out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"}, pass_configs={"tc.use_wgmma": True})
     assert "gemm_ss_sm90" not in k.get_kernel_source()
+
+
+def test_pipelined_gemm_barrier_runs_inside_the_gemm():
+    """A main loop that is copies + one mma.sync gemm: the wait + barrier move into tc::gemm_ss
+    (before its last k16 step), one wait + barrier precedes the loop, none is left at its top."""
+    k = build(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=128), "sm_90a")
+    src = k.get_kernel_source()
+    loop = src[src.index("for (int ko"):]
+    body = loop[:loop.index("tc::cp_async_wait_all")]
+    assert "tc::PipelineBarrier<1>()" in body and "__syncthreads" not in body
+    assert "tc::cp_async_wait<1>();\n  __syncthreads();" in src[:src.index("for (int ko")]
+
+
+def test_pipelined_loop_with_more_than_a_gemm_keeps_its_barrier():
+    k = build(gemm.matmul_bias_gelu.fn(512, 512, 512, 128, 128, 32, num_stages=3, threads=128), "sm_90a")
+    src = k.get_kernel_source()
+    assert "PipelineBarrier" in src  # bias + GELU come after the loop: still a plain main loop
+    fa = build(attention.flash_attention.fn(1, 2, 256, 64, False, 64, 64, 2, 128), "sm_90a").get_kernel_source()
+    assert "PipelineBarrier" not in fa

@@ -257,3 +257,10 @@ def test_cuda_do_bench(cuda_graph):
     assert 0.0 < ms < 50.0
     q = do_bench(lambda: a @ a, warmup=5, rep=20, quantiles=[0.2, 0.5, 0.8], device="cuda")
     assert q[0] <= q[1] <= q[2]
+
+
+def test_flush_l2_takes_clean_dirty_or_off():
+    for ok in (True, False, "clean", "dirty"):
+        do_bench(lambda: None, n_warmup=0, n_repeat=2, device="cpu", flush_l2=ok)
+    with pytest.raises(ValueError, match="flush_l2 must be"):
+        do_bench(lambda: None, n_warmup=0, n_repeat=2, device="cpu", flush_l2="cold")

@@ -49,3 +49,17 @@ def test_budget_error_lists_buffers():
         tilelang.compile(big, target=SM90)
     msg = str(e.value)
     assert "262144 bytes" in msg and "S (256, 256) float32" in msg and "test_shared_memory_plan.py" in msg
+
+
+def test_cross_warp_reduction_barriers_come_from_insert_syncs():
+    """softmax over 8 warps: each scratch store is followed by a barrier before the loads that read
+    it, the second reduction's store (same bytes) waits for the first one's readers, and nothing
+    more: 3 barriers (the lowering used to add its own, 7 in all)."""
+    k = tilelang.compile(norm.softmax.fn(64, 8192, block_M=1, threads=256), out_idx=[-1], target=SM90)
+    src = k.get_kernel_source()
+    assert src.count("__syncthreads") == 3
+    for scratch in ("tc_redr3", "tc_redr6"):
+        store = src.index(f"{scratch}[tc_tid] =")
+        first_load = src.index(f"{scratch}[(", store)
+        assert "__syncthreads" in src[store:first_load], f"{scratch}: loads race with the stores"
+    assert "__syncthreads" in src[src.rindex("tc_redr3["):src.index("tc_redr6[tc_tid] =")]

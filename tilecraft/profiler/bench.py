@@ -152,12 +152,16 @@ def _capture_graph(fn: Callable[[], object]) -> Callable[[], None]:
     return graph.replay  # the bound method keeps the graph (and its memory pool) alive
 
 
+def _check_flush(flush_l2):
+    if flush_l2 not in (True, False, None, "clean", "dirty"):
+        raise ValueError(f"do_bench: flush_l2 must be True/False, 'clean' or 'dirty', not {flush_l2!r}")
+
+
 def _l2_flusher(flush_l2):
     """A callable that evicts L2 (see the module docstring), or None for ``flush_l2=False``."""
+    _check_flush(flush_l2)
     if flush_l2 is False or flush_l2 is None:
         return None
-    if flush_l2 not in (True, "clean", "dirty"):
-        raise ValueError(f"do_bench: flush_l2 must be True/False, 'clean' or 'dirty', not {flush_l2!r}")
     buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     if flush_l2 == "dirty":
         return buf.zero_
@@ -199,6 +203,7 @@ def measure(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_wa
             device: str | torch.device | None = None) -> BenchStats:
     """Time ``fn()`` (no arguments) and return every sample as ``BenchStats`` (ms per call)."""
     kind = _resolve_device(device)
+    _check_flush(flush_l2)
     if kind == "cuda":
         times = _cuda_times(fn, warmup, rep, n_warmup, n_repeat, flush_l2, cuda_graph)
     else:
