@@ -6,6 +6,13 @@ time matters):
   L2-resident loads     every k-step loads k-tile 0 again (the same bytes: L2 hits, no DRAM)
   no loads in loop      the main loop's cp.async copies removed (mmas + barrier only)
   no mma                the gemm removed (copies + barrier only)
+  no epilogue           C never stored (the accumulators still computed)
+  panel P               T.use_swizzle rasterization with P block rows per panel (generated: 10)
+  cp.async L2::NB       the 16-byte copies with an L2 prefetch-size hint
+  mbarrier pipeline     (correct, checked) the block barrier replaced by per-stage mbarriers:
+                        copies arrive on full[s] when they land (cp.async.mbarrier.arrive), each
+                        thread arrives on empty[s] after its last ldmatrix of the stage; warps
+                        only wait for the stage they need, so they may drift up to S-1 tiles
 
     PYTHONPATH=. python3 benchmarks/gemm_anatomy.py
 """
@@ -22,6 +29,74 @@ from tilecraft.profiler import do_bench
 from tilecraft.runtime.cuda_driver import CudaModule
 
 N = 4096
+
+
+HINTED_COPY = r"""
+template <int N>
+__device__ __forceinline__ void hinted_cp16(void* smem, const void* gmem, bool pred) {
+  asm volatile("cp.async.cg.shared.global.L2::%3B [%0], [%1], 16, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
+               "l"(gmem), "r"(pred ? 16 : 0), "n"(N) : "memory");
+}
+"""
+
+
+MBAR = r"""
+__device__ __forceinline__ unsigned mb_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mb_init(unsigned long long* b, int n) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(mb_addr(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mb_cp_arrive(unsigned long long* b) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(mb_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned long long* b) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}" ::"r"(mb_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mb_wait(unsigned long long* b, int parity) {
+  asm volatile("{\n .reg .pred p;\n W%=:\n mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W%=;\n}"
+               ::"r"(mb_addr(b)), "r"(parity) : "memory");
+}
+struct EmptyArrive {
+  unsigned long long* b;
+  __device__ void operator()() const { mb_arrive(b); }
+};
+"""
+
+
+def mbarrier_variant(src: str, stages: int, nk: int, threads: int) -> str:
+    """The generated main loop rewritten onto per-stage mbarriers (see the module docstring)."""
+    head = src.index("extern \"C\"")
+    src = src[:head] + MBAR + src[head:]
+    init = (f"  __shared__ unsigned long long full[{stages}], empty[{stages}];\n"
+            f"  if (tc_tid == 0) for (int s = 0; s < {stages}; ++s) {{ mb_init(&full[s], {threads}); "
+            f"mb_init(&empty[s], {threads}); }}\n  __syncthreads();\n")
+    at = src.index("  float C_local")
+    src = src[:at] + init + src[at:]
+    loop = src.index("  for (int ko")
+    pro, rest = src[:loop], src[loop:]
+    for s in range(stages - 1):  # the prologue's commits: one stage each
+        i = pro.index("tc::cp_async_commit();\n  tc::cp_async_") if s == stages - 2 else None
+        pro = pro.replace("  tc::cp_async_commit();\n", f"  tc::cp_async_commit(); mb_cp_arrive(&full[{s}]);\n@@", 1)
+    pro = pro.replace("@@", "").replace(f"  tc::cp_async_wait<{stages - 2}>();\n  __syncthreads();\n", "")
+    ahead = f"(ko + {stages - 1})"
+    rest = rest.replace(f"if (({ahead} < {nk})) {{",
+                        f"if (({ahead} < {nk})) {{\n      if ({ahead} >= {stages}) mb_wait(&empty[{ahead} % {stages}], "
+                        f"(({ahead} / {stages}) - 1) & 1);", 1)
+    rest = rest.replace("    tc::cp_async_commit();\n",
+                        f"    tc::cp_async_commit();\n    if ({ahead} < {nk}) mb_cp_arrive(&full[{ahead} % {stages}]);\n"
+                        f"    mb_wait(&full[ko % {stages}], (ko / {stages}) & 1);\n", 1)
+    rest = re.sub(r"tc::PipelineBarrier<\d+>\(\)", f"EmptyArrive{{&empty[ko % {stages}]}}", rest, count=1)
+    return pro + rest
+
+
+def extra_variants(src: str) -> dict:
+    head = src.index("extern \"C\"")
+    out = {"no epilogue": src.replace("tc::vec_store<", "if (C == nullptr) tc::vec_store<")}
+    for p in (4, 8, 16, 32):
+        out[f"panel {p}"] = src.replace("const int tc_panel = 10;", f"const int tc_panel = {p};")
+    for nb in (128, 256):
+        out[f"cp.async L2::{nb}B"] = (src[:head] + HINTED_COPY + src[head:]).replace(
+            "tc::cp_async_pipelined_zfill<16>(", f"hinted_cp16<{nb}>(")
+    return out
 
 
 def variants(src: str, stages: int, bk: int) -> dict:
@@ -50,13 +125,24 @@ def main():
         k = tilecraft.compile(f, out_idx=[-1], target="cuda -arch=sm_90a")
         meta = k.artifact.meta
         grid, smem = tuple(meta["grid"]), int(meta.get("smem_bytes", 0))
-        for name, src in variants(k.get_kernel_source(), st, bk).items():
+        vs = variants(k.get_kernel_source(), st, bk)
+        if th == 128:
+            vs.update(extra_variants(k.get_kernel_source()))
+        vs["mbarrier pipeline"] = mbarrier_variant(k.get_kernel_source(), st, N // bk, th)
+        ref = (a.float() @ b.float())
+        for name, src in vs.items():
             mod = CudaModule(compile_cuda_nvrtc(src, "sm_90a", include_dirs=[tilecraft.include_dir()]).cubin)
             fn = mod.function(meta.get("kernel_name", "main_kernel"))
             args = [("ptr", a.data_ptr()), ("ptr", b.data_ptr()), ("ptr", c.data_ptr())]
             ms = do_bench(lambda: fn.launch(grid, (th, 1, 1), smem, stream, args), return_mode="median")
-            print(f"{bm}x{bn}x{bk}/{st}/{th:<4} {name:<22} {ms * 1e3:8.1f} us {2 * N**3 / ms / 1e9:6.0f} TFLOP/s",
-                  flush=True)
+            check = ""
+            if name in ("as generated", "mbarrier pipeline"):
+                c.fill_(float("nan"))
+                fn.launch(grid, (th, 1, 1), smem, stream, args)
+                err = ((c.float() - ref).norm() / ref.norm()).item()
+                check = f"  rel err {err:.1e} {'PASS' if err < 1e-2 else 'FAIL'}"
+            print(f"{bm}x{bn}x{bk}/{st}/{th:<4} {name:<22} {ms * 1e3:8.1f} us {2 * N**3 / ms / 1e9:6.0f} TFLOP/s"
+                  + check, flush=True)
 
 
 if __name__ == "__main__":

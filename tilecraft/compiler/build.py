@@ -25,6 +25,8 @@ KNOWN_PASS_CONFIGS = {
     "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
     # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in until it has run on hardware.
     "tc.use_wgmma",
+    # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
+    "tc.stage_epilogue",
 }
 
 

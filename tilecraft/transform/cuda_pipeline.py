@@ -7,12 +7,16 @@ from .lower_cuda import lower_cuda
 from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
 from .pipeline_copies import pipeline_copies
+from .stage_epilogue import stage_epilogue
 
 CUDA_PIPELINE = [
     # Errors first, while tile ops still carry the user's intent and line.
     check_regions,
     # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
     infer_layouts,
+    # Accumulator stores to global go through a padded shared tile (16-byte coalesced stores);
+    # needs the gemm plans from infer_layouts, and runs before anything places shared memory.
+    stage_epilogue,
     # Gemms decide which shared tiles they need swizzled, before anything addresses them.
     plan_shared_layouts,
     # T.Pipelined: multi-buffer the shared tiles its copies fill and issue them ahead (cp.async).

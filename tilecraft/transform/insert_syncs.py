@@ -60,8 +60,8 @@ class _State:
         self.reads: set = set()
         self.writes: set = set()
 
-    def conflicts(self, r, w) -> bool:
-        return _overlap(r, self.writes) or _overlap(w, self.writes) or _overlap(w, self.reads)
+    def conflicts(self, r, w, waw: bool = True) -> bool:
+        return _overlap(r, self.writes) or (waw and _overlap(w, self.writes)) or _overlap(w, self.reads)
 
     def add(self, r, w):
         self.reads |= r
@@ -85,9 +85,12 @@ def _block(stmts, state: _State) -> list:
                 state.clear()
             inner = _State()
             body = _block(_stmts(s.body), inner)
-            # loop-carried: what the end of an iteration did vs what the start of the next does
+            # loop-carried: what the end of an iteration did vs what the start of the next does.
+            # Lowering's per-thread element loops (unrolled, or marked "once") write each element
+            # once, from one thread: write-after-write between their iterations is not a race.
             first_r, first_w = _first_access(s.body)
-            if inner.conflicts(first_r, first_w) and (inner.reads or inner.writes):
+            once = s.kind == "unroll" or s.annotation("once", False)
+            if inner.conflicts(first_r, first_w, waw=not once) and (inner.reads or inner.writes):
                 body.append(Sync())
                 inner.clear()
             state.add(r, w)

@@ -84,7 +84,9 @@ class Ctx:
             body = If(binary("<", e, total), body)
         if iters == 1:
             return body
-        return For(v, const(0), const(iters), "unroll" if iters <= 16 else "serial", body, span=span)
+        # "once": every element is written by one thread in one iteration (see insert_syncs)
+        return For(v, const(0), const(iters), "unroll" if iters <= 16 else "serial", body, span=span,
+                   annotations=(("once", True),))
 
     def first_replica(self, lay: FragmentLayout, stmt):
         """Run `stmt` only in the threads holding the first copy of a replicated layout (thread
