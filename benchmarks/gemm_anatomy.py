@@ -74,7 +74,6 @@ def mbarrier_variant(src: str, stages: int, nk: int, threads: int) -> str:
     loop = src.index("  for (int ko")
     pro, rest = src[:loop], src[loop:]
     for s in range(stages - 1):  # the prologue's commits: one stage each
-        i = pro.index("tc::cp_async_commit();\n  tc::cp_async_") if s == stages - 2 else None
         pro = pro.replace("  tc::cp_async_commit();\n", f"  tc::cp_async_commit(); mb_cp_arrive(&full[{s}]);\n@@", 1)
     pro = pro.replace("@@", "").replace(f"  tc::cp_async_wait<{stages - 2}>();\n  __syncthreads();\n", "")
     ahead = f"(ko + {stages - 1})"
