@@ -48,9 +48,10 @@ class Gemm(TileOp):
     trans_b: bool = False
     policy: str = "Square"
     clear_accum: bool = False
-    # >= 0: a software pipeline's `cp.async wait<N>` + barrier, to run after the last k-step's
-    # operands are in registers and before its mmas (set by transform/pipeline_copies.py)
-    pipeline_wait: int = -1
+    # a software pipeline's per-tile synchronisation, as the callable object (a Call) that the
+    # tensor-core gemm runs after its last k-step's operands are in registers and before that
+    # step's mmas (set by transform/pipeline_copies.py; device/include/tilecraft/pipeline.h)
+    pipeline_hook: object = None
 
     @property
     def mnk(self) -> tuple:

@@ -13,11 +13,17 @@ asynchronously (cp.async) while iteration `ko` computes on its own buffer:
     wait for all groups
 
 When the rest of the body is a single tensor-core gemm on shared tiles (a plain GEMM main loop),
-the wait + barrier move into that gemm, just before its last k16 step (`Gemm.pipeline_wait`),
-with one wait + barrier ahead of the loop: the barrier then overlaps the last mmas instead of
-stalling every warp between k-tiles.  It is the same protocol shifted: the barrier inside gemm
-ko comes after every warp's last read of stage ko (so iteration ko+1 may overwrite it) and after
-iteration ko+1's data has landed.
+the synchronisation moves into that gemm, just before its last k16 step (`Gemm.pipeline_hook`,
+see device/include/tilecraft/pipeline.h), in one of two forms:
+- block barrier (`tc::PipelineBarrier`), with one wait + barrier ahead of the loop: the same
+  protocol shifted; the barrier inside gemm ko comes after every warp's last read of stage ko
+  (so iteration ko+1 may overwrite it) and after iteration ko+1's data has landed;
+- per-stage mbarriers (`tc::pipe_*`), when the staged tiles take more than half of the shared
+  memory (one block per SM, so no second block fills a barrier's bubble): copies of tile t arrive
+  on full[t % S] as they land, readers of tile t arrive on empty[t % S]; each warp waits only for
+  the stage it needs.  Measured on the H200: +4% for a 128x256x64 GEMM with one block per SM, -4%
+  for 128x128 tiles with two blocks per SM (benchmarks/gemm_anatomy.py).
+  `pass_configs={"tc.mbarrier_pipeline": True/False}` forces either form.
 
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
@@ -27,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import (Buffer, Call, Copy, Evaluate, For, Gemm, If, Load, Mutator, Region, Seq, Store, Sync,
+from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Ref, Mutator, Region, Seq, Store, Sync,
                   Var, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
 from .plan_shared_layouts import swizzle_ok
@@ -87,12 +93,18 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict):
+    def __init__(self, swizzled: set, hopper: set, plans: dict, target, use_mbarrier):
         super().__init__()
         self.plans = plans
+        self.target, self.use_mbarrier = target, use_mbarrier
+        self.threads = 0
         self.swizzled = swizzled
         self.hopper = hopper
         self.allocs: dict = {}  # old shared buffer -> staged buffer
+
+    def visit_Kernel(self, k: Kernel):
+        self.threads = k.num_threads
+        return Mutator.generic(self, k)
 
     def visit_For(self, f: For):
         f = Mutator.generic(self, f)
@@ -134,8 +146,24 @@ class _Pipeline(Mutator):
         nxt = binary("+", ko, stages - 1)
         wait = _call(f"tc::cp_async_wait<{stages - 2}>")
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
+        if self._barrier_in_gemm(rest) and self._mbarriers(staged):
+            bar = Buffer("tc_pipe_bar", (2 * stages,), dt.uint64, "shared", span=f.span)
+            ref = Ref(bar, (const(0),))
+            g = replace(compute, pipeline_hook=Call(f"tc::PipeRelease<{stages}>", (ref, ko), dt.int32))
+            _Restage.renamed[rest[0]] = g
+            head = [Alloc(bar), _call(f"tc::pipe_init<{stages}>", ref, const(self.threads)), Sync()]
+            prologue = []
+            for s in range(stages - 1):
+                tile = seq(issue(const(s)), _call(f"tc::pipe_commit<{stages}>", ref, const(s)))
+                prologue.append(tile if _static_ge(n, s + 1) else If(binary("<", const(s), n), tile))
+            body = seq(If(binary("<", nxt, n), seq(_call(f"tc::pipe_acquire<{stages}>", ref, nxt), issue(nxt),
+                                                   _call(f"tc::pipe_commit<{stages}>", ref, nxt))),
+                       _call(f"tc::pipe_wait<{stages}>", ref, ko), g)
+            loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
+            return seq(*head, *prologue, loop, _call("tc::cp_async_wait_all"), Sync(),
+                       _call(f"tc::pipe_inval<{stages}>", ref), Sync())
         if self._barrier_in_gemm(rest):
-            g = replace(compute, pipeline_wait=stages - 2)
+            g = replace(compute, pipeline_hook=Call(f"tc::PipelineBarrier<{stages - 2}>", (), dt.int32))
             _Restage.renamed[rest[0]] = g
             body = seq(If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), g)
             prologue += [wait, Sync()]
@@ -143,6 +171,12 @@ class _Pipeline(Mutator):
             body = seq(wait, Sync(), If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), compute)
         loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
         return seq(*prologue, loop, _call("tc::cp_async_wait_all"), Sync())
+
+    def _mbarriers(self, staged: dict) -> bool:
+        """Per-stage mbarriers when forced, or when the staged tiles leave room for one block per SM."""
+        if self.use_mbarrier is not None:
+            return bool(self.use_mbarrier)
+        return sum(b.nbytes for b in staged.values()) > self.target.max_shared_memory // 2
 
     def _barrier_in_gemm(self, rest) -> bool:
         """Whether the loop computes with exactly one gemm on the mma.sync shared-shared path."""
@@ -178,7 +212,8 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     swizzled = set(func.attr("swizzled", set()))
     hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
-    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}))
+    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), target,
+                  func.attr("pass_configs", {}).get("tc.mbarrier_pipeline"))
     body = p.visit(func.body)
     if not p.allocs:
         return func

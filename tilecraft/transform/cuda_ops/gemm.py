@@ -27,7 +27,7 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
     plan = ctx.plans.get(g)
-    if g.pipeline_wait >= 0 and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
+    if g.pipeline_hook is not None and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
                              "mma.sync shared-shared path", g.span)
     if plan is not None and plan[0] == "wgmma":
@@ -63,8 +63,8 @@ def lower_gemm(g: Gemm, ctx: Ctx):
             name = (f"tc::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_a).lower()}, "
                     f"{str(g.trans_b).lower()}, {swz_a}, {swz_b}, {t}>")
             args = (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),)))
-            if g.pipeline_wait >= 0:  # the pipeline's wait + barrier, run before the last k16 step
-                args += (Call(f"tc::PipelineBarrier<{g.pipeline_wait}>", (), dt.int32),)
+            if g.pipeline_hook is not None:  # the pipeline's sync, run before the last k16 step
+                args += (g.pipeline_hook,)
             c = Call(name, args, dt.int32)
         return seq(pre, Evaluate(c, span=g.span))
     for x, what in ((g.a, "A"), (g.b, "B")):

@@ -71,17 +71,4 @@ TC_DEVICE void cp_async_wait() {
 // Wait for all of this thread's cp.async operations, committed or not.
 TC_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// The software pipeline's per-stage step as a callable: wait until stage k's copies have landed
-// (at most N groups pending), then a block barrier, which also tells every thread that all warps
-// have finished reading the stage the next copies overwrite.  tc::gemm_ss runs it just before its
-// last k16 step's mmas (its operands are already in registers), so the barrier overlaps tensor-core
-// work instead of stalling between k-tiles.
-template <int N>
-struct PipelineBarrier {
-  TC_DEVICE void operator()() const {
-    cp_async_wait<N>();
-    __syncthreads();
-  }
-};
-
 }  // namespace tc

@@ -9,6 +9,7 @@
 #include "mma.h"
 #include "ldmatrix.h"
 #include "cp_async.h"
+#include "pipeline.h"
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"  // declares tc::gemm_ss_sm90 everywhere; wgmma code only under sm_90a
 #include "reduce.h"
