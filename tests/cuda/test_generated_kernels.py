@@ -170,18 +170,18 @@ def test_epilogue_staging_can_be_turned_off_and_respects_the_budget():
 
 
 @needs_sass
-def test_one_block_per_sm_gemm_pipelines_with_mbarriers():
-    """128x256x64 in 3 stages (144 KB of tiles: one block per SM) synchronises its main loop with
-    per-stage mbarriers (cp.async arrivals, SYNCS phase checks on sm_90a), no block barrier inside
-    the loop; forcing the config off gives the block-barrier form back."""
+def test_mbarrier_pipeline_when_asked_for():
+    """tc.mbarrier_pipeline: the main loop synchronises with per-stage mbarriers (cp.async
+    arrivals, SYNCS phase checks on sm_90a) and has no block barrier inside; by default the
+    block-barrier form."""
     f = gemm.matmul.fn(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256)
-    k = build(f, "sm_90a")
+    k = tilelang.compile(f, out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs={"tc.mbarrier_pipeline": True})
     src, sass = k.get_kernel_source(), k.get_sass()
     loop = src[src.index("for (int ko"):src.index("tc::cp_async_wait_all")]
     assert "tc::pipe_wait<3>" in loop and "tc::PipeRelease<3>" in loop and "__syncthreads" not in loop
     assert "ARRIVES.LDGSTSBAR" in sass and "SYNCS.PHASECHK" in sass
-    off = tilelang.compile(f, out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
-                           pass_configs={"tc.mbarrier_pipeline": False})
+    off = build(f, "sm_90a")
     assert "tc_pipe_bar" not in off.get_kernel_source() and "PipelineBarrier" in off.get_kernel_source()
     from tilecraft.compiler.sass import resource_usage
     usage = next(iter(resource_usage(k.artifact.binary).values()))

@@ -27,7 +27,7 @@ KNOWN_PASS_CONFIGS = {
     "tc.use_wgmma",
     # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
     "tc.stage_epilogue",
-    # tilecraft's own: per-stage mbarriers in GEMM main loops (default: when one block fills the SM).
+    # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
     "tc.mbarrier_pipeline",
 }
 
