@@ -234,14 +234,15 @@ def g_gemm(rows):
                                   flops=2 * s ** 3, ref_name="cuBLAS"))
             if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path, side by side
                 import tilecraft as tl
-                for cfg in WGMMA_CONFIGS:
-                    def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype):
+                for cfg, async_ in [(c_, False) for c_ in WGMMA_CONFIGS] + [(c_, True) for c_ in WGMMA_CONFIGS]:
+                    def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype, async_=async_):
                         k = tl.compile(K.matmul.fn(s, s, s, dtype=dtype, **cfg), out_idx=[-1],
                                        target={"kind": "cuda", "arch": "sm_90a"},
-                                       pass_configs={"tc.use_wgmma": True})
+                                       pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": async_})
                         c.fill_(float("nan"))
                         return (lambda: k(a, b, c)), c
-                    group.append(case(rows, f"gemm {short} wgmma {_cfg_name(cfg)}", f"{s}^3", build,
+                    kind = "wgmma-async" if async_ else "wgmma"
+                    group.append(case(rows, f"gemm {short} {kind} {_cfg_name(cfg)}", f"{s}^3", build,
                                       lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
                                       flops=2 * s ** 3, ref_name="cuBLAS"))
             timed = [r for r in group if r["ours_ms"] and r["check"].startswith("PASS")]

@@ -119,6 +119,24 @@ def test_opt_in_wgmma_gemm_uses_hgmma_without_spills(cfg):
     assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
 
 
+@needs_sass
+@pytest.mark.parametrize("cfg", [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                                 dict(block_M=64, block_N=128, block_K=32, num_stages=2, threads=128)])
+def test_async_wgmma_main_loop_keeps_one_group_in_flight(cfg):
+    """`tc.wgmma_async`: the loop waits with wait_group 1 (WARPGROUP.DEPBAR.LE gsb0, 0x1), one
+    wait_group 0 drains after it, and ptxas does not serialise the wgmmas (no C7514/C7515 note)."""
+    from tilecraft.compiler import compile_cuda_nvrtc
+    k = tilelang.compile(gemm.matmul.fn(1000, 776, 520, **cfg), out_idx=[-1],
+                         target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": True})
+    src = k.get_kernel_source()
+    assert "tc::wgmma_drain<" in src and ", 1>(" in src
+    log = compile_cuda_nvrtc(src, "sm_90a", include_dirs=[tilelang.include_dir()]).log
+    assert "serialized" not in log, log
+    sass = k.get_sass()
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass
+
+
 def test_wgmma_is_off_by_default_and_on_sm80():
     src = build(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256), "sm_90a")
     assert "gemm_ss_sm90" not in src.get_kernel_source()

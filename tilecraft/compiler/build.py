@@ -29,6 +29,8 @@ KNOWN_PASS_CONFIGS = {
     "tc.stage_epilogue",
     # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
     "tc.mbarrier_pipeline",
+    # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in; not yet run on a GPU).
+    "tc.wgmma_async",
 }
 
 

@@ -155,7 +155,8 @@ class Printer(_Dispatch):
         flags = "".join([", transpose_A=True" if s.trans_a else "", ", transpose_B=True" if s.trans_b else "",
                          f", policy={s.policy}" if s.policy != "Square" else "",
                          ", clear_accum=True" if s.clear_accum else "",
-                         f", pipeline_hook={self.expr(s.pipeline_hook)}" if s.pipeline_hook is not None else ""])
+                         f", pipeline_hook={self.expr(s.pipeline_hook)}" if s.pipeline_hook is not None else "",
+                         f", async_groups={s.async_groups}" if s.async_groups else ""])
         self.emit(f"T.gemm({self.region(s.a)}, {self.region(s.b)}, {self.region(s.c)}{flags})")
 
     def visit_Fill(self, s):

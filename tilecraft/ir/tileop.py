@@ -52,6 +52,8 @@ class Gemm(TileOp):
     # tensor-core gemm runs after its last k-step's operands are in registers and before that
     # step's mmas (set by transform/pipeline_copies.py; device/include/tilecraft/pipeline.h)
     pipeline_hook: object = None
+    # wgmma groups left in flight when the gemm returns (a pipelined wgmma main loop: 1)
+    async_groups: int = 0
 
     @property
     def mnk(self) -> tuple:

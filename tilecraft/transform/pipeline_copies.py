@@ -25,6 +25,16 @@ see device/include/tilecraft/pipeline.h), in one of two forms:
   (benchmarks/gemm_anatomy.py), but the generated one measured the same as the block barrier in
   the benchmark (0.55x cuBLAS either way), so the block barrier stays the default.
 
+A single wgmma gemm (Hopper, `tc.use_wgmma`) with `pass_configs={"tc.wgmma_async": True}` keeps
+one wgmma group in flight across iterations instead (NOT YET RUN ON HARDWARE):
+
+    for ko in range(n):
+        wait until tile ko has landed; fence the async proxy; barrier     (the gemm's lowering)
+        issue tile ko's wgmmas, commit; wait until only they are in flight (tile ko-1 retired)
+        barrier                                       (every warpgroup retired tile ko-1)
+        issue copies of tile ko+S-1 into tile ko-1's buffer; commit
+    wait for the last wgmma group (tc::wgmma_drain), then for all copies
+
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
 """
@@ -93,10 +103,11 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict, use_mbarrier):
+    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict):
         super().__init__()
-        self.plans = plans
-        self.use_mbarrier = use_mbarrier
+        self.plans, self.layouts = plans, layouts
+        self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
+        self.wgmma_async = configs.get("tc.wgmma_async")
         self.threads = 0
         self.swizzled = swizzled
         self.hopper = hopper
@@ -146,6 +157,15 @@ class _Pipeline(Mutator):
         nxt = binary("+", ko, stages - 1)
         wait = _call(f"tc::cp_async_wait<{stages - 2}>")
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
+        if self.wgmma_async and len(rest) == 1 and isinstance(rest[0], Gemm) \
+                and (self.plans.get(rest[0]) or ("",))[0] == "wgmma":
+            g = replace(compute, async_groups=1)
+            _Restage.renamed[rest[0]] = g
+            body = seq(wait, g, Sync(), If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"))
+            loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
+            acc = g.c.buffer
+            drain = _call(f"tc::wgmma_drain<{self.layouts[acc].num_regs}>", Ref(acc, (const(0),)))
+            return seq(*prologue, loop, drain, _call("tc::cp_async_wait_all"), Sync())
         if self._barrier_in_gemm(rest) and self._mbarriers(staged):
             bar = Buffer("tc_pipe_bar", (2 * stages,), dt.uint64, "shared", span=f.span)
             ref = Ref(bar, (const(0),))
@@ -210,7 +230,8 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     swizzled = set(func.attr("swizzled", set()))
     hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
-    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("pass_configs", {}).get("tc.mbarrier_pipeline"))
+    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
+                  func.attr("pass_configs", {}))
     body = p.visit(func.body)
     if not p.allocs:
         return func

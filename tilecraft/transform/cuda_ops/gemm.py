@@ -27,13 +27,16 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
     plan = ctx.plans.get(g)
+    if g.async_groups and not (isinstance(plan, tuple) and plan[0] == "wgmma"):
+        raise TilecraftError("internal: asynchronous wgmma groups asked of a gemm not on the wgmma path", g.span)
     if g.pipeline_hook is not None and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
                              "mma.sync shared-shared path", g.span)
     if plan is not None and plan[0] == "wgmma":
         t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+        pending = f", {g.async_groups}" if g.async_groups else ""
         name = (f"tc::gemm_ss_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_a).lower()}, "
-                f"{str(g.trans_b).lower()}, {t}>")
+                f"{str(g.trans_b).lower()}, {t}{pending}>")
         call_ = Call(name, (Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
                      dt.int32)
         # the tensor cores read shared memory through the async proxy: every writer fences its

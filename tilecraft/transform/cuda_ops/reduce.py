@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Alloc, Buffer, Call, For, Let, Load, Reduce, Store, Sync, Var, binary,
+from ...ir import (Alloc, Buffer, Call, For, Let, Load, Reduce, Store, Var, binary,
                    call, cast, const, select, seq, dtype as dt)
 from ..lower_tile_ops_cpu import _combine, _identity
 from .ctx import Ctx, register

@@ -220,11 +220,11 @@ template <class T> struct DependentFalse { static constexpr bool value = false; 
 // (The same formula as gemm_ss with WM = 4*WG, WN = 1 when M/WG == 64; for M/WG = 128 a warp's
 // rows are {16w..16w+15} + 64*mi, not contiguous.)  Rows of a 4-lane quad are shared, so a row
 // reduction is tc::shfl_xor_reduce<Op, 1, 2>, as for mma.sync.
-// Async overlap (not done yet): a pipelined caller would issue this k tile's wgmmas, commit, then
-// wgmma_wait_group<1>() so the previous tile's group finishes while this one runs; the stage of
-// A/B read by a group may be refilled only after the wait that retires it, and C only read after
-// wait_group<0>.  The split point is between wgmma_commit_group() and wgmma_wait_group<0>() below.
-template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T>
+// PENDING (default 0): wgmma groups left in flight on return.  A pipelined main loop passes 1:
+// this k tile's group keeps the tensor cores busy while the caller waits for the next tile; the
+// call retires the previous tile's group, so its stage of A/B may be refilled once every
+// warpgroup has returned (a block barrier).  C must not be touched until tc::wgmma_drain.
+template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T, int PENDING = 0>
 TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WG >= 1, "tc::gemm_ss_sm90: WG (warpgroups) must be >= 1");
@@ -264,7 +264,7 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
     }
   }
   detail::wgmma_commit_group();
-  detail::wgmma_wait_group<0>();
+  detail::wgmma_wait_group<PENDING>();
   detail::wgmma_fence_operands<MI * N / 2>(C);
 #else
   static_assert(detail::DependentFalse<T>::value,
@@ -274,6 +274,17 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 #endif
 #endif  // __CUDA_ARCH__ (the host pass of nvcc sees an empty body)
   (void)A; (void)B; (void)C; (void)MI; (void)KS;
+}
+
+// After a loop of gemm_ss_sm90<..., PENDING = 1> calls: wait for the last wgmma group, then C
+// (NACC floats of this thread) may be read.
+template <int NACC>
+TC_DEVICE void wgmma_drain(float* C) {
+#if defined(__CUDA_ARCH__) && defined(TC_HAS_WGMMA)
+  detail::wgmma_wait_group<0>();
+  detail::wgmma_fence_operands<NACC>(C);
+#endif
+  (void)C;
 }
 
 }  // namespace tc
