@@ -6,7 +6,7 @@
 #
 #   scripts/gpu_check.sh                 # everything
 #   scripts/gpu_check.sh --quick         # arguments go to benchmarks/bench.py (--quick, --only gemm)
-#   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch
+#   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch   (default: the whole GPU tier, ~5.5 min on an H200)
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
 #   TEST_TIMEOUT=1800 BENCH_TIMEOUT=1800  # seconds per half (a hung kernel must not eat the call)
 set -uo pipefail  # no -e: a failing test run must still reach the benchmark
@@ -16,7 +16,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 export OUT="${OUT:-$PWD/gpu_out}"
 PY="${PY:-python3}"
-TESTS="${TESTS:-tests/gpu tests/cuda}"
+TESTS="${TESTS:-tests/gpu tests/cuda tests/cpu tests/runtime tests/tools}"  # tests/cpu: every CPU-tier program on CUDA too
 mkdir -p "$OUT"
 
 echo "=== environment ==="
