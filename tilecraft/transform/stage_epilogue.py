@@ -78,11 +78,8 @@ def stage_epilogue(func: PrimFunc, target) -> PrimFunc:
     if not func.attr("pass_configs", {}).get("tc.stage_epilogue", True):
         return func
     plans = func.attr("gemm_plans", {})
-    # an asynchronous wgmma main loop (tc.wgmma_async) keeps its direct stores: with the staged
-    # epilogue ptxas serialises the wgmmas (C7514, cause not found yet)
-    async_wgmma = bool(func.attr("pass_configs", {}).get("tc.wgmma_async"))
     accumulators = {g.c.buffer for g in collect(func.body, lambda n: isinstance(n, Gemm))
-                    if plans.get(g) is not None and not (async_wgmma and plans[g][0] == "wgmma")}
+                    if plans.get(g) is not None}
     if not accumulators:
         return func
     return func.with_body(_Stage(accumulators, target.max_shared_memory).visit(func.body))

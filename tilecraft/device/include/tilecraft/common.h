@@ -28,6 +28,10 @@ typedef unsigned long long uint64_t;
 static_assert(sizeof(int16_t) == 2 && sizeof(int32_t) == 4 && sizeof(int64_t) == 8,
               "tilecraft assumes the LP64 CUDA data model");
 
+// std::is_same without <type_traits> (NVRTC).
+template <class A, class B> struct IsSameType { static constexpr bool value = false; };
+template <class A> struct IsSameType<A, A> { static constexpr bool value = true; };
+
 typedef __half half_t;
 typedef __nv_bfloat16 bfloat16_t;
 typedef __half2 half2_t;

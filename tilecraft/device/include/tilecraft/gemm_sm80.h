@@ -79,8 +79,7 @@ TC_DEVICE int swizzle_offset(int row, int col) {
 
 namespace detail {
 
-template <class A, class B> struct IsSame { static constexpr bool value = false; };
-template <class A> struct IsSame<A, A> { static constexpr bool value = true; };
+template <class A, class B> using IsSame = IsSameType<A, B>;
 
 template <class T> struct MmaOp;
 template <> struct MmaOp<half_t> {

@@ -29,13 +29,38 @@ TC_DEVICE void vec_load_zfill(D* d, const S* p, bool pred) {
   }
 }
 
+namespace detail {
+// float pairs -> packed 16-bit floats with one cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 (half the
+// conversions of two scalar casts).  Also keeps ptxas from serialising an asynchronous wgmma
+// loop whose accumulators are stored this way: scalar float->half conversions of accumulators
+// after the loop made it report C7514 and wait after every wgmma (found 2026-11-29).
+template <class D> struct PairCvt { static constexpr bool ok = false; };
+template <> struct PairCvt<half_t> {
+  static constexpr bool ok = true;
+  static TC_DEVICE half2_t run(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct PairCvt<bfloat16_t> {
+  static constexpr bool ok = true;
+  static TC_DEVICE bfloat162_t run(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+}  // namespace detail
+
 // p[0..V) = convert(s[0..V)) as one aligned store.
 template <class D, class S, int V>
 TC_DEVICE void vec_store(D* p, const S* s) {
   static_assert(sizeof(D) * V <= 16, "at most 16 bytes per vector access");
   Pack<D, V> t;
+  if constexpr (IsSameType<S, float>::value && detail::PairCvt<D>::ok && V % 2 == 0) {
 #pragma unroll
-  for (int i = 0; i < V; ++i) t.v[i] = cast<D>(s[i]);
+    for (int i = 0; i < V; i += 2) {
+      const auto h2 = detail::PairCvt<D>::run(s[i], s[i + 1]);
+      t.v[i] = h2.x;
+      t.v[i + 1] = h2.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) t.v[i] = cast<D>(s[i]);
+  }
   *reinterpret_cast<Pack<D, V>*>(p) = t;
 }
 
