@@ -44,3 +44,8 @@ CompileError = TilecraftError
 
 class InternalCompilerError(TilecraftError):
     """A bug in tilecraft itself, reported with the user's line that triggered it."""
+
+
+class PerformanceWarning(UserWarning):
+    """The compiled kernel is correct but the toolchain reported something that makes it slower
+    than it should be (e.g. ptxas serialising wgmma instructions)."""

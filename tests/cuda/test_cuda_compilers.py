@@ -133,3 +133,34 @@ def test_header_fingerprint_is_stable_hex():
     fp = fingerprint()
     assert len(fp) == 64 and int(fp, 16) >= 0 and fingerprint() == fp
     assert os.path.isfile(os.path.join(include_dir(), "tilecraft", "tilecraft.h"))
+
+
+def test_ptxas_performance_notes_become_warnings():
+    from tilecraft.compiler.cuda import warn_performance_notes
+    from tilecraft.errors import PerformanceWarning
+    log = ("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized "
+           "due to non wgmma instructions reading accumulator registers of  a wgmma between start and end "
+           "of the pipeline stage in the function 'main_kernel' in line 0")
+    with pytest.warns(PerformanceWarning, match=r"gemm\.cu \(sm_90a\): ptxas: \(C7514\) Potential Performance Loss"):
+        warn_performance_notes(log, "gemm.cu", "sm_90a")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_performance_notes("ptxas info    : Used 128 registers", "gemm.cu", "sm_90a")
+
+
+def test_serialised_wgmma_is_reported():
+    """A real case: an asynchronous wgmma loop whose accumulators are converted one by one
+    afterwards makes ptxas serialise the wgmmas; compile_cuda says so, naming the kernel."""
+    import tilecraft as tilelang
+    from tilecraft.compiler.cuda import compile_cuda
+    from tilecraft.errors import PerformanceWarning
+    from tilecraft.kernels import gemm
+    k = tilelang.compile(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=256), out_idx=[-1],
+                         target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.stage_epilogue": False})
+    src = k.get_kernel_source()
+    head = src[:src.index("  #pragma unroll\n  for (int g")]
+    scalar = head + ("  #pragma unroll\n  for (int q = 0; q < 64; ++q) C[q * 256 + tc_tid] = tc::half_t(C_local[q]);\n}\n")
+    with pytest.warns(PerformanceWarning, match="serialized"):
+        compile_cuda(scalar, "sm_90a", name="scalar_epilogue.cu")

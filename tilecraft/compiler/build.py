@@ -83,7 +83,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
         from ..codegen.cuda import generate_cuda
         from .cuda import compile_cuda
         source, meta = generate_cuda(lowered, target, configs)
-        binary = compile_cuda(source, target, configs)
+        binary = compile_cuda(source, target, configs, name=f"{func.name}.cu")
         meta["binary_name"] = "kernel.cubin"
     seconds = time.perf_counter() - t0
     meta = dict(meta, kernel=func.name, target=str(target), compile_seconds=seconds)

@@ -68,4 +68,17 @@ def compile_cuda(source: str, target, configs: dict | None = None, *, name: str 
     binary = compile_fn(source, arch, options=options, name=name, fast_math=fast_math, lineinfo=True)
     if binary.log and ((configs or {}).get("tl.enable_ptxas_verbose_output") or env.verbose()):
         print(f"[tilecraft] {binary.compiler} {arch} ({binary.seconds * 1e3:.0f} ms):\n{binary.log}")
+    warn_performance_notes(binary.log, name, arch)
     return binary.cubin
+
+
+def warn_performance_notes(log: str, name: str, arch: str) -> None:
+    """Raise ptxas's "Potential Performance Loss" notes (e.g. C7514/C7515: wgmma serialised) as a
+    PerformanceWarning naming the kernel: the kernel is correct, but not as fast as it should be."""
+    import warnings
+
+    from ..errors import PerformanceWarning
+    for line in (log or "").splitlines():
+        if "Potential Performance Loss" in line:
+            note = line.split("info", 1)[-1].strip(" :")
+            warnings.warn(PerformanceWarning(f"{name} ({arch}): ptxas: {note}"), stacklevel=3)
