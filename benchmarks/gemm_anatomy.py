@@ -9,10 +9,8 @@ time matters):
   no epilogue           C never stored (the accumulators still computed)
   panel P               T.use_swizzle rasterization with P block rows per panel (generated: 10)
   cp.async L2::NB       the 16-byte copies with an L2 prefetch-size hint
-  mbarrier pipeline     (correct, checked) the block barrier replaced by per-stage mbarriers:
-                        copies arrive on full[s] when they land (cp.async.mbarrier.arrive), each
-                        thread arrives on empty[s] after its last ldmatrix of the stage; warps
-                        only wait for the stage they need, so they may drift up to S-1 tiles
+  mbarrier pipeline     (correct, checked) the generator's per-stage mbarrier form
+                        (pass_configs tc.mbarrier_pipeline, see transform/pipeline_copies.py)
 
     PYTHONPATH=. python3 benchmarks/gemm_anatomy.py
 """
@@ -38,53 +36,6 @@ __device__ __forceinline__ void hinted_cp16(void* smem, const void* gmem, bool p
                "l"(gmem), "r"(pred ? 16 : 0), "n"(N) : "memory");
 }
 """
-
-
-MBAR = r"""
-__device__ __forceinline__ unsigned mb_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mb_init(unsigned long long* b, int n) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(mb_addr(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mb_cp_arrive(unsigned long long* b) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(mb_addr(b)) : "memory");
-}
-__device__ __forceinline__ void mb_arrive(unsigned long long* b) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}" ::"r"(mb_addr(b)) : "memory");
-}
-__device__ __forceinline__ void mb_wait(unsigned long long* b, int parity) {
-  asm volatile("{\n .reg .pred p;\n W%=:\n mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W%=;\n}"
-               ::"r"(mb_addr(b)), "r"(parity) : "memory");
-}
-struct EmptyArrive {
-  unsigned long long* b;
-  __device__ void operator()() const { mb_arrive(b); }
-};
-"""
-
-
-def mbarrier_variant(src: str, stages: int, nk: int, threads: int) -> str:
-    """The generated main loop rewritten onto per-stage mbarriers (see the module docstring)."""
-    head = src.index("extern \"C\"")
-    src = src[:head] + MBAR + src[head:]
-    init = (f"  __shared__ unsigned long long full[{stages}], empty[{stages}];\n"
-            f"  if (tc_tid == 0) for (int s = 0; s < {stages}; ++s) {{ mb_init(&full[s], {threads}); "
-            f"mb_init(&empty[s], {threads}); }}\n  __syncthreads();\n")
-    at = src.index("  float C_local")
-    src = src[:at] + init + src[at:]
-    loop = src.index("  for (int ko")
-    pro, rest = src[:loop], src[loop:]
-    for s in range(stages - 1):  # the prologue's commits: one stage each
-        pro = pro.replace("  tc::cp_async_commit();\n", f"  tc::cp_async_commit(); mb_cp_arrive(&full[{s}]);\n@@", 1)
-    pro = pro.replace("@@", "").replace(f"  tc::cp_async_wait<{stages - 2}>();\n  __syncthreads();\n", "")
-    ahead = f"(ko + {stages - 1})"
-    rest = rest.replace(f"if (({ahead} < {nk})) {{",
-                        f"if (({ahead} < {nk})) {{\n      if ({ahead} >= {stages}) mb_wait(&empty[{ahead} % {stages}], "
-                        f"(({ahead} / {stages}) - 1) & 1);", 1)
-    rest = rest.replace("    tc::cp_async_commit();\n",
-                        f"    tc::cp_async_commit();\n    if ({ahead} < {nk}) mb_cp_arrive(&full[{ahead} % {stages}]);\n"
-                        f"    mb_wait(&full[ko % {stages}], (ko / {stages}) & 1);\n", 1)
-    rest = re.sub(r"tc::PipelineBarrier<\d+>\(\)", f"EmptyArrive{{&empty[ko % {stages}]}}", rest, count=1)
-    return pro + rest
 
 
 def extra_variants(src: str) -> dict:
@@ -123,13 +74,14 @@ def main():
         f = K.matmul.__wrapped__(N, N, N, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th)
         k = tilecraft.compile(f, out_idx=[-1], target="cuda -arch=sm_90a")
         meta = k.artifact.meta
-        grid, smem = tuple(meta["grid"]), int(meta.get("smem_bytes", 0))
-        vs = variants(k.get_kernel_source(), st, bk)
+        grid, base_smem = tuple(meta["grid"]), int(meta.get("smem_bytes", 0))
+        vs = {name: (src, base_smem) for name, src in variants(k.get_kernel_source(), st, bk).items()}
         if th == 128:
-            vs.update(extra_variants(k.get_kernel_source()))
-        vs["mbarrier pipeline"] = mbarrier_variant(k.get_kernel_source(), st, N // bk, th)
+            vs.update({name: (src, base_smem) for name, src in extra_variants(k.get_kernel_source()).items()})
+        mb = tilecraft.compile(f, out_idx=[-1], target="cuda -arch=sm_90a", pass_configs={"tc.mbarrier_pipeline": True})
+        vs["mbarrier pipeline"] = (mb.get_kernel_source(), int(mb.artifact.meta.get("smem_bytes", 0)))
         ref = (a.float() @ b.float())
-        for name, src in vs.items():
+        for name, (src, smem) in vs.items():
             mod = CudaModule(compile_cuda_nvrtc(src, "sm_90a", include_dirs=[tilecraft.include_dir()]).cubin)
             fn = mod.function(meta.get("kernel_name", "main_kernel"))
             args = [("ptr", a.data_ptr()), ("ptr", b.data_ptr()), ("ptr", c.data_ptr())]
