@@ -43,8 +43,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Ref, Mutator, Region, Seq, Store, Sync,
-                  Var, binary, collect, const, seq, substitute, dtype as dt)
+from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
+                  Seq, Store, Sync, Var, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
 from .plan_shared_layouts import swizzle_ok
 
@@ -139,7 +139,7 @@ class _Pipeline(Mutator):
                     raise TilecraftError(f"{b.name}: wgmma operand tiles need a multiple of 8 rows", f.span)
                 self.hopper.add(nb)
         self.allocs.update(staged)
-        n, ko = f.extent, f.var
+        ko = f.var
 
         def issue(it):
             cps = []
@@ -148,65 +148,88 @@ class _Pipeline(Mutator):
                 dst = _Restage(staged, binary("%", it, stages)).visit(Region.whole(c.dst.buffer))
                 cps.append(Copy(src, dst, "async", span=c.span))
             return seq(*cps)
-        prologue = []
-        for s in range(stages - 1):
-            prologue.append(If(binary("<", const(s), n), issue(const(s))) if not _static_ge(n, s + 1)
-                            else issue(const(s)))
-            prologue.append(_call("tc::cp_async_commit"))
         rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
-        nxt = binary("+", ko, stages - 1)
-        wait = _call(f"tc::cp_async_wait<{stages - 2}>")
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
-        if self.wgmma_async and len(rest) == 1 and isinstance(rest[0], Gemm) \
-                and (self.plans.get(rest[0]) or ("",))[0] == "wgmma":
-            g = replace(compute, async_groups=1)
-            _Restage.renamed[rest[0]] = g
-            body = seq(wait, g, Sync(), If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"))
-            loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
-            acc = g.c.buffer
-            drain = _call(f"tc::wgmma_drain<{self.layouts[acc].num_regs}>", Ref(acc, (const(0),)))
-            return seq(*prologue, loop, drain, _call("tc::cp_async_wait_all"), Sync())
-        if self._barrier_in_gemm(rest) and self._mbarriers(staged):
-            bar = Buffer("tc_pipe_bar", (2 * stages,), dt.uint64, "shared", span=f.span)
-            ref = Ref(bar, (const(0),))
-            g = replace(compute, pipeline_hook=Call(f"tc::PipeRelease<{stages}>", (ref, ko), dt.int32))
-            _Restage.renamed[rest[0]] = g
-            head = [Alloc(bar), _call(f"tc::pipe_init<{stages}>", ref, const(self.threads)), Sync()]
-            prologue = []
-            for s in range(stages - 1):
-                tile = seq(issue(const(s)), _call(f"tc::pipe_commit<{stages}>", ref, const(s)))
-                prologue.append(tile if _static_ge(n, s + 1) else If(binary("<", const(s), n), tile))
-            body = seq(If(binary("<", nxt, n), seq(_call(f"tc::pipe_acquire<{stages}>", ref, nxt), issue(nxt),
-                                                   _call(f"tc::pipe_commit<{stages}>", ref, nxt))),
-                       _call(f"tc::pipe_wait<{stages}>", ref, ko), g)
-            loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
-            return seq(*head, *prologue, loop, _call("tc::cp_async_wait_all"), Sync(),
-                       _call(f"tc::pipe_inval<{stages}>", ref), Sync())
-        if self._barrier_in_gemm(rest):
-            g = replace(compute, pipeline_hook=Call(f"tc::PipelineBarrier<{stages - 2}>", (), dt.int32))
-            _Restage.renamed[rest[0]] = g
-            body = seq(If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), g)
-            prologue += [wait, Sync()]
-        else:
-            body = seq(wait, Sync(), If(binary("<", nxt, n), issue(nxt)), _call("tc::cp_async_commit"), compute)
-        loop = For(ko, f.start, n, "serial", body, f.step, (), span=f.span)
-        return seq(*prologue, loop, _call("tc::cp_async_wait_all"), Sync())
+        loop = _Loop(f, stages, issue, rest, compute)
+        return getattr(self, f"_{self._form(rest)}")(loop)
 
-    def _mbarriers(self, staged: dict) -> bool:
-        """Per-stage mbarriers only when asked for (see the module docstring)."""
-        return bool(self.use_mbarrier)
+    # ---- the loop forms (module docstring) ------------------------------------------------------
+    def _form(self, rest) -> str:
+        g = rest[0] if len(rest) == 1 and isinstance(rest[0], Gemm) else None
+        plan = self.plans.get(g) if g is not None else None
+        if self.wgmma_async and isinstance(plan, tuple) and plan[0] == "wgmma":
+            return "wgmma_async"
+        mma_ss = (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
+                  and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
+        if mma_ss:
+            return "mbarrier" if self.use_mbarrier else "barrier_in_gemm"
+        return "plain"
 
-    def _barrier_in_gemm(self, rest) -> bool:
-        """Whether the loop computes with exactly one gemm on the mma.sync shared-shared path."""
-        if len(rest) != 1 or not isinstance(rest[0], Gemm):
-            return False
-        g = rest[0]
-        plan = self.plans.get(g)
-        return (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
-                and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
+    def _plain(self, lp):
+        body = seq(lp.wait, Sync(), lp.issue_next(), _call("tc::cp_async_commit"), lp.compute)
+        return seq(*lp.prologue(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+
+    def _barrier_in_gemm(self, lp):
+        g = lp.gemm(pipeline_hook=Call(f"tc::PipelineBarrier<{lp.stages - 2}>", (), dt.int32))
+        body = seq(lp.issue_next(), _call("tc::cp_async_commit"), g)
+        return seq(*lp.prologue(), lp.wait, Sync(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+
+    def _mbarrier(self, lp):
+        S = lp.stages
+        bar = Buffer("tc_pipe_bar", (2 * S,), dt.uint64, "shared", span=lp.f.span)
+        ref = Ref(bar, (const(0),))
+        g = lp.gemm(pipeline_hook=Call(f"tc::PipeRelease<{S}>", (ref, lp.ko), dt.int32))
+        head = [Alloc(bar), _call(f"tc::pipe_init<{S}>", ref, const(self.threads)), Sync()]
+        body = seq(lp.issue_next(_call(f"tc::pipe_acquire<{S}>", ref, lp.nxt),
+                                 _call(f"tc::pipe_commit<{S}>", ref, lp.nxt)),
+                   _call(f"tc::pipe_wait<{S}>", ref, lp.ko), g)
+        return seq(*head, *lp.prologue(lambda t: _call(f"tc::pipe_commit<{S}>", ref, t)), lp.loop(body),
+                   _call("tc::cp_async_wait_all"), Sync(), _call(f"tc::pipe_inval<{S}>", ref), Sync())
+
+    def _wgmma_async(self, lp):
+        g = lp.gemm(async_groups=1)
+        body = seq(lp.wait, g, Sync(), lp.issue_next(), _call("tc::cp_async_commit"))
+        drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
+        return seq(*lp.prologue(), lp.loop(body), drain, _call("tc::cp_async_wait_all"), Sync())
 
     def visit_Alloc(self, a):
         return a
+
+
+class _Loop:
+    """One T.Pipelined loop being rewritten: its parts and the pieces every form is built from."""
+
+    def __init__(self, f: For, stages: int, issue, rest, compute):
+        self.f, self.stages, self.issue, self.rest, self.compute = f, stages, issue, rest, compute
+        self.n, self.ko = f.extent, f.var
+        self.nxt = binary("+", self.ko, stages - 1)
+        self.wait = _call(f"tc::cp_async_wait<{stages - 2}>")
+
+    def prologue(self, close=None) -> list:
+        """Copies of tiles 0 .. S-2 (those past the loop's extent skipped).  Each is followed by a
+        commit, even when skipped (the waits count S-1 groups, empty ones included), or, with
+        `close`, by `close(tile)` only when the tile exists (an mbarrier arrival)."""
+        out = []
+        for s in range(self.stages - 1):
+            tile = self.issue(const(s)) if close is None else seq(self.issue(const(s)), close(const(s)))
+            out.append(tile if _static_ge(self.n, s + 1) else If(binary("<", const(s), self.n), tile))
+            if close is None:
+                out.append(_call("tc::cp_async_commit"))
+        return out
+
+    def issue_next(self, before=None, after=None):
+        """Copies of tile ko+S-1 when it exists (optionally wrapped in `before` / `after`)."""
+        return If(binary("<", self.nxt, self.n), seq(before, self.issue(self.nxt), after))
+
+    def gemm(self, **fields):
+        """The loop's gemm (on stage ko) with `fields` set; plans follow the rebuilt node."""
+        g = replace(self.compute, **fields)
+        _Restage.renamed[self.rest[0]] = g
+        return g
+
+    def loop(self, body) -> For:
+        f = self.f
+        return For(self.ko, f.start, self.n, "serial", body, f.step, (), span=f.span)
 
 
 def _static_ge(n, k) -> bool:
