@@ -12,6 +12,7 @@ import torch
 import tilecraft as tilelang
 import tilecraft.language as T
 from tilecraft.compiler import CudaCompileError
+from tilecraft.kernels import gemm as gemm_kernels
 
 
 # ---- loops ------------------------------------------------------------------------------------
@@ -262,38 +263,22 @@ def test_dynamic_rows_in_tile_copies_and_gemm(build, device, m):
     torch.testing.assert_close(build(dynamic_gemm_rows, 12, 8)(a, b), a @ b, rtol=1e-5, atol=1e-5)
 
 
-def _dynamic_k_gemm(M, N, bm, bn, bk, stages, threads):
-    k = T.dynamic("k")
-
-    @T.prim_func
-    def main(A: T.Tensor((M, k), "float16"), B: T.Tensor((k, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float")
-            T.clear(C_f)
-            for ko in T.Pipelined(T.ceildiv(k, bk), num_stages=stages):
-                T.copy(A[by * bm, ko * bk], A_s)
-                T.copy(B[ko * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn])
-    return main
-
-
 # The software pipeline's forms (transform/pipeline_copies.py) with a K known only at call time:
 # fewer k-tiles than stages, exactly as many, a ragged last tile.  On CUDA the prologue's tiles
-# are guarded at run time; the CPU runs the reference semantics.
-dynamic_k_gemm = tilelang.jit(out_idx=[-1])(_dynamic_k_gemm)
-dynamic_k_gemm_mbarrier = tilelang.jit(out_idx=[-1], pass_configs={"tc.mbarrier_pipeline": True})(_dynamic_k_gemm)
+# are guarded at run time; the CPU runs the reference semantics.  The library GEMM, K symbolic.
+K_DYNAMIC = T.dynamic("k")
+dynamic_k_gemm = tilelang.jit(out_idx=[-1])(gemm_kernels.matmul.fn)
+dynamic_k_gemm_mbarrier = tilelang.jit(out_idx=[-1], pass_configs={"tc.mbarrier_pipeline": True})(
+    gemm_kernels.matmul.fn)
 dynamic_k_gemm_wgmma_async = tilelang.jit(out_idx=[-1], pass_configs={"tc.use_wgmma": True,
-                                                                      "tc.wgmma_async": True})(_dynamic_k_gemm)
+                                                                      "tc.wgmma_async": True})(gemm_kernels.matmul.fn)
 
 
 @pytest.mark.parametrize("kdim", [16, 64, 96, 200])
 @pytest.mark.parametrize("factory", [dynamic_k_gemm, dynamic_k_gemm_mbarrier, dynamic_k_gemm_wgmma_async],
                          ids=["barrier-in-gemm", "mbarrier", "wgmma-async"])
 def test_pipelined_gemm_with_a_dynamic_k(build, device, factory, kdim):
-    kern = build(factory, 96, 128, 64, 64, 32, 3, 128)
+    kern = build(factory, 96, 128, K_DYNAMIC, block_M=64, block_N=64, block_K=32, num_stages=3, threads=128)
     a = torch.randn(96, kdim, device=device).half()
     b = torch.randn(kdim, 128, device=device).half()
     ref = a.float() @ b.float()
