@@ -158,8 +158,8 @@ def _check_flush(flush_l2):
 
 
 def _l2_flusher(flush_l2):
-    """A callable that evicts L2 (see the module docstring), or None for ``flush_l2=False``."""
-    _check_flush(flush_l2)
+    """A callable that evicts L2 (see the module docstring), or None for ``flush_l2=False``;
+    ``measure`` has validated ``flush_l2``."""
     if flush_l2 is False or flush_l2 is None:
         return None
     buf = torch.zeros(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
