@@ -75,13 +75,13 @@ class CudaPrinter(CPrinter):
         raise TilecraftError(f"intrinsic {e.op} has no CUDA spelling", e.span)
 
     def offset(self, buf, indices):
-        if buf in self.swizzled_sm90:
-            rows = self.expr(_flatten_rows(buf, indices))
-            return f"tc::swizzle_offset_sm90<{buf.shape[-1]}, {buf.dtype.bytes}>({rows}, {self.expr(indices[-1])})"
-        if buf in self.swizzled:
-            rows = self.expr(_flatten_rows(buf, indices))
-            return f"tc::swizzle_offset<{buf.shape[-1]}, {buf.dtype.bytes}>({rows}, {self.expr(indices[-1])})"
-        return super().offset(buf, indices)
+        fn = ("tc::swizzle_offset_sm90" if buf in self.swizzled_sm90
+              else "tc::swizzle_offset" if buf in self.swizzled else None)
+        if fn is None:
+            return super().offset(buf, indices)
+        lead, rows = _split_rows(buf, indices)
+        swz = f"{fn}<{buf.shape[-1]}, {buf.dtype.bytes}>({self.expr(rows)}, {self.expr(indices[-1])})"
+        return swz if lead is None else f"{self.expr(lead)} + {swz}"
 
     def visit_Ref(self, e):
         return f"(&{self.visit_Load(e)})"
@@ -115,6 +115,20 @@ def _flatten_rows(buf, indices):
     for idx, size in zip(indices[1:-1], buf.shape[1:-1]):
         row = E.binary("+", E.binary("*", row, size), idx)
     return row
+
+
+def _split_rows(buf, indices):
+    """(element offset of the leading indices, row inside the last two dims) of a swizzled tile
+    with three or more dims, when each [rows][L] slice has a multiple of 8 rows; else (None, all
+    rows flattened).  Both swizzles permute 16-byte chunks by row % 8 (and whole 8-row panels),
+    so swizzle(R + r, c) == R * L + swizzle(r, c) for R % 8 == 0: a pipeline stage's offset is
+    then a plain product, and the per-thread swizzled part stays the same across iterations
+    (the compiler keeps it in a register instead of recomputing the XOR every k-tile)."""
+    if len(indices) < 3 or buf.shape[-2] % 8:
+        return None, _flatten_rows(buf, indices)
+    lead = _flatten_rows(buf, tuple(indices[:-2]) + (E.const(0),))  # flat index over the leading dims
+    per_slice = buf.shape[-2] * buf.shape[-1]
+    return E.binary("*", lead, per_slice), indices[-2]
 
 
 def _grid_expr(g) -> object:

@@ -9,7 +9,7 @@ common, aligned case carries no guard at all.
 """
 from __future__ import annotations
 
-from ..ir import (Call, collect, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select, Store,
+from ..ir import (Binary, Call, collect, Const, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select, Store,
                   Var, binary, cast, const)
 from ..ir.analysis import bounds
 from ..ir.func import PrimFunc
@@ -29,6 +29,19 @@ def in_bounds_condition(buf, indices, env) -> Expr | None:
         for c in checks:
             cond = c if cond is None else binary("and", cond, c)
     return cond
+
+
+def _narrow(cond, env):
+    """(v, highest value of v where `cond` holds) for cond = `v < n` or `v + c < n` with v a bound
+    loop variable and n, c constants; else None."""
+    if not (isinstance(cond, Binary) and cond.op == "<" and isinstance(cond.b, Const) and cond.b.dtype.is_int):
+        return None
+    lhs, c = cond.a, 0
+    if isinstance(lhs, Binary) and lhs.op == "+" and isinstance(lhs.b, Const) and lhs.b.dtype.is_int:
+        lhs, c = lhs.a, lhs.b.value
+    if not (isinstance(lhs, Var) and lhs in env and lhs.dtype.is_int):
+        return None
+    return lhs, cond.b.value - 1 - c
 
 
 class _Legalize(Mutator):
@@ -51,6 +64,19 @@ class _Legalize(Mutator):
         _, ehi = bounds(f.extent, self.env)
         self.env[f.var] = (slo, shi + ehi - 1)
         return Mutator.generic(self, f)
+
+    def visit_If(self, s: If):
+        """Inside `if (v + c < n)` (a pipelined loop's look-ahead guard) v is below n - c."""
+        narrowed = _narrow(s.cond, self.env)
+        if narrowed is None:
+            return Mutator.generic(self, s)
+        var, hi = narrowed
+        saved = self.env[var]
+        self.env[var] = (saved[0], min(saved[1], hi))
+        then = self.visit(s.then)
+        self.env[var] = saved
+        orelse = self.visit(s.orelse) if s.orelse is not None else None
+        return If(s.cond, then, orelse, span=s.span)
 
     def visit_Let(self, s: Let):
         out = Mutator.generic(self, s)
