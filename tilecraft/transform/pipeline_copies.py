@@ -33,7 +33,8 @@ one wgmma group in flight across iterations instead (NOT YET RUN ON HARDWARE):
         issue tile ko's wgmmas, commit; wait until only they are in flight (tile ko-1 retired)
         barrier                                       (every warpgroup retired tile ko-1)
         issue copies of tile ko+S-1 into tile ko-1's buffer; commit
-    wait for the last wgmma group (tc::wgmma_drain), then for all copies
+    wait for the last wgmma group (tc::wgmma_drain; loop and drain under `if (n > 0)` when n may
+    be 0), then for all copies
 
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
@@ -190,7 +191,12 @@ class _Pipeline(Mutator):
         g = lp.gemm(async_groups=1)
         body = seq(lp.wait, g, Sync(), lp.issue_next(), _call("tc::cp_async_commit"))
         drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
-        return seq(*lp.prologue(), lp.loop(body), drain, _call("tc::cp_async_wait_all"), Sync())
+        main = seq(lp.loop(body), drain)
+        if not _static_ge(lp.n, 1):
+            # a loop that may run zero times reaches the drain with accumulators no wgmma wrote;
+            # ptxas then serialises every wgmma in the loop (C7515): drain only after a real trip
+            main = If(binary("<", const(0), lp.n), main)
+        return seq(*lp.prologue(), main, _call("tc::cp_async_wait_all"), Sync())
 
     def visit_Alloc(self, a):
         return a
