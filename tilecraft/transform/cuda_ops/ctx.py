@@ -77,17 +77,7 @@ class Ctx:
             inner = 1
             for s2 in shape[k + 1:]:
                 inner *= s2
-            if iters > 1 and t % inner == 0:
-                # e // inner == v * (t // inner) + tid // inner (all terms >= 0), and v's part drops
-                # out of `% s` when s divides it: each index is then a per-thread value plus a
-                # constant per unrolled iteration, which nvcc folds into address immediates
-                step, base = t // inner, (binary("//", self.tid, inner) if inner > 1 else self.tid)
-                if k > 0 and step % s == 0:
-                    idx.append(binary("%", base, s))
-                    continue
-                x = binary("+", binary("*", v, step), base)
-            else:
-                x = binary("//", e, inner) if inner > 1 else e
+            x = binary("//", e, inner) if inner > 1 else e
             idx.append(binary("%", x, s) if k > 0 else x)
         body = body_fn(idx)
         if total % t:
