@@ -9,6 +9,8 @@
 #   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch   (default: the whole GPU tier, ~5.5 min on an H200)
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
 #   TEST_TIMEOUT=1800 BENCH_TIMEOUT=1800  # seconds per half (a hung kernel must not eat the call)
+#   TILECRAFT_PASS_CONFIGS='{"tc.use_wgmma": true, "tc.wgmma_async": true}' TESTS="tests/gpu tests/cpu" \
+#     scripts/gpu_check.sh --only gemm,flash_attention   # every program with the Hopper GEMM switched on
 set -uo pipefail  # no -e: a failing test run must still reach the benchmark
 
 cd "$(dirname "$0")/.."

@@ -58,6 +58,18 @@ def _parse_cuda_compiler(name: str, raw: str) -> str:
     return value
 
 
+def _parse_json_object(name: str, raw: str) -> dict:
+    import json
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"environment variable {name}={raw!r}: expected a JSON object ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"environment variable {name}={raw!r}: expected a JSON object like "
+                         f'{{"tc.use_wgmma": true}}')
+    return value
+
+
 def _default_cxx() -> str:
     for candidate in ("g++", "c++", "clang++"):
         found = shutil.which(candidate)
@@ -139,6 +151,9 @@ class Knobs:
         "CUDA_COMPILER", _parse_cuda_compiler, "nvrtc", "how CUDA C++ becomes a cubin: nvrtc or nvcc")
     cxx: str = _knob("CXX", lambda name, raw: raw.strip(), _default_cxx,
                      "C++ compiler for the CPU target", extra=("CXX",))
+    pass_configs: dict = _knob(
+        "PASS_CONFIGS", _parse_json_object, dict,
+        "pass_configs every compile starts from, as a JSON object; a kernel's own pass_configs win")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 
@@ -190,6 +205,11 @@ def cuda_compiler() -> str:
 def cxx() -> str:
     """The C++ compiler for the CPU target: ``TILECRAFT_CXX``, then ``CXX``, then g++/c++ on PATH."""
     return knobs.cxx
+
+
+def default_pass_configs() -> dict:
+    """``TILECRAFT_PASS_CONFIGS`` (a JSON object): pass_configs under every kernel's own."""
+    return dict(knobs.pass_configs)
 
 
 def cuda_home() -> Path | None:

@@ -10,6 +10,7 @@ import functools
 import inspect
 import threading
 
+from . import env
 from .compiler.build import build
 from .errors import InternalCompilerError, TilecraftError
 from .ir.func import PrimFunc
@@ -61,7 +62,8 @@ class JITFactory:
     def _key(self, args, kwargs):
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return _freeze(tuple(bound.arguments.items()))
+        # TILECRAFT_PASS_CONFIGS is read at every call, like every knob: a change means a new kernel
+        return _freeze(tuple(bound.arguments.items())), repr(sorted(env.default_pass_configs().items()))
 
     def __call__(self, *args, **kwargs) -> JITKernel:
         try:

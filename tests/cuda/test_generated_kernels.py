@@ -204,3 +204,35 @@ def test_mbarrier_pipeline_when_asked_for():
     from tilecraft.compiler.sass import resource_usage
     usage = next(iter(resource_usage(k.artifact.binary).values()))
     assert usage["local_bytes"] == 0 and usage["stack_bytes"] == 0, usage
+
+
+def test_pass_configs_from_the_environment(monkeypatch):
+    """TILECRAFT_PASS_CONFIGS sets pass_configs for every compile (here: the wgmma GEMM on sm_90a); a
+    kernel's own pass_configs win; a bad value is an error naming the variable."""
+    fn = gemm.matmul.fn(256, 256, 256, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)
+    sm90 = {"kind": "cuda", "arch": "sm_90a"}
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": true, "tc.wgmma_async": true}')
+    assert "tc::wgmma_drain" in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
+    own = tilelang.compile(fn, out_idx=[-1], target=sm90, pass_configs={"tc.use_wgmma": False})
+    assert "gemm_ss_sm90" not in own.get_kernel_source() and "tc::gemm_ss<" in own.get_kernel_source()
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmmma": true}')
+    with pytest.raises(ValueError, match=r"TILECRAFT_PASS_CONFIGS: unknown key\(s\) \['tc.use_wgmmma'\]"):
+        tilelang.compile(fn, out_idx=[-1], target=sm90)
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", "tc.use_wgmma=1")
+    with pytest.raises(ValueError, match="TILECRAFT_PASS_CONFIGS.*expected a JSON object"):
+        tilelang.compile(fn, out_idx=[-1], target=sm90)
+    monkeypatch.delenv("TILECRAFT_PASS_CONFIGS")
+    assert "gemm_ss_sm90" not in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
+
+
+def test_jit_factory_sees_a_changed_pass_configs_variable(monkeypatch):
+    """A @jit factory's kernel cache is keyed by TILECRAFT_PASS_CONFIGS too: the same arguments under
+    another value build another kernel, and the first one comes back when the value does."""
+    factory = tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})(gemm.matmul.fn)
+    args = (256, 256, 256, 128, 128, 64)
+    plain = factory(*args, num_stages=3, threads=256)
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": true}')
+    hopper = factory(*args, num_stages=3, threads=256)
+    assert "gemm_ss_sm90" in hopper.get_kernel_source() and "gemm_ss_sm90" not in plain.get_kernel_source()
+    monkeypatch.delenv("TILECRAFT_PASS_CONFIGS")
+    assert factory(*args, num_stages=3, threads=256) is plain

@@ -23,13 +23,14 @@ KNOWN_PASS_CONFIGS = {
     "tl.enable_aggressive_shared_memory_merge", "tl.debug_merge_shared_memory_allocations",
     "tl.disable_thread_storage_sync", "tl.ptxas_register_usage_level", "tl.enable_ptxas_verbose_output",
     "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
-    # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in until it has run on hardware.
+    # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in: correct on the H200 (GPU tier),
+    # default once the whole GPU tier has run with it on (TILECRAFT_PASS_CONFIGS makes that one call).
     "tc.use_wgmma",
     # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
     "tc.stage_epilogue",
     # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
     "tc.mbarrier_pipeline",
-    # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in; not yet run on a GPU).
+    # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in, with tc.use_wgmma).
     "tc.wgmma_async",
 }
 
@@ -50,11 +51,16 @@ class Artifact:
 
 
 def check_pass_configs(pass_configs) -> dict:
+    """The kernel's pass_configs over the environment's defaults (TILECRAFT_PASS_CONFIGS), checked."""
+    defaults = env.default_pass_configs()
+    unknown = sorted(k for k in defaults if k not in KNOWN_PASS_CONFIGS)
+    if unknown:
+        raise ValueError(f"TILECRAFT_PASS_CONFIGS: unknown key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
     configs = dict(pass_configs or {})
     unknown = sorted(k for k in configs if k not in KNOWN_PASS_CONFIGS)
     if unknown:
         raise ValueError(f"unknown pass_configs key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
-    return configs
+    return {**defaults, **configs}
 
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
