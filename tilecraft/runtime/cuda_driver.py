@@ -143,13 +143,16 @@ class _ContextScope:
             self.drv.cuCtxPopCurrent()
 
 
-# kind -> (struct format char, size); sizes equal alignments for all of these.
+# kind -> (struct format, size); sizes equal alignments for all of these.
 _ARG_KINDS = {
     "ptr": ("Q", 8), "pointer": ("Q", 8), "handle": ("Q", 8),
     "int8": ("b", 1), "uint8": ("B", 1), "bool": ("?", 1),
     "int16": ("h", 2), "uint16": ("H", 2), "float16": ("e", 2),
     "int32": ("i", 4), "uint32": ("I", 4), "float32": ("f", 4), "float": ("f", 4),
     "int64": ("q", 8), "uint64": ("Q", 8), "float64": ("d", 8), "double": ("d", 8),
+    # a TMA tensor map (runtime/tma.py), 128 bytes by value; the driver places it at the kernel
+    # parameter's 64-byte alignment, here it only needs room
+    "tma_desc": ("128s", 128),
 }
 
 

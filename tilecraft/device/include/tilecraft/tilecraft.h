@@ -12,6 +12,7 @@
 #include "pipeline.h"
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"  // declares tc::gemm_ss_sm90 everywhere; wgmma code only under sm_90a
+#include "tma.h"        // TMA tile loads (sm_90+); tc::TmaDesc everywhere
 #include "reduce.h"
 #include "atomic.h"
 #include "print.h"

@@ -1,0 +1,81 @@
+// tilecraft/tma.h — Hopper tensor-memory-accelerator (TMA) tile loads (sm_90 / sm_90a).
+//
+// One thread asks the TMA unit to copy a whole box of a 2-D global tensor into shared memory;
+// the unit computes every address, zero-fills what lies outside the tensor and, as the bytes
+// land, counts them against an mbarrier.  The other threads wait on that mbarrier.  Compared with
+// cp.async (one 16-byte copy per thread instruction) the main loop issues one instruction per tile.
+//
+// The tensor is described by a 128-byte "tensor map" built on the host
+// (tilecraft/runtime/tma.py, through cuTensorMapEncodeTiled) and passed to the kernel by value as
+//   `const __grid_constant__ tc::TmaDesc desc`
+// (__grid_constant__: the kernel takes its address, which must be the parameter's own address in
+// the constant bank; copying it to a local variable would not work).  tc::TmaDesc is an opaque
+// 64-byte-aligned 128-byte struct, so the header needs no <cuda.h>.
+//
+// Hardware rules (PTX ISA, "Tensor copy" / cuTensorMapEncodeTiled; checked on the host):
+//   * global base 16-byte aligned, row pitch a multiple of 16 bytes, box sizes 1..256 per dim;
+//   * the shared destination 128-byte aligned, 1024-byte aligned with a 128-byte swizzle;
+//   * swizzle modes 32B / 64B / 128B need box_cols * elem_bytes <= the swizzle span; with 128B the
+//     box lands in shared memory exactly as tc::swizzle_offset_sm90<box_cols, elem_bytes> lays out
+//     a [box_rows][box_cols] tile (box_cols * elem_bytes == 128: chunk ^ (row % 8)), i.e. what the
+//     wgmma descriptors read;
+//   * coordinates are in elements, innermost (column) first, and may be negative or past the end
+//     (those elements read as zero); the mbarrier is still credited with the full box size.
+//
+// mbarrier protocol for one load into a stage guarded by barrier `bar` (initialised with count 1):
+//   thread 0:   tc::tma_expect(bar, box_bytes); tc::tma_load_2d(dst, &desc, bar, col, row);
+//   everyone:   tc::mbar_wait_parity(bar, phase & 1);      (phase: how often `bar` completed)
+// The expect must be issued by the same arrival that completes the phase: expect_tx arrives once
+// and raises the pending byte count; the TMA's complete_tx lowers it; the phase completes when the
+// arrival count and the byte count both reach zero.
+#pragma once
+
+#include "common.h"
+#include "pipeline.h"
+
+namespace tc {
+
+struct alignas(64) TmaDesc {
+  unsigned long long opaque[16];
+};
+
+// Initialise one mbarrier expecting `count` arrivals per phase (call from one thread, then a
+// block barrier before anyone uses it).  On sm_90+ the init is also fenced for the async proxy
+// (fence.mbarrier_init), so TMA completions may target it.
+TC_DEVICE void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(detail::mbar_addr(bar)), "r"(count) : "memory");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// Wait until the phase with parity `parity` of `bar` has completed.
+TC_DEVICE void mbar_wait_parity(uint64_t* bar, int parity) { detail::mbar_wait(detail::mbar_addr(bar), parity); }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+
+// Fetch the tensor map into the TMA unit's cache ahead of the first load (optional, one thread).
+TC_DEVICE void tma_prefetch(const TmaDesc* desc) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(desc)) : "memory");
+}
+
+// This thread's arrival on `bar`, announcing `bytes` more bytes that TMA loads will deliver.
+TC_DEVICE void tma_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n"
+               ::"r"(detail::mbar_addr(bar)), "r"(bytes) : "memory");
+}
+
+// Copy the box at (col, row) of the tensor `desc` describes into shared memory at `dst`; the
+// bytes are counted against `bar`.  Issued by one thread.
+TC_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, uint64_t* bar, int col, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(desc)),
+        "r"(col), "r"(row), "r"(detail::mbar_addr(bar))
+      : "memory");
+}
+
+#endif  // __CUDA_ARCH__ >= 900
+
+}  // namespace tc
