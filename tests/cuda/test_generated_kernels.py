@@ -236,3 +236,28 @@ def test_jit_factory_sees_a_changed_pass_configs_variable(monkeypatch):
     assert "gemm_ss_sm90" in hopper.get_kernel_source() and "gemm_ss_sm90" not in plain.get_kernel_source()
     monkeypatch.delenv("TILECRAFT_PASS_CONFIGS")
     assert factory(*args, num_stages=3, threads=256) is plain
+
+
+def _main_loop(src: str) -> str:
+    return src[src.index("for (int ko"):src.index("tc::cp_async_wait_all")]
+
+
+@pytest.mark.parametrize("k_dim, guarded", [(4096, False), (200, True), (4096 + 32, True)])
+def test_look_ahead_copies_are_guarded_exactly_when_k_is_ragged(k_dim, guarded):
+    """Inside `if (ko + S-1 < n)` the look-ahead tile's rows/cols are proven in bounds when K is a
+    multiple of block_K (no predicate computed per copy); a ragged K keeps the zero-fill guard.
+    (Numerics of the ragged case on the GPU: tests/cpu/test_ragged.py.)"""
+    k = tilelang.compile(gemm.matmul.fn(256, 256, k_dim, block_M=128, block_N=128, block_K=64, num_stages=3,
+                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+    loop = _main_loop(k.get_kernel_source())
+    assert ("< " + str(k_dim) + "))" in loop) == guarded, loop
+
+
+def test_staged_tiles_are_addressed_as_stage_offset_plus_swizzle():
+    """A multi-buffered swizzled tile (8-row multiple per stage) is addressed as
+    `stage * elements + swizzle(row in stage, col)`, so the swizzled part is loop-invariant."""
+    k = tilelang.compile(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, num_stages=3,
+                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+    loop = _main_loop(k.get_kernel_source())
+    assert re.search(r"\(\(\(ko \+ 2\) % 3\) \* 8192\) \+ tc::swizzle_offset<64, 2>\(", loop), loop
+    assert "tc::swizzle_offset<64, 2>(((((ko + 2) % 3) * 128)" not in loop
