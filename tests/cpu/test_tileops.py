@@ -369,3 +369,51 @@ def test_cumsum_forward_reverse(build, device, dim, reverse, in_place):
     y = build(cumsum_kernel, 5, 9, dim, reverse, in_place)(x)
     ref = x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+# ---- T.transpose (P2) ---------------------------------------------------------------------------
+
+@tilelang.jit(out_idx=[-1])
+def transpose_tiles(M, N, bm, bn, through_shared, dtype="float16"):
+    """Y = X^T, tile by tile: block (bx, by) reads the (bm, bn) tile at (by, bx) of X and writes its
+    transpose at (bx, by) of Y, either shared -> shared or straight from global into shared."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((N, M), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            s = T.alloc_shared((bm, bn), dtype)
+            t = T.alloc_shared((bn, bm), dtype)
+            if through_shared:
+                T.copy(X[by * bm, bx * bn], s)
+                T.transpose(s, t)
+            else:
+                T.transpose(X[by * bm, bx * bn], t)
+            T.copy(t, Y[bx * bn, by * bm])
+    return main
+
+
+@pytest.mark.parametrize("through_shared", [True, False], ids=["shared", "from-global"])
+@pytest.mark.parametrize("shape", [(64, 96), (70, 45)], ids=["aligned", "ragged"])
+def test_transpose_tiles(build, device, shape, through_shared):
+    x = rand(shape, device=device).half()
+    y = build(transpose_tiles, *shape, 32, 16, through_shared)(x)
+    torch.testing.assert_close(y, x.t().contiguous(), rtol=0, atol=0)
+
+
+@tilelang.jit(out_idx=[-1])
+def transpose_slice(M, N):
+    """A 2-D plane of a 3-D shared tile into a 2-D one, with a dtype change (cast on the way)."""
+    @T.prim_func
+    def main(X: T.Tensor((2, M, N), "float32"), Y: T.Tensor((N, M), "float16")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((2, M, N), "float32")
+            t = T.alloc_shared((N, M), "float16")
+            T.copy(X, s)
+            T.transpose(s[1, 0:M, 0:N], t)
+            T.copy(t, Y)
+    return main
+
+
+def test_transpose_of_a_slice_with_a_cast(build, device):
+    x = rand((2, 8, 24), device=device)
+    y = build(transpose_slice, 8, 24)(x)
+    torch.testing.assert_close(y, x[1].t().half(), rtol=0, atol=0)

@@ -66,6 +66,12 @@ def mistake(kind):
                 A[0, 0] = T.cast(S[0, 0], "float17")  # err:cast-dtype
             elif kind == "return":
                 return 1  # err:return
+            elif kind == "transpose-shape":
+                T.transpose(S, A[0:8, 0:16])  # err:transpose-shape
+            elif kind == "transpose-fragment":
+                T.transpose(C, S)  # err:transpose-fragment
+            elif kind == "transpose-1d":
+                T.transpose(r, S[0, 0:16])  # err:transpose-1d
     return main
 
 
@@ -90,6 +96,9 @@ CASES = {
     "gemm-policy": [r"Diagonal"],
     "cast-dtype": [r"float17"],
     "return": [r"return"],
+    "transpose-shape": [r"\(16, 16\)", r"\(8, 16\)"],
+    "transpose-fragment": [r"\bC\b", r"fragment", r"shared"],
+    "transpose-1d": [r"\br\b", r"\(16,\)", r"2-D tile"],
 }
 
 

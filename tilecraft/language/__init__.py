@@ -7,7 +7,7 @@ from .parser import prim_func, macro
 from .kernel import (Kernel, Parallel, Pipelined, serial, unroll, vectorized, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
                      get_thread_bindings, get_block_binding, sync_threads)
-from .tileops import (copy, async_copy, gemm, fill, clear, reduce, reduce_max, reduce_min,
+from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
                       cumsum, print)
 from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,

@@ -1,13 +1,13 @@
-"""Tile operations of the language: `T.copy`, `T.gemm`, `T.fill`/`T.clear`, `T.reduce_*`,
-`T.atomic_*`, `T.cumsum`, `T.print`.
+"""Tile operations of the language: `T.copy`, `T.transpose`, `T.gemm`, `T.fill`/`T.clear`,
+`T.reduce_*`, `T.atomic_*`, `T.cumsum`, `T.print`.
 
 Each function checks its operands eagerly (shapes are static) and raises at the user's line, then
 emits one tile-op statement.  Region rules for `T.copy` (SPEC §3) live in `resolve_pair`.
 """
 from __future__ import annotations
 
-from ..ir import (AtomicAdd, Buffer, Copy, Cumsum, Expr, Fill, Gemm, Load, Print, Reduce,
-                  Region, as_expr, cast, const)
+from ..ir import (AtomicAdd, Buffer, Copy, Cumsum, Expr, Fill, For, Gemm, Load, Print, Reduce,
+                  Region, Store, Var, as_expr, binary, cast, const)
 from ..ir.tileop import REDUCE_KINDS
 from .builder import error, require_kernel
 from .types import GemmWarpPolicy
@@ -95,6 +95,55 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     b = require_kernel("T.copy")
     s, d = resolve_pair(src, dst)
     b.emit(Copy(s, d, span=b.span))
+
+
+def _plane(r: Region) -> tuple:
+    """The two dims of region `r` that a 2-D tile op spans (the non-unit ones, or both of a 2-D
+    region), or None."""
+    dims = [d for d, e in enumerate(r.extents) if e != 1]
+    if len(dims) == 2:
+        return tuple(dims)
+    return (0, 1) if len(r.extents) == 2 else None
+
+
+def transpose(src, dst):
+    """dst[j, i] = src[i, j] for a 2-D tile (M, N) and a 2-D tile (N, M): shared tiles or global
+    tensors (an element index takes its extents from the other side, as in T.copy).  Lowered as a
+    T.Parallel loop, so it is correct wherever that loop is; register fragments are not accepted
+    (their layouts are per-thread), copy them through a shared tile."""
+    b = require_kernel("T.transpose")
+    if isinstance(src, Load) and isinstance(dst, Load):
+        raise error("T.transpose: both sides are single elements; one side must be a buffer or a slice")
+    if isinstance(src, Load):
+        d = as_region(dst, "T.transpose destination")
+        s = expand_point(src, tuple(reversed(d.squeezed_shape())), d.buffer.name)
+    elif isinstance(dst, Load):
+        s = as_region(src, "T.transpose source")
+        d = expand_point(dst, tuple(reversed(s.squeezed_shape())), s.buffer.name)
+    else:
+        s, d = as_region(src, "T.transpose source"), as_region(dst, "T.transpose destination")
+    for r, what in ((s, "source"), (d, "destination")):
+        if _plane(r) is None:
+            raise error(f"T.transpose: the {what} {_describe(r)} must be a 2-D tile")
+        if r.buffer.scope in ("fragment", "local"):
+            raise error(f"T.transpose: the {what} {_describe(r)} is a register fragment; transpose shared "
+                        f"tiles or global tensors", hint="T.copy the fragment into a shared tile first")
+    sp, dp = _plane(s), _plane(d)
+    m, n = s.extents[sp[0]], s.extents[sp[1]]
+    if (d.extents[dp[0]], d.extents[dp[1]]) != (n, m):
+        raise error(f"T.transpose: {_describe(d)} must have shape ({n}, {m}) to hold the transpose of "
+                    f"{_describe(s)}")
+    i, j = Var(b.fresh_name("ti")), Var(b.fresh_name("tj"))
+
+    def at(r, plane, a, c):
+        idx = list(r.starts)
+        idx[plane[0]] = binary("+", idx[plane[0]], a)
+        idx[plane[1]] = binary("+", idx[plane[1]], c)
+        return tuple(idx)
+    value = cast(Load(s.buffer, at(s, sp, i, j), span=b.span), d.buffer.dtype)
+    store = Store(d.buffer, at(d, dp, j, i), value, span=b.span)
+    b.emit(For(i, const(0), const(m), "parallel", For(j, const(0), const(n), "parallel", store, span=b.span),
+               span=b.span))
 
 
 def async_copy(src, dst):
