@@ -15,7 +15,7 @@ from tilecraft.runtime.cuda_driver import ArgPacker
 from tilecraft.runtime.tma import check_tma_2d
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tma_src import CASES, case_id, kernel_source  # noqa: E402
+from tma_src import CASES, TILE_CASES, case_id, kernel_source, tile_case_id, tile_fill_source  # noqa: E402
 
 needs_sass = pytest.mark.skipif(not (find_cuda_tool("cuobjdump") or find_cuda_tool("nvdisasm")),
                                 reason="cuobjdump/nvdisasm not installed")
@@ -61,3 +61,14 @@ def test_tma_requests_are_checked_on_the_host(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         check_tma_2d(**args)
+
+
+@needs_sass
+@pytest.mark.parametrize("case", TILE_CASES, ids=tile_case_id)
+def test_wgmma_tile_fill_compiles(case):
+    from tilecraft.compiler.sass import disassemble
+    from tilecraft.runtime.tma import sm90_tile_boxes
+    binary = compile_cuda_nvrtc(tile_fill_source(case), "sm_90a", include_dirs=[tilecraft.include_dir()])
+    dtype, rows, cols = case
+    n_boxes = len(sm90_tile_boxes(rows, cols, {"float16": 2, "bfloat16": 2, "float32": 4}[dtype])[1])
+    assert disassemble(binary.cubin).count("UTMALDG.2D") == n_boxes

@@ -61,3 +61,52 @@ extern "C" __global__ void __launch_bounds__(128) tma_tile(const __grid_constant
   }}
 }}
 """
+
+
+# ---- whole wgmma operand tiles filled by the box plan (runtime/tma.py::sm90_tile_boxes) ---------
+
+# (dtype, tile rows, tile cols): one box; 8-row atoms (rows of 256 / 512 bytes)
+TILE_CASES = [("float16", 128, 64), ("float16", 64, 128), ("bfloat16", 32, 256), ("float32", 64, 64)]
+
+
+def tile_case_id(case) -> str:
+    dtype, rows, cols = case
+    return f"{dtype}-tile{rows}x{cols}"
+
+
+def tile_smem_bytes(case) -> int:
+    dtype, rows, cols = case
+    return rows * cols * ELEM_BYTES[dtype] + 16
+
+
+def tile_fill_source(case) -> str:
+    """Each block fills one [rows][cols] tile of the tensor with the plan's boxes, all on one
+    mbarrier, and writes it back through tc::swizzle_offset_sm90 (what the wgmma descriptors read)."""
+    from tilecraft.runtime.tma import sm90_tile_boxes
+    dtype, rows, cols = case
+    t, esize = C_TYPES[dtype], ELEM_BYTES[dtype]
+    _, boxes = sm90_tile_boxes(rows, cols, esize)
+    loads = "\n".join(f"    tc::tma_load_2d(tile + {off}, &desc, bar, col0 + {c0}, row0 + {r0});"
+                      for off, r0, c0, _, _ in boxes)
+    return f"""#include <tilecraft/tilecraft.h>
+extern "C" __global__ void __launch_bounds__(128) tma_fill(const __grid_constant__ tc::TmaDesc desc,
+                                                          {t}* __restrict__ out, int cols_total) {{
+  extern __shared__ __align__(1024) unsigned char smem[];
+  {t}* tile = reinterpret_cast<{t}*>(smem);
+  tc::uint64_t* bar = reinterpret_cast<tc::uint64_t*>(smem + {rows * cols * esize});
+  const int col0 = blockIdx.x * {cols}, row0 = blockIdx.y * {rows};
+  if (threadIdx.x == 0) tc::mbar_init(bar, 1);
+  __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {{
+    tc::tma_expect(bar, {rows * cols * esize});
+{loads}
+  }}
+#endif
+  tc::mbar_wait_parity(bar, 0);
+  for (int i = threadIdx.x; i < {rows * cols}; i += blockDim.x) {{
+    const int r = i / {cols}, c = i % {cols};
+    out[static_cast<long long>(row0 + r) * cols_total + col0 + c] = tile[tc::swizzle_offset_sm90<{cols}, {esize}>(r, c)];
+  }}
+}}
+"""

@@ -1,0 +1,43 @@
+"""The TMA box plan for wgmma operand tiles (runtime/tma.py::sm90_tile_boxes), checked element by
+element on the host: every element of the tile is written by exactly one box, at the offset
+tc::swizzle_offset_sm90 gives it (the Python model of tests/cuda/gemm_sm90_src.py).  The box
+landing model (`box_offset`) is the PTX swizzle rule; tests/gpu/test_tma_gpu.py checks it on the
+hardware."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from tilecraft.runtime.tma import box_offset, sm90_tile_boxes
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
+from gemm_sm90_src import swizzle_offset_sm90  # noqa: E402
+
+
+@pytest.mark.parametrize("rows, cols, eb", [
+    (128, 64, 2), (64, 64, 2), (64, 32, 2), (64, 16, 2), (16, 8, 2), (512, 64, 2),   # one box (or 256-row boxes)
+    (64, 128, 2), (64, 256, 2), (32, 192, 2), (64, 64, 4), (64, 32, 4),             # 8-row atoms
+])
+def test_boxes_fill_the_sm90_layout_exactly(rows, cols, eb):
+    swizzle, boxes = sm90_tile_boxes(rows, cols, eb)
+    where = {}
+    for off, r0, c0, br, bc in boxes:
+        assert 1 <= br <= 256 and 1 <= bc <= 256 and (bc * eb) % 16 == 0
+        assert swizzle == 0 or bc * eb == swizzle, "a swizzled box row spans the swizzle exactly"
+        assert (off * eb) % (1024 if swizzle == 128 else max(swizzle, 16) * 8 if swizzle else 128) == 0, \
+            "box starts aligned to its swizzle pattern"
+        for r in range(br):
+            for c in range(bc):
+                where.setdefault((r0 + r, c0 + c), []).append(off + box_offset(swizzle, eb, bc, r, c))
+    assert len(where) == rows * cols
+    for (r, c), offs in where.items():
+        assert offs == [swizzle_offset_sm90(cols, eb, r, c)], (r, c, offs)
+
+
+def test_tiles_without_a_plan_are_refused():
+    with pytest.raises(ValueError, match="no TMA box plan"):
+        sm90_tile_boxes(64, 48, 2)   # 96-byte rows
+    with pytest.raises(ValueError, match="no TMA box plan"):
+        sm90_tile_boxes(12, 128, 2)  # atoms need whole 8-row groups
