@@ -1,0 +1,36 @@
+"""Which TMA boxes fill a shared tile in the layout the wgmma descriptors read
+(tc::swizzle_offset_sm90, device/include/tilecraft/gemm_sm90.h), and where a box's elements land.
+Used by the TMA main loop (transform/pipeline_copies.py) and checked element by element in
+tests/runtime/test_tma_plan.py."""
+from __future__ import annotations
+
+
+def _box_swizzle_chunk(swizzle: int, row: int) -> int:
+    """The XOR the TMA applies to a 16-byte chunk index in row `row` of a box (rows of `swizzle`
+    bytes): address bits [4, 4+log2(S/16)) ^= bits [7, ...), i.e. row % 8, (row / 2) % 4, (row / 4) % 2."""
+    return {0: 0, 32: (row >> 2) & 1, 64: (row >> 1) & 3, 128: row & 7}[swizzle]
+
+
+def box_offset(swizzle: int, elem_bytes: int, box_cols: int, row: int, col: int) -> int:
+    """Element offset, from the box's shared-memory start, where a TMA load puts element
+    (row, col) of a box `box_cols` wide: rows are packed, 16-byte chunks permuted by the swizzle."""
+    epc = 16 // elem_bytes
+    return row * box_cols + ((col // epc) ^ _box_swizzle_chunk(swizzle, row)) * epc + col % epc
+
+
+def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:
+    """How TMA fills a [rows][cols] shared tile laid out by tc::swizzle_offset_sm90 (the layout the
+    wgmma descriptors read): (swizzle bytes, [(smem element offset, row0, col0, box_rows,
+    box_cols), ...]).  Rows of 16/32/64/128 bytes: the tile is whole boxes of up to 256 rows with
+    the matching swizzle.  Longer rows (a multiple of 128 bytes) are stored as 8-row x 128-byte
+    atoms, row group after row group, so each atom is its own 8 x (128 / elem_bytes) box."""
+    rb = cols * elem_bytes
+    if rb in (16, 32, 64, 128):
+        swizzle = 0 if rb == 16 else rb
+        return swizzle, [(r0 * cols, r0, 0, min(256, rows - r0), cols) for r0 in range(0, rows, 256)]
+    if rb % 128 or rows % 8:
+        raise ValueError(f"TMA: a [{rows}][{cols}] tile of {elem_bytes}-byte elements has no TMA box plan "
+                         f"(rows of {rb} bytes: need 16/32/64/128 or a multiple of 128 with rows % 8 == 0)")
+    w = 128 // elem_bytes
+    return 128, [(g * 8 * cols + p * 8 * w, g * 8, p * w, 8, w)
+                 for g in range(rows // 8) for p in range(cols // w)]
