@@ -234,14 +234,14 @@ def g_gemm(rows):
                                   flops=2 * s ** 3, ref_name="cuBLAS"))
             if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path, side by side
                 import tilecraft as tl
-                for cfg, async_ in [(c_, False) for c_ in WGMMA_CONFIGS] + [(c_, True) for c_ in WGMMA_CONFIGS]:
-                    def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype, async_=async_):
+                for cfg, kind in [(c_, k_) for k_ in ("wgmma", "wgmma-async", "wgmma-tma") for c_ in WGMMA_CONFIGS]:
+                    def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype, kind=kind):
                         k = tl.compile(K.matmul.fn(s, s, s, dtype=dtype, **cfg), out_idx=[-1],
                                        target={"kind": "cuda", "arch": "sm_90a"},
-                                       pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": async_})
+                                       pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": kind != "wgmma",
+                                                     "tc.use_tma": kind == "wgmma-tma"})
                         c.fill_(float("nan"))
                         return (lambda: k(a, b, c)), c
-                    kind = "wgmma-async" if async_ else "wgmma"
                     group.append(case(rows, f"gemm {short} {kind} {_cfg_name(cfg)}", f"{s}^3", build,
                                       lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
                                       flops=2 * s ** 3, ref_name="cuBLAS"))

@@ -261,3 +261,44 @@ def test_staged_tiles_are_addressed_as_stage_offset_plus_swizzle():
     loop = _main_loop(k.get_kernel_source())
     assert re.search(r"\(\(\(ko \+ 2\) % 3\) \* 8192\) \+ tc::swizzle_offset<64, 2>\(", loop), loop
     assert "tc::swizzle_offset<64, 2>(((((ko + 2) % 3) * 128)" not in loop
+
+
+TMA_CONFIGS = {"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.use_tma": True}
+
+
+@needs_sass
+@pytest.mark.parametrize("cfg", [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+                                 dict(block_M=64, block_N=128, block_K=32, num_stages=2, threads=128)])
+def test_tma_main_loop_when_asked_for(cfg):
+    """`tc.use_tma` with the async wgmma loop: no cp.async left, one TMA instruction per box
+    (A: one box; B [bk][bn] halves: one 8 x 64 box per 1 KB swizzle atom), every thread waits on
+    the stage's mbarrier, and the launcher gets one tensor map per operand.  (Numerics:
+    tests/gpu/test_wgmma_gpu.py, mode "tma".)"""
+    from tilecraft.layout.tma import sm90_tile_boxes
+    k = tilelang.compile(gemm.matmul.fn(1024, 1024, 1024, **cfg), out_idx=[-1],
+                         target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=TMA_CONFIGS)
+    sass, src, meta = k.get_sass(), k.get_kernel_source(), k.artifact.meta
+    boxes = (len(sm90_tile_boxes(cfg["block_M"], cfg["block_K"], 2)[1])
+             + len(sm90_tile_boxes(cfg["block_K"], cfg["block_N"], 2)[1]))
+    assert "LDGSTS" not in sass and "HGMMA.64x" in sass
+    n = sass.count("UTMALDG.2D")  # prologue S-1 tiles + the loop's (ptxas may unroll that)
+    assert n % boxes == 0 and n >= boxes * cfg["num_stages"], (n, boxes)
+    assert "tc::mbar_wait_parity" in _main_loop_tma(src) and "fence_proxy_async" not in _main_loop_tma(src)
+    assert meta["param_kinds"][-2:] == ["tma_desc", "tma_desc"] and [t["param"] for t in meta["tma"]] == [0, 1]
+    from tilecraft.compiler.sass import resource_usage
+    assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
+
+
+def _main_loop_tma(src: str) -> str:
+    return src[src.index("for (int ko"):src.index("tc::wgmma_drain")]
+
+
+@pytest.mark.parametrize("k_dim, why", [("dynamic", "a dynamic K has no static tensor map"),
+                                         (100, "rows of 200 bytes are not a multiple of 16")])
+def test_tma_falls_back_to_cp_async_where_it_cannot_load(k_dim, why):
+    import tilecraft.language as T
+    K = T.dynamic("k") if k_dim == "dynamic" else k_dim
+    k = tilelang.compile(gemm.matmul.fn(256, 256, K, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                         out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=TMA_CONFIGS)
+    assert "tma" not in k.artifact.meta and "tc::cp_async" in k.get_kernel_source(), why

@@ -172,6 +172,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     d.line("")
     params = [f"{p.type_name(b.dtype)}* __restrict__ {b.name}" for b in func.params]
     params += [f"int {s.name}" for s in func.symbols]
+    tma = list(func.attr("tma_descs", []))  # tensor maps, passed by value (device/include/tilecraft/tma.h)
+    params += [f"const __grid_constant__ tc::TmaDesc tc_tma_desc_{i}" for i in range(len(tma))]
     d.line(f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)}) {{')
     d.indent()
     d.line(f"extern __shared__ __align__({1024 if hopper else 128}) unsigned char tc_smem[];")
@@ -179,6 +181,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     d.line(f"const int tc_tid = threadIdx.x + threadIdx.y * {tx} + threadIdx.z * {tx * ty};")
     for v, c in zip(k.thread_vars, "xyz"):
         d.line(f"const int {v.name} = threadIdx.{c}; (void){v.name};")
+    for i in range(len(tma)):
+        d.line(f"const tc::TmaDesc* tc_tma_{i} = &tc_tma_desc_{i};")
     p.nonneg.add(E.Var("tc_tid"))
     grid = [p.expr(g) for g in k.grid]
     swz = [a for a in collect(k.body, lambda n: type(n).__name__ == "Annotate" and n.key == "use_swizzle")]
@@ -201,7 +205,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     grid_meta = [_grid_expr(g) for g in k.grid] + [1] * (3 - len(k.grid))
     meta = {"kernel_name": name, "grid": grid_meta, "block": list(k.threads),
             "smem_bytes": int(func.attr("smem_bytes", 0)),
-            "param_kinds": ["ptr"] * len(func.params) + ["int32"] * len(func.symbols)}
+            "param_kinds": ["ptr"] * len(func.params) + ["int32"] * len(func.symbols) + ["tma_desc"] * len(tma)}
+    if tma:
+        meta["tma"] = tma
     return d.text(), meta
 
 

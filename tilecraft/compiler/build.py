@@ -32,6 +32,8 @@ KNOWN_PASS_CONFIGS = {
     "tc.mbarrier_pipeline",
     # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in, with tc.use_wgmma).
     "tc.wgmma_async",
+    # tilecraft's own: that loop loads its tiles with TMA (opt-in, with tc.wgmma_async; not yet run on a GPU).
+    "tc.use_tma",
 }
 
 

@@ -54,6 +54,9 @@ class Gemm(TileOp):
     pipeline_hook: object = None
     # wgmma groups left in flight when the gemm returns (a pipelined wgmma main loop: 1)
     async_groups: int = 0
+    # A/B were filled by TMA and every thread has waited on their mbarrier: no proxy fence and no
+    # barrier needed before the wgmmas (transform/pipeline_copies.py, the TMA loop form)
+    tma_fed: bool = False
 
     @property
     def mnk(self) -> tuple:

@@ -79,10 +79,17 @@ class CudaLauncher:
         if kinds is None:
             kinds = ["ptr"] * self.nparams + ["int32"] * len(self.symbols)
         self.param_kinds = tuple(kinds)
+        # tensor maps the kernel takes after its symbols (a TMA main loop): built per call from
+        # the tensors they describe (runtime/tma.py), cached by address, shape and strides
+        self._tma = [dict(t) for t in meta.get("tma", [])]
+        self._tma_cache: dict = {}
+        self._param_names = [getattr(p, "name", f"#{i}") for i, p in enumerate(params)]
         n_ptr = sum(1 for k in self.param_kinds if k in ("ptr", "pointer", "handle"))
-        if n_ptr != self.nparams or len(self.param_kinds) != self.nparams + len(self.symbols):
+        if (n_ptr != self.nparams or len(self.param_kinds) != self.nparams + len(self.symbols) + len(self._tma)
+                or any(k != "tma_desc" for k in self.param_kinds[len(self.param_kinds) - len(self._tma):])):
             raise CudaError(f"kernel '{name}': param_kinds {list(self.param_kinds)} do not match "
-                            f"{self.nparams} tensor parameter(s) followed by symbols {self.symbols}")
+                            f"{self.nparams} tensor parameter(s) followed by symbols {self.symbols}"
+                            + (f" and {len(self._tma)} tensor map(s)" if self._tma else ""))
         self.block = _check_block(meta.get("block", (1, 1, 1)), name)
         self.smem = int(meta.get("smem_bytes", 0) or 0)
         if self.smem < 0:
@@ -184,6 +191,8 @@ class CudaLauncher:
         values = [t.data_ptr() for t in tensors]
         if self._symbol_values is not None:
             values += self._symbol_args(symbols)
+        if self._tma:
+            values += self._tma_args(tensors)
         if stream is None:
             stream = self._stream_of(device)
         elif type(stream) is not int:
@@ -196,6 +205,25 @@ class CudaLauncher:
             (err,) = entry.launch(entry.handle, *grid, *self.block, self.smem, stream, entry.address, 0)
         if err:
             entry.launch_failed(err, grid, self.block, self.smem, stream, values)
+
+    def _tma_args(self, tensors) -> list:
+        out = []
+        for spec in self._tma:
+            t = tensors[spec["param"]]
+            key = (spec["param"], t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+            desc = self._tma_cache.get(key)
+            if desc is None:
+                from .tma import tma_desc_2d
+                try:
+                    desc = tma_desc_2d(t, tuple(spec["box"]), spec["swizzle"])
+                except ValueError as e:
+                    raise CudaError(f"kernel '{self.name}': parameter {self._param_names[spec['param']]} cannot be "
+                                    f"loaded by TMA: {e} (compile without pass_configs tc.use_tma)") from None
+                if len(self._tma_cache) > 64:
+                    self._tma_cache.clear()
+                self._tma_cache[key] = desc
+            out.append(desc)
+        return out
 
     def _symbol_args(self, symbols) -> tuple:
         try:

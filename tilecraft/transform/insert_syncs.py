@@ -24,7 +24,7 @@ def _access(stmt) -> tuple[set, set]:
     for c in collect(stmt, lambda n: isinstance(n, Evaluate)):
         op = getattr(c.value, "op", "")
         args = getattr(c.value, "args", ())
-        if "_pipelined" in op:
+        if "_pipelined" in op or op.startswith("tc::tma_"):
             skip |= {id(a) for a in args}
         elif op.startswith(_WRITERS) and args and isinstance(args[0], Ref):
             if args[0].buffer.scope == "shared":

@@ -36,6 +36,20 @@ one wgmma group in flight across iterations instead (checked on the H200: 0.81-0
     wait for the last wgmma group (tc::wgmma_drain; loop and drain under `if (n > 0)` when n may
     be 0), then for all copies
 
+With `pass_configs={"tc.use_tma": True}` as well, and every producer a whole 2-D tile of a 2-D
+tensor with static shape and 16-byte rows (NOT YET RUN ON HARDWARE), thread 0 loads each tile with
+TMA boxes (layout/tma.py) instead, counted against a per-stage mbarrier, and every thread waits
+on that mbarrier instead of cp.async groups and a barrier:
+
+    for ko in range(n):
+        wait for full[ko % S] (parity (ko / S) % 2)
+        issue tile ko's wgmmas, commit; wait until only they are in flight
+        barrier                                       (every warpgroup retired tile ko-1)
+        thread 0: expect the bytes of tile ko+S-1 on full[(ko-1) % S], issue its TMA boxes
+
+The kernel gets one tensor-map parameter per such copy (func attr "tma_descs"; the launcher
+builds the maps from the tensors at each call, runtime/tma.py).
+
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
 """
@@ -47,6 +61,7 @@ from ..errors import TilecraftError
 from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
                   Seq, Store, Sync, Var, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir.func import PrimFunc
+from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
 
@@ -109,6 +124,8 @@ class _Pipeline(Mutator):
         self.plans, self.layouts = plans, layouts
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
+        self.use_tma = configs.get("tc.use_tma")
+        self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
         self.swizzled = swizzled
         self.hopper = hopper
@@ -151,14 +168,16 @@ class _Pipeline(Mutator):
             return seq(*cps)
         rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
-        loop = _Loop(f, stages, issue, rest, compute)
-        return getattr(self, f"_{self._form(rest)}")(loop)
+        loop = _Loop(f, stages, issue, rest, compute, producers, staged)
+        return getattr(self, f"_{self._form(rest, producers)}")(loop)
 
     # ---- the loop forms (module docstring) ------------------------------------------------------
-    def _form(self, rest) -> str:
+    def _form(self, rest, producers) -> str:
         g = rest[0] if len(rest) == 1 and isinstance(rest[0], Gemm) else None
         plan = self.plans.get(g) if g is not None else None
         if self.wgmma_async and isinstance(plan, tuple) and plan[0] == "wgmma":
+            if self.use_tma and all(self._tma_plan(c) is not None for c in producers):
+                return "wgmma_tma"
             return "wgmma_async"
         mma_ss = (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
                   and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
@@ -198,6 +217,54 @@ class _Pipeline(Mutator):
             main = If(binary("<", const(0), lp.n), main)
         return seq(*lp.prologue(), main, _call("tc::cp_async_wait_all"), Sync())
 
+    def _tma_plan(self, c: Copy):
+        """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
+        src, b, d = c.src, c.src.buffer, c.dst.buffer
+        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape) or d not in self.hopper
+                or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[1] * b.dtype.bytes) % 16
+                or tuple(src.extents) != tuple(d.shape)):
+            return None
+        try:
+            return sm90_tile_boxes(d.shape[0], d.shape[1], d.dtype.bytes)
+        except ValueError:
+            return None
+
+    def _wgmma_tma(self, lp):
+        S, ko = lp.stages, lp.ko
+        bar = Buffer("tc_tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
+        tid0 = binary("==", Var("tc_tid"), 0)
+        loads = []
+        for c in lp.producers:
+            swizzle, boxes = self._tma_plan(c)
+            desc = Var(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
+            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))
+            loads.append((c, boxes, desc))
+        nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
+
+        def issue(t):
+            stage = binary("%", t, S)
+            full = Ref(bar, (stage,))
+            calls = [_call("tc::tma_expect", full, const(nbytes))]
+            for c, boxes, desc in loads:
+                row0, col0 = substitute(c.src, {ko: t}).starts
+                base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
+                calls += [_call("tc::tma_load_tile", base, const(off), desc, full, binary("+", col0, c0),
+                                binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
+            return If(tid0, seq(*calls))
+        g = lp.gemm(async_groups=1, tma_fed=True)
+        wait = _call("tc::mbar_wait_parity", Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
+        body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), issue(lp.nxt)))
+        drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
+        main = seq(lp.loop(body), drain)
+        if not _static_ge(lp.n, 1):  # as in _wgmma_async
+            main = If(binary("<", const(0), lp.n), main)
+        bars = [Ref(bar, (const(s),)) for s in range(S)]
+        head = [Alloc(bar), If(tid0, seq(*[_call("tc::mbar_init", r, const(1)) for r in bars])), Sync()]
+        prologue = [issue(const(s)) if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), issue(const(s)))
+                    for s in range(S - 1)]
+        tail = [Sync(), If(tid0, seq(*[_call("tc::mbar_inval", r) for r in bars])), Sync()]
+        return seq(*head, *prologue, main, *tail)
+
     def visit_Alloc(self, a):
         return a
 
@@ -205,8 +272,9 @@ class _Pipeline(Mutator):
 class _Loop:
     """One T.Pipelined loop being rewritten: its parts and the pieces every form is built from."""
 
-    def __init__(self, f: For, stages: int, issue, rest, compute):
+    def __init__(self, f: For, stages: int, issue, rest, compute, producers, staged):
         self.f, self.stages, self.issue, self.rest, self.compute = f, stages, issue, rest, compute
+        self.producers, self.staged = producers, staged  # the copies, and old tile -> staged tile
         self.n, self.ko = f.extent, f.var
         self.nxt = binary("+", self.ko, stages - 1)
         self.wait = _call(f"tc::cp_async_wait<{stages - 2}>")
@@ -270,5 +338,10 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     for old, new in _Restage.renamed.items():
         if old in plans:
             plans[new] = plans[old]
-    return (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
-            .with_attr("gemm_plans", plans))
+    out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
+           .with_attr("gemm_plans", plans))
+    if p.tma_descs:
+        index = {id(b): i for i, b in enumerate(func.params)}
+        out = out.with_attr("tma_descs", [{"param": index[id(b)], "box": list(box), "swizzle": sw}
+                                          for b, box, sw in p.tma_descs])
+    return out

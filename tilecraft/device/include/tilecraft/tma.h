@@ -49,6 +49,11 @@ TC_DEVICE void mbar_init(uint64_t* bar, int count) {
 #endif
 }
 
+// Invalidate an mbarrier so its bytes may be reused (one thread, after everyone is done with it).
+TC_DEVICE void mbar_inval(uint64_t* bar) {
+  asm volatile("mbarrier.inval.shared.b64 [%0];\n" ::"r"(detail::mbar_addr(bar)) : "memory");
+}
+
 // Wait until the phase with parity `parity` of `bar` has completed.
 TC_DEVICE void mbar_wait_parity(uint64_t* bar, int parity) { detail::mbar_wait(detail::mbar_addr(bar), parity); }
 
@@ -74,6 +79,12 @@ TC_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, uint64_t* bar, int co
       ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(desc)),
         "r"(col), "r"(row), "r"(detail::mbar_addr(bar))
       : "memory");
+}
+
+// tma_load_2d into `base + offset` elements (a box of a tile, layout/tma.py::sm90_tile_boxes).
+template <class T>
+TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t* bar, int col, int row) {
+  tma_load_2d(base + offset, desc, bar, col, row);
 }
 
 #endif  // __CUDA_ARCH__ >= 900
