@@ -50,3 +50,24 @@ def test_bad_metadata_is_reported():
         _launcher("", "k", 1, [], [1, 1], [32, 1, 1])
     with pytest.raises(SyntaxError):
         _launcher("", "k", 1, ["n"], ["(n +", 1, 1], [32, 1, 1], kinds=["ptr", "int32"])
+
+
+def _tma_launcher():
+    meta = {"kernel_name": "mm", "grid": [4, 4, 1], "block": [256, 1, 1], "smem_bytes": 0,
+            "param_kinds": ["ptr", "ptr", "ptr", "tma_desc"], "tma": [{"param": 1, "box": [8, 64], "swizzle": 128}]}
+    artifact = Artifact(Target("cuda", "sm_90a"), "", meta, binary=b"")
+    params = [SimpleNamespace(name=n) for n in ("A", "B", "C")]
+    return CudaLauncher(artifact, SimpleNamespace(name="matmul"), params, [])
+
+
+def test_tensor_map_parameters_are_checked_and_explained():
+    """A TMA kernel takes its tensor maps after the symbols; a tensor TMA cannot load (here: an
+    address off 16 bytes, as a sliced view would have) fails naming the kernel and the parameter."""
+    la = _tma_launcher()
+    assert la.param_kinds[-1] == "tma_desc"
+    view = SimpleNamespace(data_ptr=lambda: 0x1008, shape=(64, 128), dtype="torch.float16", element_size=lambda: 2,
+                           dim=lambda: 2, stride=lambda *d: (128, 1)[d[0]] if d else (128, 1))
+    with pytest.raises(CudaError, match=r"kernel 'matmul': parameter B cannot be loaded by TMA: .*16-byte aligned"):
+        la._tma_args([None, view, None])
+    with pytest.raises(CudaError, match="do not match 3 tensor parameter"):  # a map with no 'tma' entry
+        _launcher("", "mm", 3, [], [1, 1, 1], [32, 1, 1], kinds=["ptr", "ptr", "ptr", "tma_desc"])
