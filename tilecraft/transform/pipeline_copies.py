@@ -209,13 +209,15 @@ class _Pipeline(Mutator):
     def _wgmma_async(self, lp):
         g = lp.gemm(async_groups=1)
         body = seq(lp.wait, g, Sync(), lp.issue_next(), _call("tc::cp_async_commit"))
+        return seq(*lp.prologue(), self._drained(lp, body, g), _call("tc::cp_async_wait_all"), Sync())
+
+    def _drained(self, lp, body, g):
+        """The loop, then the wait for its last wgmma group.  A loop that may run zero times would
+        reach the drain with accumulators no wgmma wrote, and ptxas then serialises every wgmma
+        in the loop (C7515): such a loop and its drain go under `if (n > 0)`."""
         drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
         main = seq(lp.loop(body), drain)
-        if not _static_ge(lp.n, 1):
-            # a loop that may run zero times reaches the drain with accumulators no wgmma wrote;
-            # ptxas then serialises every wgmma in the loop (C7515): drain only after a real trip
-            main = If(binary("<", const(0), lp.n), main)
-        return seq(*lp.prologue(), main, _call("tc::cp_async_wait_all"), Sync())
+        return main if _static_ge(lp.n, 1) else If(binary("<", const(0), lp.n), main)
 
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
@@ -254,16 +256,12 @@ class _Pipeline(Mutator):
         g = lp.gemm(async_groups=1, tma_fed=True)
         wait = _call("tc::mbar_wait_parity", Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
         body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), issue(lp.nxt)))
-        drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
-        main = seq(lp.loop(body), drain)
-        if not _static_ge(lp.n, 1):  # as in _wgmma_async
-            main = If(binary("<", const(0), lp.n), main)
         bars = [Ref(bar, (const(s),)) for s in range(S)]
         head = [Alloc(bar), If(tid0, seq(*[_call("tc::mbar_init", r, const(1)) for r in bars])), Sync()]
         prologue = [issue(const(s)) if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), issue(const(s)))
                     for s in range(S - 1)]
         tail = [Sync(), If(tid0, seq(*[_call("tc::mbar_inval", r) for r in bars])), Sync()]
-        return seq(*head, *prologue, main, *tail)
+        return seq(*head, *prologue, self._drained(lp, body, g), *tail)
 
     def visit_Alloc(self, a):
         return a
