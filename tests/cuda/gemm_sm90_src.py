@@ -250,3 +250,74 @@ def issued_instructions(c: Sm90Case):
                 for n0, np_ in zip(range(0, c.N, 256), c.n_pieces):
                     b = db.bits(operand_offset(Lb, eb, c.trans_b, n0, 16 * kk))
                     yield g, kk, mi, n0, np_, a, b
+
+
+# ---- tc::gemm_rs_sm90 (A from registers) -------------------------------------------------------
+
+# (M, N, K, WG, trans_b values): one and two warpgroups, MI = 2, B in panels, N pieces
+RS_SHAPES = [
+    (128, 128, 64, 2, (False, True)),   # FlashAttention's P @ V shape with block_M = 128, D = 128
+    (64, 64, 64, 1, (False, True)),
+    (128, 64, 32, 1, (False,)),         # MI = 2
+    (64, 256, 16, 1, (False,)),         # B [16][256] in 4 panels
+    (64, 320, 32, 1, (True,)),          # two instructions per k step
+]
+
+
+def rs_cases():
+    return [Sm90Case(M, N, K, WG, False, tb, dt) for dt in ("f16", "bf16")
+            for (M, N, K, WG, tbs) in RS_SHAPES for tb in tbs]
+
+
+def rs_name(c: Sm90Case) -> str:
+    return c.name.replace("gemm_sm90_", "gemm_rs_sm90_")
+
+
+def rs_kernel_source(case: Sm90Case) -> str:
+    """extern "C" rs_name(case)(const T* A [M][K], const T* B (stored), float* C [M][N], int* info):
+    A goes to registers in the documented layout, B to swizzled shared memory; C += A @ op(B)."""
+    c = case
+    T = CTYPE[c.dtype]
+    br, bc = c.b_stored
+    nt = c.threads
+    nk = c.K // 8
+    return f"""extern "C" __global__ void __launch_bounds__({nt}) {rs_name(c)}(const {T}* __restrict__ gA,
+    const {T}* __restrict__ gB, float* __restrict__ gC, int* __restrict__ info) {{
+  __shared__ __align__(1024) {T} Bs[{br * bc}];
+  for (int i = threadIdx.x; i < {br * bc}; i += {nt})
+    Bs[tc::swizzle_offset_sm90<{bc}, 2>(i / {bc}, i % {bc})] = gB[i];
+  tc::fence_proxy_async_shared();
+  __syncthreads();
+  if (threadIdx.x == 0) info[0] = info[1] = static_cast<int>(tc::smem_addr(Bs) % 1024u);
+  const int lane = threadIdx.x % 32, w = (threadIdx.x / 32) % 4, g = threadIdx.x / 128;
+  {T} a[{c.MI * c.K // 2}];
+  float acc[{c.n_acc}];
+#pragma unroll
+  for (int mi = 0; mi < {c.MI}; ++mi)
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {{
+    const int row = g * {c.M // c.WG} + 64 * mi + 16 * w + 8 * h + lane / 4;
+#pragma unroll
+    for (int k8 = 0; k8 < {nk}; ++k8) a[e + 2 * h + 4 * (k8 + {nk} * mi)] = gA[row * {c.K} + 8 * k8 + 2 * (lane % 4) + e];
+#pragma unroll
+    for (int ni = 0; ni < {c.N // 8}; ++ni) acc[e + 2 * h + 4 * (ni + {c.N // 8} * mi)] = gC[row * {c.N} + 8 * ni + 2 * (lane % 4) + e];
+  }}
+  tc::gemm_rs_sm90<{c.M}, {c.N}, {c.K}, {c.WG}, {str(c.trans_b).lower()}, {T}>(a, Bs, acc);
+#pragma unroll
+  for (int mi = 0; mi < {c.MI}; ++mi)
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {{
+    const int row = g * {c.M // c.WG} + 64 * mi + 16 * w + 8 * h + lane / 4;
+#pragma unroll
+    for (int ni = 0; ni < {c.N // 8}; ++ni) gC[row * {c.N} + 8 * ni + 2 * (lane % 4) + e] = acc[e + 2 * h + 4 * (ni + {c.N // 8} * mi)];
+  }}
+}}
+"""
+
+
+def rs_module_source(cases) -> str:
+    return "#include <tilecraft/tilecraft.h>\n\n" + "\n".join(rs_kernel_source(c) for c in cases)

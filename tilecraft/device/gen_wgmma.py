@@ -23,6 +23,9 @@ _PREAMBLE = """\
 // tc::detail::WgmmaSS<N>::run<BF16, TNSP_A, TNSP_B>(d, desc_a, desc_b) issues one
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}
 //       {d[0..N/2)}, desc_a, desc_b, 1 (scale-d: D = A*B + D), 1, 1, TNSP_A, TNSP_B;
+// tc::detail::WgmmaRS<N>::run<BF16, TNSP_B>(d, a, desc_b) the same with A from registers: a[0..4)
+// hold this thread's piece of the 64x16 A tile (per warp, the mma.sync m16n8k16 A fragment of the
+// warp's 16 rows), so there is no imm-trans-a.
 // for the warpgroup: A (64x16) and B (16xN) from shared memory through 64-bit matrix descriptors
 // (see gemm_sm90.h), D (64xN, f32) in d[0..N/2) of each of the 128 threads in the m64nNk16
 // accumulator layout (gemm_sm90.h documents it).  TNSP_A / TNSP_B are wgmma's imm-trans-a/-b:
@@ -53,15 +56,27 @@ namespace detail {
 #define TC_WGMMA_BOTH(NN, REGS, TAIL, ...)                                                 \\
   if constexpr (BF16) TC_WGMMA(NN, "bf16", REGS, TAIL, __VA_ARGS__);                        \\
   else TC_WGMMA(NN, "f16", REGS, TAIL, __VA_ARGS__)
+#define TC_WGMMA_RS(NN, TY, REGS, TAIL, ...)                                               \\
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32." TY "." TY " {" REGS "}, " \\
+               TAIL ";\\n"                                                                  \\
+               : __VA_ARGS__                                                                \\
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TNSP_B))
+#define TC_WGMMA_RS_BOTH(NN, REGS, TAIL, ...)                                              \\
+  if constexpr (BF16) TC_WGMMA_RS(NN, "bf16", REGS, TAIL, __VA_ARGS__);                     \\
+  else TC_WGMMA_RS(NN, "f16", REGS, TAIL, __VA_ARGS__)
 #define TC_WG_D(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 @REG_MACROS@
 template <int N>
 struct WgmmaSS;
+template <int N>
+struct WgmmaRS;
 """
 
 _POSTAMBLE = """
 #undef TC_WGMMA
 #undef TC_WGMMA_BOTH
+#undef TC_WGMMA_RS
+#undef TC_WGMMA_RS_BOTH
 #undef TC_WG_D
 @REG_UNDEFS@
 }  // namespace detail
@@ -76,10 +91,16 @@ def _shape(n: int) -> str:
     regs = ' ", " '.join(f"TC_WG_R{i}" for i in range(0, nd, 4))
     ops = ", ".join(f"TC_WG_D({i})" for i in range(0, nd, 4))
     tail = f'"%{nd}, %{nd + 1}, 1, 1, 1, %{nd + 2}, %{nd + 3}"'
+    rs_tail = f'"{{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, %{nd + 4}, 1, 1, 1, %{nd + 5}"'
     return (f"\ntemplate <>\nstruct WgmmaSS<{n}> {{\n"
             "  template <bool BF16, int TNSP_A, int TNSP_B>\n"
             "  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {\n"
             f"    TC_WGMMA_BOTH({n}, {regs}, {tail}, {ops});\n"
+            "  }\n};\n"
+            f"\ntemplate <>\nstruct WgmmaRS<{n}> {{\n"
+            "  template <bool BF16, int TNSP_B>\n"
+            "  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {\n"
+            f"    TC_WGMMA_RS_BOTH({n}, {regs}, {rs_tail}, {ops});\n"
             "  }\n};\n")
 
 

@@ -200,6 +200,14 @@ TC_DEVICE void wgmma_n_pieces(float* C, uint64_t da, uint64_t db, int k0) {
   if constexpr (N0 + NP < N) wgmma_n_pieces<N, N0 + NP, BF16, TRANS_A, TRANS_B, BOp>(C, da, db, k0);
 }
 
+// As wgmma_n_pieces with A from registers (a: this thread's 4 registers of the m64k16 A tile).
+template <int N, int N0, bool BF16, bool TRANS_B, class BOp>
+TC_DEVICE void wgmma_rs_n_pieces(float* C, const uint32_t* a, uint64_t db, int k0) {
+  constexpr int NP = Sm90NPieces<N, N0>::NP;
+  WgmmaRS<NP>::template run<BF16, TRANS_B ? 0 : 1>(C + N0 / 2, a, db + static_cast<uint64_t>(BOp::offset(N0, k0) >> 4));
+  if constexpr (N0 + NP < N) wgmma_rs_n_pieces<N, N0 + NP, BF16, TRANS_B, BOp>(C, a, db, k0);
+}
+
 #endif  // sm_90a
 
 template <class T> struct DependentFalse { static constexpr bool value = false; };
@@ -274,6 +282,57 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 #endif
 #endif  // __CUDA_ARCH__ (the host pass of nvcc sees an empty body)
   (void)A; (void)B; (void)C; (void)MI; (void)KS;
+}
+
+// As gemm_ss_sm90 (synchronous), with A from registers (NOT YET RUN ON HARDWARE): A_regs is this
+// thread's piece of its warpgroup's [M/WG][K] rows of A in the accumulator layout above with N -> K,
+//     slot s = e + 2*h + 4*(nk + (K/8)*mi)  holds  A[g*M/WG + 64*mi + 16*w + 8*h + lane/4][8*nk + 2*(lane%4) + e]
+// (FlashAttention's P = softmax(S) converted to T, straight from the S accumulator of a
+// gemm_ss_sm90).  wgmma takes A as 4 registers per thread per k16 step: per warp the mma.sync
+// m16n8k16 A fragment of its 16 rows, {pack(nk=2kk, h=0), pack(2kk, 1), pack(2kk+1, 0),
+// pack(2kk+1, 1)} as in tc::gemm_rs.  B: as in gemm_ss_sm90.
+template <int M, int N, int K, int WG, bool TRANS_B, class T>
+TC_DEVICE void gemm_rs_sm90(const T* A_regs, const T* B, float* C) {
+  static_assert(detail::CheckElem<T>::ok, "");
+  static_assert(WG >= 1 && M % (64 * WG) == 0, "tc::gemm_rs_sm90: M must be a multiple of 64*WG");
+  static_assert(N % 8 == 0, "tc::gemm_rs_sm90: N must be a multiple of 8 (wgmma n)");
+  static_assert(K % 16 == 0, "tc::gemm_rs_sm90: K must be a multiple of 16 (wgmma k16 steps)");
+  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B>;
+  static_assert(BOp::OK, "tc::gemm_rs_sm90: B's stored row must be 8 (N only), 16, 32, 64 or a multiple of 64 halves");
+  constexpr int MI = M / WG / 64, KS = K / 16, NK = K / 8;
+#if defined(__CUDA_ARCH__)
+#if defined(TC_HAS_WGMMA)
+  constexpr bool BF16 = detail::IsSame<T, bfloat16_t>::value;
+  const uint64_t db = BOp::desc(smem_addr(B));
+  uint32_t a[MI][KS][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const T* p = A_regs + 4 * (2 * kk + NK * mi);
+      a[mi][kk][0] = detail::MmaOp<T>::pack(p[0], p[1]);
+      a[mi][kk][1] = detail::MmaOp<T>::pack(p[2], p[3]);
+      a[mi][kk][2] = detail::MmaOp<T>::pack(p[4], p[5]);
+      a[mi][kk][3] = detail::MmaOp<T>::pack(p[6], p[7]);
+    }
+  }
+  detail::wgmma_fence_operands<MI * N / 2>(C);
+  detail::wgmma_fence();  // orders the register writes of C and of the A fragments before the wgmmas
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      detail::wgmma_rs_n_pieces<N, 0, BF16, TRANS_B, BOp>(C + mi * (N / 2), a[mi][kk], db, 16 * kk);
+  }
+  detail::wgmma_commit_group();
+  detail::wgmma_wait_group<0>();
+  detail::wgmma_fence_operands<MI * N / 2>(C);
+#else
+  static_assert(detail::DependentFalse<T>::value,
+                "tc::gemm_rs_sm90 needs sm_90a (wgmma): compile with --gpu-architecture=sm_90a, without TC_NO_WGMMA");
+#endif
+#endif
+  (void)A_regs; (void)B; (void)C; (void)MI; (void)KS; (void)NK;
 }
 
 // After a loop of gemm_ss_sm90<..., PENDING = 1> calls: wait for the last wgmma group, then C

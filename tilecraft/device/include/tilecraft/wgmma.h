@@ -3,6 +3,9 @@
 // tc::detail::WgmmaSS<N>::run<BF16, TNSP_A, TNSP_B>(d, desc_a, desc_b) issues one
 //   wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}
 //       {d[0..N/2)}, desc_a, desc_b, 1 (scale-d: D = A*B + D), 1, 1, TNSP_A, TNSP_B;
+// tc::detail::WgmmaRS<N>::run<BF16, TNSP_B>(d, a, desc_b) the same with A from registers: a[0..4)
+// hold this thread's piece of the 64x16 A tile (per warp, the mma.sync m16n8k16 A fragment of the
+// warp's 16 rows), so there is no imm-trans-a.
 // for the warpgroup: A (64x16) and B (16xN) from shared memory through 64-bit matrix descriptors
 // (see gemm_sm90.h), D (64xN, f32) in d[0..N/2) of each of the 128 threads in the m64nNk16
 // accumulator layout (gemm_sm90.h documents it).  TNSP_A / TNSP_B are wgmma's imm-trans-a/-b:
@@ -33,6 +36,14 @@ namespace detail {
 #define TC_WGMMA_BOTH(NN, REGS, TAIL, ...)                                                 \
   if constexpr (BF16) TC_WGMMA(NN, "bf16", REGS, TAIL, __VA_ARGS__);                        \
   else TC_WGMMA(NN, "f16", REGS, TAIL, __VA_ARGS__)
+#define TC_WGMMA_RS(NN, TY, REGS, TAIL, ...)                                               \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32." TY "." TY " {" REGS "}, " \
+               TAIL ";\n"                                                                  \
+               : __VA_ARGS__                                                                \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TNSP_B))
+#define TC_WGMMA_RS_BOTH(NN, REGS, TAIL, ...)                                              \
+  if constexpr (BF16) TC_WGMMA_RS(NN, "bf16", REGS, TAIL, __VA_ARGS__);                     \
+  else TC_WGMMA_RS(NN, "f16", REGS, TAIL, __VA_ARGS__)
 #define TC_WG_D(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define TC_WG_R0 "%0, %1, %2, %3"
 #define TC_WG_R4 "%4, %5, %6, %7"
@@ -68,12 +79,22 @@ namespace detail {
 #define TC_WG_R124 "%124, %125, %126, %127"
 template <int N>
 struct WgmmaSS;
+template <int N>
+struct WgmmaRS;
 
 template <>
 struct WgmmaSS<8> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(8, TC_WG_R0, "%4, %5, 1, 1, 1, %6, %7", TC_WG_D(0));
+  }
+};
+
+template <>
+struct WgmmaRS<8> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(8, TC_WG_R0, "{%4, %5, %6, %7}, %8, 1, 1, 1, %9", TC_WG_D(0));
   }
 };
 
@@ -86,10 +107,26 @@ struct WgmmaSS<16> {
 };
 
 template <>
+struct WgmmaRS<16> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(16, TC_WG_R0 ", " TC_WG_R4, "{%8, %9, %10, %11}, %12, 1, 1, 1, %13", TC_WG_D(0), TC_WG_D(4));
+  }
+};
+
+template <>
 struct WgmmaSS<24> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(24, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8, "%12, %13, 1, 1, 1, %14, %15", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8));
+  }
+};
+
+template <>
+struct WgmmaRS<24> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(24, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8, "{%12, %13, %14, %15}, %16, 1, 1, 1, %17", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8));
   }
 };
 
@@ -102,10 +139,26 @@ struct WgmmaSS<32> {
 };
 
 template <>
+struct WgmmaRS<32> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(32, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12, "{%16, %17, %18, %19}, %20, 1, 1, 1, %21", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12));
+  }
+};
+
+template <>
 struct WgmmaSS<40> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(40, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16, "%20, %21, 1, 1, 1, %22, %23", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16));
+  }
+};
+
+template <>
+struct WgmmaRS<40> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(40, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16, "{%20, %21, %22, %23}, %24, 1, 1, 1, %25", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16));
   }
 };
 
@@ -118,10 +171,26 @@ struct WgmmaSS<48> {
 };
 
 template <>
+struct WgmmaRS<48> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(48, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20, "{%24, %25, %26, %27}, %28, 1, 1, 1, %29", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20));
+  }
+};
+
+template <>
 struct WgmmaSS<56> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(56, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24, "%28, %29, 1, 1, 1, %30, %31", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24));
+  }
+};
+
+template <>
+struct WgmmaRS<56> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(56, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24, "{%28, %29, %30, %31}, %32, 1, 1, 1, %33", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24));
   }
 };
 
@@ -134,10 +203,26 @@ struct WgmmaSS<64> {
 };
 
 template <>
+struct WgmmaRS<64> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(64, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28, "{%32, %33, %34, %35}, %36, 1, 1, 1, %37", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28));
+  }
+};
+
+template <>
 struct WgmmaSS<72> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(72, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32, "%36, %37, 1, 1, 1, %38, %39", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32));
+  }
+};
+
+template <>
+struct WgmmaRS<72> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(72, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32, "{%36, %37, %38, %39}, %40, 1, 1, 1, %41", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32));
   }
 };
 
@@ -150,10 +235,26 @@ struct WgmmaSS<80> {
 };
 
 template <>
+struct WgmmaRS<80> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(80, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36, "{%40, %41, %42, %43}, %44, 1, 1, 1, %45", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36));
+  }
+};
+
+template <>
 struct WgmmaSS<88> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(88, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40, "%44, %45, 1, 1, 1, %46, %47", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40));
+  }
+};
+
+template <>
+struct WgmmaRS<88> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(88, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40, "{%44, %45, %46, %47}, %48, 1, 1, 1, %49", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40));
   }
 };
 
@@ -166,10 +267,26 @@ struct WgmmaSS<96> {
 };
 
 template <>
+struct WgmmaRS<96> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(96, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44, "{%48, %49, %50, %51}, %52, 1, 1, 1, %53", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44));
+  }
+};
+
+template <>
 struct WgmmaSS<104> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(104, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48, "%52, %53, 1, 1, 1, %54, %55", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48));
+  }
+};
+
+template <>
+struct WgmmaRS<104> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(104, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48, "{%52, %53, %54, %55}, %56, 1, 1, 1, %57", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48));
   }
 };
 
@@ -182,10 +299,26 @@ struct WgmmaSS<112> {
 };
 
 template <>
+struct WgmmaRS<112> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(112, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52, "{%56, %57, %58, %59}, %60, 1, 1, 1, %61", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52));
+  }
+};
+
+template <>
 struct WgmmaSS<120> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(120, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56, "%60, %61, 1, 1, 1, %62, %63", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56));
+  }
+};
+
+template <>
+struct WgmmaRS<120> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(120, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56, "{%60, %61, %62, %63}, %64, 1, 1, 1, %65", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56));
   }
 };
 
@@ -198,10 +331,26 @@ struct WgmmaSS<128> {
 };
 
 template <>
+struct WgmmaRS<128> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(128, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60, "{%64, %65, %66, %67}, %68, 1, 1, 1, %69", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60));
+  }
+};
+
+template <>
 struct WgmmaSS<136> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(136, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64, "%68, %69, 1, 1, 1, %70, %71", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64));
+  }
+};
+
+template <>
+struct WgmmaRS<136> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(136, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64, "{%68, %69, %70, %71}, %72, 1, 1, 1, %73", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64));
   }
 };
 
@@ -214,10 +363,26 @@ struct WgmmaSS<144> {
 };
 
 template <>
+struct WgmmaRS<144> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(144, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68, "{%72, %73, %74, %75}, %76, 1, 1, 1, %77", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68));
+  }
+};
+
+template <>
 struct WgmmaSS<152> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(152, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72, "%76, %77, 1, 1, 1, %78, %79", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72));
+  }
+};
+
+template <>
+struct WgmmaRS<152> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(152, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72, "{%76, %77, %78, %79}, %80, 1, 1, 1, %81", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72));
   }
 };
 
@@ -230,10 +395,26 @@ struct WgmmaSS<160> {
 };
 
 template <>
+struct WgmmaRS<160> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(160, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76, "{%80, %81, %82, %83}, %84, 1, 1, 1, %85", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76));
+  }
+};
+
+template <>
 struct WgmmaSS<168> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(168, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80, "%84, %85, 1, 1, 1, %86, %87", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80));
+  }
+};
+
+template <>
+struct WgmmaRS<168> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(168, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80, "{%84, %85, %86, %87}, %88, 1, 1, 1, %89", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80));
   }
 };
 
@@ -246,10 +427,26 @@ struct WgmmaSS<176> {
 };
 
 template <>
+struct WgmmaRS<176> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(176, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84, "{%88, %89, %90, %91}, %92, 1, 1, 1, %93", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84));
+  }
+};
+
+template <>
 struct WgmmaSS<184> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(184, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88, "%92, %93, 1, 1, 1, %94, %95", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88));
+  }
+};
+
+template <>
+struct WgmmaRS<184> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(184, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88, "{%92, %93, %94, %95}, %96, 1, 1, 1, %97", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88));
   }
 };
 
@@ -262,10 +459,26 @@ struct WgmmaSS<192> {
 };
 
 template <>
+struct WgmmaRS<192> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(192, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92, "{%96, %97, %98, %99}, %100, 1, 1, 1, %101", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92));
+  }
+};
+
+template <>
 struct WgmmaSS<200> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(200, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96, "%100, %101, 1, 1, 1, %102, %103", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96));
+  }
+};
+
+template <>
+struct WgmmaRS<200> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(200, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96, "{%100, %101, %102, %103}, %104, 1, 1, 1, %105", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96));
   }
 };
 
@@ -278,10 +491,26 @@ struct WgmmaSS<208> {
 };
 
 template <>
+struct WgmmaRS<208> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(208, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100, "{%104, %105, %106, %107}, %108, 1, 1, 1, %109", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100));
+  }
+};
+
+template <>
 struct WgmmaSS<216> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(216, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104, "%108, %109, 1, 1, 1, %110, %111", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104));
+  }
+};
+
+template <>
+struct WgmmaRS<216> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(216, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104, "{%108, %109, %110, %111}, %112, 1, 1, 1, %113", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104));
   }
 };
 
@@ -294,10 +523,26 @@ struct WgmmaSS<224> {
 };
 
 template <>
+struct WgmmaRS<224> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(224, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108, "{%112, %113, %114, %115}, %116, 1, 1, 1, %117", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108));
+  }
+};
+
+template <>
 struct WgmmaSS<232> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(232, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112, "%116, %117, 1, 1, 1, %118, %119", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112));
+  }
+};
+
+template <>
+struct WgmmaRS<232> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(232, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112, "{%116, %117, %118, %119}, %120, 1, 1, 1, %121", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112));
   }
 };
 
@@ -310,10 +555,26 @@ struct WgmmaSS<240> {
 };
 
 template <>
+struct WgmmaRS<240> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(240, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116, "{%120, %121, %122, %123}, %124, 1, 1, 1, %125", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116));
+  }
+};
+
+template <>
 struct WgmmaSS<248> {
   template <bool BF16, int TNSP_A, int TNSP_B>
   static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
     TC_WGMMA_BOTH(248, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120, "%124, %125, 1, 1, 1, %126, %127", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120));
+  }
+};
+
+template <>
+struct WgmmaRS<248> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(248, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120, "{%124, %125, %126, %127}, %128, 1, 1, 1, %129", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120));
   }
 };
 
@@ -325,8 +586,18 @@ struct WgmmaSS<256> {
   }
 };
 
+template <>
+struct WgmmaRS<256> {
+  template <bool BF16, int TNSP_B>
+  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {
+    TC_WGMMA_RS_BOTH(256, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120 ", " TC_WG_R124, "{%128, %129, %130, %131}, %132, 1, 1, 1, %133", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120), TC_WG_D(124));
+  }
+};
+
 #undef TC_WGMMA
 #undef TC_WGMMA_BOTH
+#undef TC_WGMMA_RS
+#undef TC_WGMMA_RS_BOTH
 #undef TC_WG_D
 #undef TC_WG_R0
 #undef TC_WG_R4
