@@ -283,15 +283,21 @@ def g_flash_attention(rows):
         ref_out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal).transpose(1, 2)
         o = torch.empty_like(q)
         flops = 4 * b * h * s * s * d // (2 if causal else 1)
-        for cfg in FA_CONFIGS:
-            def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o):
-                kern = K.flash_attention(b, h, s, d, is_causal=causal, **cfg)
+        hopper = torch.cuda.get_device_capability() == (9, 0)
+        for cfg, wgmma in [(c_, False) for c_ in FA_CONFIGS] + [(c_, True) for c_ in FA_CONFIGS if hopper]:
+            def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
+                if wgmma:  # the opt-in Hopper path: Q @ K^T and P @ V on wgmma
+                    import tilecraft as tl
+                    kern = tl.compile(K.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
+                                      target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+                else:
+                    kern = K.flash_attention(b, h, s, d, is_causal=causal, **cfg)
                 o.fill_(float("nan"))
                 return (lambda: kern(q, k, v, o)), o
 
             def ref(qt=qt, kt=kt, vt=vt, causal=causal, ref_out=ref_out):
                 return (lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)), ref_out
-            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} "
+            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {'wgmma ' if wgmma else ''}"
                        f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg['threads']}",
                  f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name="SDPA")
 

@@ -302,3 +302,22 @@ def test_tma_falls_back_to_cp_async_where_it_cannot_load(k_dim, why):
     k = tilelang.compile(gemm.matmul.fn(256, 256, K, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                          out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=TMA_CONFIGS)
     assert "tma" not in k.artifact.meta and "tc::cp_async" in k.get_kernel_source(), why
+
+
+@needs_sass
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("cfg", [dict(block_M=128, block_N=128, num_stages=2, threads=256),
+                                 dict(block_M=64, block_N=64, num_stages=1, threads=128)])
+def test_flash_attention_on_wgmma_when_asked_for(cfg, causal):
+    """`tc.use_wgmma`: Q @ K^T becomes tc::gemm_ss_sm90 and P @ V tc::gemm_rs_sm90 (P stays in the S
+    accumulator's registers: both gemms share the wgmma accumulator layout); no mma.sync left, no
+    spills.  Without the option FlashAttention keeps mma.sync.  (Numerics: tests/gpu/test_wgmma_gpu.py.)"""
+    fn = attention.flash_attention.fn(1, 2, 512, 128, is_causal=causal, **cfg)
+    k = tilelang.compile(fn, target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+    src, sass = k.get_kernel_source(), k.get_sass()
+    assert "tc::gemm_ss_sm90<" in src and "tc::gemm_rs_sm90<" in src
+    assert "HGMMA.64x" in sass and "HMMA" not in sass
+    from tilecraft.compiler.sass import resource_usage
+    assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
+    plain = tilelang.compile(fn, target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
+    assert "sm90" not in plain and "tc::gemm_rs<" in plain

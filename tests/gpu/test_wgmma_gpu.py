@@ -37,3 +37,30 @@ def test_wgmma_gemm_matches_torch(m, n, k, cfg, dtype, mode):
     ref = a.double() @ b.double()
     rel = ((c.double() - ref).norm() / ref.norm()).item()
     assert rel < 1e-2, f"relative error {rel:.3e}"
+
+
+@pytest.mark.skipif(not _hopper(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("s,d,cfg", [(200, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),
+                                     (512, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),
+                                     (200, 64, dict(block_M=64, block_N=64, num_stages=1, threads=128))])
+def test_flash_attention_on_wgmma_matches_torch(s, d, cfg, causal):
+    """FlashAttention with `tc.use_wgmma`: Q @ K^T on tc::gemm_ss_sm90 and P @ V on tc::gemm_rs_sm90 (P
+    from the S accumulator's registers).  Written in session 3 without GPU time: first run here."""
+    import math
+    from tilecraft.kernels import attention
+    b, h = 1, 3
+    kern = tilelang.compile(attention.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
+                            target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+    src = kern.get_kernel_source()
+    assert "gemm_ss_sm90" in src and "gemm_rs_sm90" in src, "both gemms on wgmma"
+    q, k, v = (torch.randn(b, s, h, d, device="cuda").half() for _ in range(3))
+    o = torch.full((b, s, h, d), float("nan"), device="cuda").half()
+    kern(q, k, v, o)
+    qt, kt, vt = (t.transpose(1, 2).double() for t in (q, k, v))
+    scores = qt @ kt.transpose(-1, -2) / math.sqrt(d)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(s, s, dtype=torch.bool, device="cuda").tril(), float("-inf"))
+    ref = (scores.softmax(-1) @ vt).transpose(1, 2)
+    rel = ((o.double() - ref).norm() / ref.norm()).item()
+    assert rel < 1e-2, f"relative error {rel:.3e}"

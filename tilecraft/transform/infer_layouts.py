@@ -84,6 +84,25 @@ def wgmma_capable(g: Gemm, threads: int) -> bool:
             all(wgmma_row_ok(r.buffer.shape[-1], r.buffer.dtype.bytes) for r in (g.a, g.b)))
 
 
+def wgmma_rs_capable(g: Gemm, threads: int) -> bool:
+    """The Hopper path with A from registers (tc::gemm_rs_sm90): A a whole fragment (not
+    transposed), B a whole shared tile with a supported row length, warpgroups along M."""
+    m, n, k = g.mnk
+    if threads % 128 or g.a.buffer.scope != "fragment" or g.b.buffer.scope != "shared" or g.trans_a:
+        return False
+    if not (g.a.covers_whole() and g.b.covers_whole() and g.c.covers_whole()):
+        return False
+    return (g.a.buffer.dtype.name in MMA_DTYPES and g.b.buffer.dtype == g.a.buffer.dtype
+            and g.c.buffer.dtype.name == "float32" and m % (64 * (threads // 128)) == 0 and n % 8 == 0
+            and k % 16 == 0 and wgmma_row_ok(g.b.buffer.shape[-1], g.b.buffer.dtype.bytes))
+
+
+def is_wgmma_plan(plan) -> bool:
+    """A gemm plan on the Hopper tensor cores: ("wgmma", WG) A and B in shared memory, or
+    ("wgmma_rs", WG) A from registers."""
+    return isinstance(plan, tuple) and plan[0] in ("wgmma", "wgmma_rs")
+
+
 class _Inference:
     def __init__(self, kernel: Kernel, use_wgmma: bool = False):
         self.use_wgmma = use_wgmma
@@ -111,9 +130,19 @@ class _Inference:
     def run(self, body):
         gemms = collect(body, lambda n: isinstance(n, Gemm))
         a_from_frag = self._fragment_a_sources(body, gemms)
+        rs, rs_sources = self._wgmma_rs_chains(body, gemms) if self.use_wgmma else (set(), set())
         for g in gemms:
-            m, n, _ = g.mnk
-            if self.use_wgmma and g.c.buffer not in a_from_frag and wgmma_capable(g, self.threads):
+            m, n, k = g.mnk
+            if g in rs:  # A from registers: the accumulator layout of the wgmma that produced it
+                self.plans[g] = ("wgmma_rs", self.threads // 128)
+                line = g.span.line if g.span else "?"
+                self.set(g.a.buffer, wgmma_accumulator_layout((m, k), self.threads),
+                         f"T.gemm A operand on wgmma from registers (line {line})", g.span)
+                self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
+                         f"T.gemm accumulator on wgmma (line {line})", g.span)
+                continue
+            if (self.use_wgmma and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
+                    and wgmma_capable(g, self.threads)):
                 self.plans[g] = ("wgmma", self.threads // 128)
                 self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
                          f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
@@ -146,6 +175,22 @@ class _Inference:
                     elem = min(elem, other.dtype.bytes)
             self.set(b, default_layout(b.shape, self.threads, elem), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _wgmma_rs_chains(self, body, gemms) -> tuple[set, set]:
+        """Gemms whose fragment A can come straight from registers on wgmma (FlashAttention's
+        P @ V): A a whole fragment reached through fragment copies only from accumulators of
+        wgmma-capable gemms (Q @ K^T), so the accumulator layout carries over.  Returns those
+        gemms and the accumulators feeding them."""
+        rs, sources = set(), set()
+        for g in gemms:
+            if not wgmma_rs_capable(g, self.threads):
+                continue
+            feeding = self._fragment_a_sources(body, [g])
+            producers = [h for h in gemms if h.c.buffer in feeding]
+            if producers and all(wgmma_capable(h, self.threads) for h in producers):
+                rs.add(g)
+                sources |= {h.c.buffer for h in producers}
+        return rs, sources
 
     def _fragment_a_sources(self, body, gemms) -> set:
         """Accumulators whose values reach some gemm's A operand through fragment copies."""

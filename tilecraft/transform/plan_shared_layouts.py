@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir import Annotate, Buffer, Gemm, collect
 from ..ir.func import PrimFunc
 from ..language.annotations import SwizzledLayout
+from .infer_layouts import is_wgmma_plan
 
 
 def swizzle_ok(buf: Buffer) -> bool:
@@ -30,7 +31,7 @@ def plan_shared_layouts(func: PrimFunc, target) -> PrimFunc:
             continue
         for r in (g.a, g.b):
             if r.buffer.scope == "shared" and r.covers_whole():
-                (hopper if plan[0] == "wgmma" else want).add(r.buffer)
+                (hopper if is_wgmma_plan(plan) else want).add(r.buffer)
     for a in collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "layout"):
         for buf, lay in a.value.items():
             if isinstance(lay, SwizzledLayout):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Sync, Alloc, Buffer, Call, Evaluate, For, Gemm, Load, Ref, Store, binary, cast,
                    const, seq, dtype as dt)
-from ...layout.fragment import mma_accumulator_layout
+from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
 from ..lower_tile_ops_cpu import region_indices
 from .ctx import Ctx, register, _whole_fragment
 
@@ -32,6 +32,8 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.pipeline_hook is not None and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
                              "mma.sync shared-shared path", g.span)
+    if plan is not None and plan[0] == "wgmma_rs":
+        return _wgmma_rs(ctx, g, plan, pre, c_reg, m, n, k)
     if plan is not None and plan[0] == "wgmma":
         t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
         pending = f", {g.async_groups}" if g.async_groups else ""
@@ -93,3 +95,17 @@ def lower_gemm(g: Gemm, ctx: Ctx):
                    Store(c_reg, (r,), cast(a0, c_reg.dtype)))
     return seq(pre, ctx.per_slot(lay, body, g.span))
 
+
+
+def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
+    """A (a fragment in the wgmma accumulator layout) from registers, B from shared memory:
+    tc::gemm_rs_sm90 (synchronous).  B's writers fence into the async proxy before the barrier."""
+    lay, want = ctx.layout(g.a.buffer, g.span), wgmma_accumulator_layout((m, k), ctx.threads)
+    if not lay.same_as(want):
+        raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
+                             g.span)
+    t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+    name = f"tc::gemm_rs_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_b).lower()}, {t}>"
+    call_ = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
+                 dt.int32)
+    return seq(pre, Evaluate(Call("tc::fence_proxy_async_shared", (), dt.int32)), Sync(), Evaluate(call_, span=g.span))
