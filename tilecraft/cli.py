@@ -3,7 +3,7 @@
     tilecraft demo [--target auto|cpu|cuda]     compile, check and time the reference kernels
     tilecraft doctor                            check the machine: GPU, driver, NVRTC, nvcc, C++, cache
     tilecraft bench [--quick] [--only G] [--list]   the benchmark suite (source checkout, GPU)
-    tilecraft show FILE:FACTORY [ARGS...] [--what ir|lowered|source|host|sass] [--target T]
+    tilecraft show FILE:FACTORY [ARGS...] [--what ir|lowered|source|host|sass|plan] [--target T]
     tilecraft cache info|clear
 
 `show` imports FILE (a path to a .py file, or a dotted module name such as `tilecraft.kernels`),
@@ -23,7 +23,7 @@ import sys
 import traceback
 from pathlib import Path
 
-WHATS = ("ir", "lowered", "source", "host", "sass")
+WHATS = ("ir", "lowered", "source", "host", "sass", "plan")
 BENCH_GROUPS_HINT = "copy,vector_add,axpby,softmax,rmsnorm,gemm,gemm_bias_gelu,flash_attention,compile,launch"
 
 
@@ -322,6 +322,8 @@ def _show(args) -> int:
             text = kernel.get_kernel_source()
         elif what == "host":
             text = kernel.get_host_source()
+        elif what == "plan":
+            text = kernel.get_plan()
         else:
             try:
                 text = kernel.get_sass()

@@ -321,3 +321,30 @@ def test_flash_attention_on_wgmma_when_asked_for(cfg, causal):
     assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
     plain = tilelang.compile(fn, target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
     assert "sm90" not in plain and "tc::gemm_rs<" in plain
+
+
+def test_plan_says_which_path_each_gemm_and_loop_took_and_why_not():
+    """kernel.get_plan(): one line per T.gemm and T.Pipelined loop, at the user's file:line, with the
+    reason when an option asked for (tc.use_wgmma, tc.use_tma) could not apply."""
+    sm90 = {"kind": "cuda", "arch": "sm_90a"}
+    hopper = {"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.use_tma": True}
+    plain = tilelang.compile(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=256),
+                             out_idx=[-1], target=sm90).get_plan()
+    assert re.search(r"gemm\.py:\d+: T\.gemm 128x128x64 on mma\.sync, 4x2 warps", plain), plain
+    assert "T.Pipelined, 3 stages, cp.async" in plain and "tc.use" not in plain
+    tma = tilelang.compile(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=256),
+                           out_idx=[-1], target=sm90, pass_configs=hopper).get_plan()
+    assert "on wgmma, 2 warpgroup(s)" in tma and "TMA tile loads" in tma
+    no_tma = tilelang.compile(gemm.matmul.fn(512, 512, 100, 128, 128, 64, num_stages=3, threads=256),
+                              out_idx=[-1], target=sm90, pass_configs=hopper).get_plan()
+    assert "tc.use_tma: A cannot be loaded by TMA" in no_tma and "rows a multiple of 16 bytes" in no_tma
+    small = tilelang.compile(gemm.matmul.fn(512, 512, 512, 64, 64, 32, num_stages=2, threads=64),
+                             out_idx=[-1], target=sm90, pass_configs=hopper).get_plan()
+    assert "on mma.sync, 2x1 warps; tc.use_wgmma: needs threads % 128 == 0" in small
+    assert "only the asynchronous wgmma loop" in small
+    fa = tilelang.compile(attention.flash_attention.fn(1, 2, 256, 64, block_M=64, block_N=64, num_stages=1, threads=128),
+                          target=sm90, pass_configs={"tc.use_wgmma": True}).get_plan()
+    assert "on wgmma, A from registers" in fa
+    cpu = tilelang.compile(gemm.matmul.fn(64, 64, 64, 64, 64, 32, num_stages=2, threads=64), out_idx=[-1],
+                           target="cpu").get_plan()
+    assert "compiled for cpu" in cpu

@@ -178,6 +178,14 @@ def test_show_cuda_source_and_sass_for_sm_90a(tiny, capsys):
     assert "sm_90" in out and ("FFMA" in out or "FADD" in out or "FMUL" in out), out[:2000]
 
 
+def test_show_plan(capsys):
+    if not _nvrtc_works():
+        pytest.skip("NVRTC is not installed")
+    rc, out, err = show(capsys, "tilecraft.kernels:matmul", 512, 512, 512, "--target", "sm_90a", "--what", "plan")
+    assert rc == 0, err
+    assert "T.gemm 128x128x32 on mma.sync" in out and "T.Pipelined, 3 stages" in out, out
+
+
 def test_show_a_module_by_dotted_name(capsys):
     rc, out, err = show(capsys, "tilecraft.kernels:vector_add", 1024, "--what", "ir")
     assert rc == 0, err

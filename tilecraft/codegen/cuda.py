@@ -208,6 +208,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
             "param_kinds": ["ptr"] * len(func.params) + ["int32"] * len(func.symbols) + ["tma_desc"] * len(tma)}
     if tma:
         meta["tma"] = tma
+    meta["plan"] = list(func.attr("plan_notes", []))
     return d.text(), meta
 
 

@@ -97,6 +97,9 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     meta = dict(meta, kernel=func.name, target=str(target), compile_seconds=seconds)
     if env.print_on_compilation():
         print(f"[tilecraft] compiled {func.name} for {target} in {seconds * 1000:.0f} ms")
+        if env.verbose():
+            for line in meta.get("plan", []):
+                print(f"[tilecraft]   {line}")
     lowered_text = lowered.script()
     stored = cache.put(key, {"source": source, "ir": ir_text, "lowered_ir": lowered_text,
                              meta["binary_name"]: binary, "meta_readable.json": json.dumps(meta, indent=1)}, meta)

@@ -1,7 +1,7 @@
 """tilecraft's own tile IR: typed scalar expressions, buffers, statements, tile operations."""
 from . import dtype
 from .dtype import DType
-from .node import Node, Span
+from .node import Node, Span, where
 from .expr import (Expr, Const, Var, Binary, Unary, Call, Cast, Select, Load, Ref, const, as_expr,
                    binary, unary, call, cast, select, is_const)
 from .buffer import Buffer, Region

@@ -7,6 +7,7 @@ user's program rather than at the compiler.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -20,6 +21,10 @@ class Span:
 
     def __str__(self) -> str:
         return f'File "{self.file}", line {self.line}'
+
+    def short(self) -> str:
+        """`file.py:line`, for one-line reports."""
+        return f"{os.path.basename(self.file)}:{self.line}"
 
     def render(self) -> str:
         """Python-traceback-like location block used in error messages."""
@@ -45,3 +50,8 @@ class Node:
     def __str__(self) -> str:
         from .printer import to_text
         return to_text(self)
+
+
+def where(span) -> str:
+    """`file.py:line` of a node's span, or "?" when it has none."""
+    return span.short() if span is not None else "?"

@@ -171,6 +171,16 @@ class JITKernel:
     def get_lowered_ir(self) -> str:
         return self.artifact.lowered_ir
 
+    def get_plan(self) -> str:
+        """What the compiler chose for each T.gemm (tensor-core path, warps) and each T.Pipelined loop
+        (how its copies are issued and synchronised), one line each, with the reason where an
+        option asked for in pass_configs (tc.use_wgmma, tc.use_tma) could not apply."""
+        if self.target.kind != "cuda":
+            return f"{self.name}: compiled for {self.target}: loops run in order on the CPU (no tensor-core or pipeline plan)"
+        lines = self.artifact.meta.get("plan", [])
+        return "\n".join([f"{self.name} ({self.target}):"] + [f"  {x}" for x in lines] if lines else
+                         [f"{self.name} ({self.target}): no T.gemm and no pipelined loop"])
+
     def get_sass(self) -> str:
         if self.target.kind != "cuda":
             raise RuntimeError(f"{self.name}: SASS exists only for CUDA targets (this kernel targets {self.target})")

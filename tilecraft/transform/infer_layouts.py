@@ -16,7 +16,7 @@ buffers.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Reduce, Store, Visitor, collect
+from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
@@ -111,6 +111,7 @@ class _Inference:
         self.layouts: dict = {}
         self.reasons: dict = {}
         self.plans: dict = {}
+        self.notes: list = []  # one line per gemm: the path chosen and, if wgmma was asked for, why not
 
     def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
         old = self.layouts.get(buf)
@@ -135,6 +136,7 @@ class _Inference:
             m, n, k = g.mnk
             if g in rs:  # A from registers: the accumulator layout of the wgmma that produced it
                 self.plans[g] = ("wgmma_rs", self.threads // 128)
+                self._note(g, f"wgmma, A from registers, {self.threads // 128} warpgroup(s)")
                 line = g.span.line if g.span else "?"
                 self.set(g.a.buffer, wgmma_accumulator_layout((m, k), self.threads),
                          f"T.gemm A operand on wgmma from registers (line {line})", g.span)
@@ -144,15 +146,25 @@ class _Inference:
             if (self.use_wgmma and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
                     and wgmma_capable(g, self.threads)):
                 self.plans[g] = ("wgmma", self.threads // 128)
+                self._note(g, f"wgmma, {self.threads // 128} warpgroup(s)")
                 self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
                          f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
                 continue
             if not mma_capable(g, self.threads):
                 self.plans[g] = None
+                self._note(g, "scalar dot products (no tensor-core path: float16/bfloat16 inputs, a float32 "
+                              "accumulator, K % 16 == 0 and tiles that split into 16x8 warp tiles are needed)")
                 continue
             policy = "FullRow" if (g.c.buffer in a_from_frag or g.a.buffer.scope == "fragment") else g.policy
             wm, wn = warp_partition(m, n, self.threads // 32, policy)
             self.plans[g] = (wm, wn)
+            why_not = ""
+            if self.use_wgmma:
+                why_not = ("; tc.use_wgmma: its accumulator feeds a gemm's register operand that cannot be on wgmma"
+                           if g.c.buffer in a_from_frag else
+                           "; tc.use_wgmma: needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, "
+                           "whole shared A/B tiles with rows of 32/64/128 bytes or a multiple of 128")
+            self._note(g, f"mma.sync, {wm}x{wn} warps" + why_not)
             self.set(g.c.buffer, mma_accumulator_layout((m, n), self.threads, wm, wn),
                      f"T.gemm accumulator (line {g.span.line if g.span else '?'})", g.span)
         nests = parallel_nests(body)
@@ -175,6 +187,10 @@ class _Inference:
                     elem = min(elem, other.dtype.bytes)
             self.set(b, default_layout(b.shape, self.threads, elem), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _note(self, g: Gemm, what: str):
+        m, n, k = g.mnk
+        self.notes.append(f"{where(g.span)}: T.gemm {m}x{n}x{k} on {what}")
 
     def _wgmma_rs_chains(self, body, gemms) -> tuple[set, set]:
         """Gemms whose fragment A can come straight from registers on wgmma (FlashAttention's
@@ -252,10 +268,13 @@ class _Inference:
 
 
 def infer_layouts(func: PrimFunc, target) -> PrimFunc:
-    layouts, plans = {}, {}
+    layouts, plans, notes = {}, {}, []
     use_wgmma = bool(func.attr("pass_configs", {}).get("tc.use_wgmma")) and target.has("wgmma")
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
-        lay, pl = _Inference(k, use_wgmma).run(k.body)
+        inference = _Inference(k, use_wgmma)
+        lay, pl = inference.run(k.body)
         layouts.update(lay)
         plans.update(pl)
-    return func.with_attr("fragment_layouts", layouts).with_attr("gemm_plans", plans)
+        notes += inference.notes
+    return (func.with_attr("fragment_layouts", layouts).with_attr("gemm_plans", plans)
+            .with_attr("plan_notes", list(func.attr("plan_notes", [])) + notes))

@@ -59,7 +59,7 @@ from dataclasses import replace
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
-                  Seq, Store, Sync, Var, binary, collect, const, seq, substitute, dtype as dt)
+                  Seq, Store, Sync, Var, binary, collect, const, seq, substitute, where, dtype as dt)
 from ..ir.func import PrimFunc
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
@@ -125,6 +125,7 @@ class _Pipeline(Mutator):
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
         self.use_tma = configs.get("tc.use_tma")
+        self.notes: list = []  # one line per pipelined loop: the form chosen
         self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
         self.swizzled = swizzled
@@ -169,7 +170,10 @@ class _Pipeline(Mutator):
         rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
-        return getattr(self, f"_{self._form(rest, producers)}")(loop)
+        form = self._form(rest, producers)
+        self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
+                          f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
+        return getattr(self, f"_{form}")(loop)
 
     # ---- the loop forms (module docstring) ------------------------------------------------------
     def _form(self, rest, producers) -> str:
@@ -219,6 +223,16 @@ class _Pipeline(Mutator):
         main = seq(lp.loop(body), drain)
         return main if _static_ge(lp.n, 1) else If(binary("<", const(0), lp.n), main)
 
+    def _tma_refusal(self, form, producers) -> str:
+        """Why a loop asked to use TMA does not (for the plan notes)."""
+        if not self.use_tma or form == "wgmma_tma":
+            return ""
+        if form != "wgmma_async":
+            return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
+        bad = [c.src.buffer.name for c in producers if self._tma_plan(c) is None]
+        return (f"; tc.use_tma: {', '.join(bad)} cannot be loaded by TMA (a whole tile of a 2-D tensor with a "
+                f"static shape, rows a multiple of 16 bytes and no type change is needed)")
+
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
@@ -265,6 +279,15 @@ class _Pipeline(Mutator):
 
     def visit_Alloc(self, a):
         return a
+
+
+_FORM_NOTES = {
+    "plain": "cp.async copies issued a tile ahead, wait + barrier per iteration",
+    "barrier_in_gemm": "cp.async copies issued a tile ahead, wait + barrier inside the mma.sync gemm",
+    "mbarrier": "cp.async copies on per-stage mbarriers",
+    "wgmma_async": "cp.async copies, one wgmma group kept in flight",
+    "wgmma_tma": "TMA tile loads on per-stage mbarriers, one wgmma group kept in flight",
+}
 
 
 class _Loop:
@@ -329,7 +352,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
                   func.attr("pass_configs", {}))
     body = p.visit(func.body)
     if not p.allocs:
-        return func
+        return func.with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes)
     body = _ReplaceAllocs(p.allocs).visit(body)
     # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
     plans = dict(func.attr("gemm_plans", {}))
@@ -337,7 +360,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
         if old in plans:
             plans[new] = plans[old]
     out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
-           .with_attr("gemm_plans", plans))
+           .with_attr("gemm_plans", plans).with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes))
     if p.tma_descs:
         index = {id(b): i for i, b in enumerate(func.params)}
         out = out.with_attr("tma_descs", [{"param": index[id(b)], "box": list(box), "swizzle": sw}
