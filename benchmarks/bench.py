@@ -266,6 +266,17 @@ def g_gemm_bias_gelu(rows):
             return (lambda: kern(a, b, bias, c)), c
         case(rows, f"gemm+bias+gelu fp16 {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name="addmm+gelu")
+    if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path (async wgmma main loop)
+        import tilecraft as tl
+        for cfg in WGMMA_CONFIGS:
+            def build(cfg=cfg):
+                kern = tl.compile(K.matmul_bias_gelu.fn(m, n, k_, **cfg), out_idx=[-1],
+                                  target={"kind": "cuda", "arch": "sm_90a"},
+                                  pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": True})
+                c.fill_(float("nan"))
+                return (lambda: kern(a, b, bias, c)), c
+            case(rows, f"gemm+bias+gelu fp16 wgmma-async {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
+                 lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name="addmm+gelu")
 
 
 FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
