@@ -43,6 +43,14 @@ TC_DEVICE uint32_t mbar_addr(const uint64_t* bar, int i = 0) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(bar)) + 8u * static_cast<uint32_t>(i);
 }
 
+TC_DEVICE void mbar_init_at(uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+
+TC_DEVICE void mbar_inval_at(uint32_t addr) {
+  asm volatile("mbarrier.inval.shared.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+
 TC_DEVICE void mbar_wait(uint32_t addr, int parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -64,8 +72,7 @@ template <int S>
 TC_DEVICE void pipe_init(uint64_t* bar, int count) {
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
 #pragma unroll
-    for (int i = 0; i < 2 * S; ++i)
-      asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(detail::mbar_addr(bar, i)), "r"(count) : "memory");
+    for (int i = 0; i < 2 * S; ++i) detail::mbar_init_at(detail::mbar_addr(bar, i), count);
   }
 }
 
@@ -106,8 +113,7 @@ template <int S>
 TC_DEVICE void pipe_inval(uint64_t* bar) {
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
 #pragma unroll
-    for (int i = 0; i < 2 * S; ++i)
-      asm volatile("mbarrier.inval.shared.b64 [%0];\n" ::"r"(detail::mbar_addr(bar, i)) : "memory");
+    for (int i = 0; i < 2 * S; ++i) detail::mbar_inval_at(detail::mbar_addr(bar, i));
   }
 }
 

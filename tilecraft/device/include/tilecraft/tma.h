@@ -43,7 +43,7 @@ struct alignas(64) TmaDesc {
 // block barrier before anyone uses it).  On sm_90+ the init is also fenced for the async proxy
 // (fence.mbarrier_init), so TMA completions may target it.
 TC_DEVICE void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(detail::mbar_addr(bar)), "r"(count) : "memory");
+  detail::mbar_init_at(detail::mbar_addr(bar), count);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
@@ -51,7 +51,7 @@ TC_DEVICE void mbar_init(uint64_t* bar, int count) {
 
 // Invalidate an mbarrier so its bytes may be reused (one thread, after everyone is done with it).
 TC_DEVICE void mbar_inval(uint64_t* bar) {
-  asm volatile("mbarrier.inval.shared.b64 [%0];\n" ::"r"(detail::mbar_addr(bar)) : "memory");
+  detail::mbar_inval_at(detail::mbar_addr(bar));
 }
 
 // Wait until the phase with parity `parity` of `bar` has completed.
