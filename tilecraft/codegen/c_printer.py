@@ -13,6 +13,7 @@ from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.functor import _Dispatch
 from ..ir.tileop import TileOp
+from .names import CNames
 
 C_TYPES = {
     "float16": "tc::half_t", "bfloat16": "tc::bfloat16_t", "float32": "float", "float64": "double",
@@ -52,13 +53,14 @@ class CPrinter(_Dispatch):
     def __init__(self):
         self.doc = Doc()
         self.nonneg: set = set()   # Vars known to be >= 0 (loop / block / thread indices)
+        self.name = CNames()       # every Var and Buffer is printed through this: unique C names
 
     # ---- hooks ------------------------------------------------------------------------------
     def type_name(self, d: dt.DType) -> str:
         return C_TYPES[d.name]
 
     def buffer_ref(self, buf: Buffer, offset: str) -> str:
-        return f"{buf.name}[{offset}]"
+        return f"{self.name(buf)}[{offset}]"
 
     def float_literal(self, value: float, d: dt.DType) -> str:
         if value != value:
@@ -103,13 +105,13 @@ class CPrinter(_Dispatch):
         return str(e.value)
 
     def visit_Var(self, e):
-        return e.name
+        return self.name(e)
 
     def is_nonneg(self, e) -> bool:
         if isinstance(e, E.Const):
             return e.value >= 0
         if isinstance(e, E.Var):
-            return e in self.nonneg
+            return e in self.nonneg or (isinstance(e, E.BuiltinVar) and e.name == E.TID)
         if isinstance(e, E.Binary) and e.op in ("+", "*", "//", "%", "min", "max", ">>", "&"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, E.Cast):
@@ -211,7 +213,7 @@ class CPrinter(_Dispatch):
         self.doc.line(f"{self.buffer_ref(s.buffer, self.offset(s.buffer, s.indices))} = {self.expr(s.value)};")
 
     def visit_Let(self, s):
-        self.doc.line(f"const {self.type_name(s.var.dtype)} {s.var.name} = {self.expr(s.value)};")
+        self.doc.line(f"const {self.type_name(s.var.dtype)} {self.name(s.var)} = {self.expr(s.value)};")
 
     def loop_pragma(self, s) -> str | None:
         return None
@@ -221,7 +223,7 @@ class CPrinter(_Dispatch):
         pragma = self.loop_pragma(s)
         if pragma:
             self.doc.line(pragma)
-        v = s.var.name
+        v = self.name(s.var)
         t = self.type_name(s.var.dtype)
         self.doc.line(f"for ({t} {v} = {self.expr(s.start)}; {v} < {self.expr(E.binary('+', s.start, s.extent))}; ++{v}) {{")
         self.doc.indent()

@@ -43,7 +43,7 @@ class CppPrinter(CPrinter):
         raise TilecraftError(f"{op} is not available on the CPU target", e.span)
 
     def _block_ids(self):
-        names = [v.name for v in self.kernel.block_vars] if self.kernel else []
+        names = [self.name(v) for v in self.kernel.block_vars] if self.kernel else []
         names += ["0"] * (3 - len(names))
         return ", ".join(names)
 
@@ -55,7 +55,7 @@ class CppPrinter(CPrinter):
             raise TilecraftError("thread indices (T.get_thread_binding) have no meaning on the CPU "
                                  "target, where each statement covers the whole tile; use the CUDA "
                                  "target for thread-level code", e.span)
-        return e.name
+        return self.name(e)
 
     def visit_Sync(self, s):
         pass
@@ -66,9 +66,9 @@ class CppPrinter(CPrinter):
     def visit_Alloc(self, s):
         b = s.buffer
         if b not in self.hoisted:
-            self.doc.line(f"{self.type_name(b.dtype)} {b.name}[{b.numel}];")
+            self.doc.line(f"{self.type_name(b.dtype)} {self.name(b)}[{b.numel}];")
         if s.init is not None:
-            self.doc.line(f"{b.name}[0] = {self.expr(s.init)};")
+            self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_Kernel(self, k: Kernel):
         outer = self.kernel
@@ -90,12 +90,13 @@ class CppPrinter(CPrinter):
         d.line("{")
         d.indent()
         for b in big:
-            d.line(f"std::vector<{self.type_name(b.dtype)}> {b.name}_storage({b.numel});")
-            d.line(f"{self.type_name(b.dtype)}* __restrict__ {b.name} = {b.name}_storage.data();")
+            store = self.name.fresh(f"{self.name(b)}_storage")
+            d.line(f"std::vector<{self.type_name(b.dtype)}> {store}({b.numel});")
+            d.line(f"{self.type_name(b.dtype)}* __restrict__ {self.name(b)} = {store}.data();")
         d.line("#pragma omp for schedule(dynamic, 1)")
         d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
         d.indent()
-        names = [v.name for v in k.block_vars]
+        names = [self.name(v) for v in k.block_vars]
         exprs = ["(int)(tc_b % tc_gx)", "(int)((tc_b / tc_gx) % tc_gy)", "(int)(tc_b / (tc_gx * tc_gy))"]
         for n, ex in zip(names, exprs):
             d.line(f"const int {n} = {ex};")
@@ -125,10 +126,10 @@ def generate_cpp(func: PrimFunc) -> str:
     d.line(f'extern "C" int {ENTRY}(void** tc_args, const int64_t* tc_dims) {{')
     d.indent()
     for i, b in enumerate(func.params):
-        d.line(f"{p.type_name(b.dtype)}* __restrict__ {b.name} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
+        d.line(f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
     for i, s in enumerate(func.symbols):
-        d.line(f"const {p.type_name(s.dtype)} {s.name} = ({p.type_name(s.dtype)})tc_dims[{i}];")
-        d.line(f"(void){s.name};")
+        d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
+        d.line(f"(void){p.name(s)};")
     p.stmt(func.body)
     d.line("return 0;")
     d.dedent()

@@ -96,11 +96,11 @@ class CudaPrinter(CPrinter):
         b = s.buffer
         t = self.type_name(b.dtype)
         if b.scope == "shared":
-            self.doc.line(f"{t}* __restrict__ {b.name} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
+            self.doc.line(f"{t}* __restrict__ {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
-            self.doc.line(f"{t} {b.name}[{b.numel}];")
+            self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
         if s.init is not None:
-            self.doc.line(f"{b.name}[0] = {self.expr(s.init)};")
+            self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_Annotate(self, s):
         pass
@@ -148,7 +148,7 @@ def _swizzle_blocks(p: CudaPrinter, k: Kernel, panel: int, grid: list):
     d.line(f"const int tc_p = tc_lin / tc_per_panel;")
     d.line(f"const int tc_rows = min(tc_panel, {gy} - tc_p * tc_panel);")
     d.line(f"const int tc_in = tc_lin - tc_p * tc_per_panel;")
-    bx, by = k.block_vars[0].name, k.block_vars[1].name
+    bx, by = p.name(k.block_vars[0]), p.name(k.block_vars[1])
     d.line(f"const int {by} = tc_p * tc_panel + tc_in % tc_rows;")
     d.line(f"const int {bx} = tc_in / tc_rows;")
 
@@ -170,8 +170,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
         d.line("#define TC_NO_WGMMA  // this kernel uses no wgmma: skip parsing those wrappers")
     d.line('#include "tilecraft/tilecraft.h"')
     d.line("")
-    params = [f"{p.type_name(b.dtype)}* __restrict__ {b.name}" for b in func.params]
-    params += [f"int {s.name}" for s in func.symbols]
+    params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
+    params += [f"int {p.name(s)}" for s in func.symbols]
     tma = list(func.attr("tma_descs", []))  # tensor maps, passed by value (device/include/tilecraft/tma.h)
     params += [f"const __grid_constant__ tc::TmaDesc tc_tma_desc_{i}" for i in range(len(tma))]
     d.line(f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)}) {{')
@@ -180,10 +180,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     tx, ty, _ = k.threads
     d.line(f"const int tc_tid = threadIdx.x + threadIdx.y * {tx} + threadIdx.z * {tx * ty};")
     for v, c in zip(k.thread_vars, "xyz"):
-        d.line(f"const int {v.name} = threadIdx.{c}; (void){v.name};")
+        d.line(f"const int {p.name(v)} = threadIdx.{c}; (void){p.name(v)};")
     for i in range(len(tma)):
         d.line(f"const tc::TmaDesc* tc_tma_{i} = &tc_tma_desc_{i};")
-    p.nonneg.add(E.Var("tc_tid"))
     grid = [p.expr(g) for g in k.grid]
     swz = [a for a in collect(k.body, lambda n: type(n).__name__ == "Annotate" and n.key == "use_swizzle")]
     if swz and len(k.block_vars) >= 2 and not func.symbols:
@@ -193,12 +192,11 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
         rest = k.block_vars
     for v, c in zip(k.block_vars, "xyz"):
         if v in rest:
-            d.line(f"const int {v.name} = blockIdx.{c};")
+            d.line(f"const int {p.name(v)} = blockIdx.{c};")
     for v in k.block_vars:
         p.nonneg.add(v)
     for v in k.thread_vars:
         p.nonneg.add(v)
-    _mark_tid(p, k)
     p.stmt(k.body)
     d.dedent()
     d.line("}")
@@ -211,7 +209,3 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     meta["plan"] = list(func.attr("plan_notes", []))
     return d.text(), meta
 
-
-def _mark_tid(p: CudaPrinter, k: Kernel):
-    for v in collect(k.body, lambda n: isinstance(n, E.Var) and n.name == "tc_tid"):
-        p.nonneg.add(v)

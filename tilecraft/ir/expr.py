@@ -82,6 +82,21 @@ class Var(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class BuiltinVar(Var):
+    """A name the code generator declares itself and prints exactly as given (`tc_tid`, the flat
+    thread index; `tc_tma_0`, a tensor-map pointer).  Every other Var is renamed as needed to a
+    unique C identifier (codegen/names.py), so only these may be shared by name."""
+
+
+TID = "tc_tid"
+
+
+def thread_index() -> BuiltinVar:
+    """The flat thread index of a CUDA block (threadIdx.x + threadIdx.y * X + ...)."""
+    return BuiltinVar(TID)
+
+
+@dataclass(frozen=True, eq=False)
 class Binary(Expr):
     op: str
     a: Expr

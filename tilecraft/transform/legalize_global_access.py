@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir import (Binary, Call, collect, Const, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select, Store,
                   Var, binary, cast, const)
 from ..ir.analysis import bounds
+from ..ir.expr import TID, BuiltinVar
 from ..ir.func import PrimFunc
 
 
@@ -55,7 +56,7 @@ class _Legalize(Mutator):
             self.env[v] = (0, hi - 1)
         for v, t in zip(k.thread_vars, k.threads):
             self.env[v] = (0, t - 1)
-        for v in collect(k.body, lambda n: isinstance(n, Var) and n.name == "tc_tid"):
+        for v in collect(k.body, lambda n: isinstance(n, BuiltinVar) and n.name == TID):
             self.env[v] = (0, k.num_threads - 1)  # the flat thread index the CUDA lowering introduced
         return Mutator.generic(self, k)
 

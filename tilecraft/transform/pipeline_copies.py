@@ -60,6 +60,7 @@ from dataclasses import replace
 from ..errors import TilecraftError
 from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
                   Seq, Store, Sync, Var, binary, collect, const, seq, substitute, where, dtype as dt)
+from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
@@ -200,7 +201,7 @@ class _Pipeline(Mutator):
 
     def _mbarrier(self, lp):
         S = lp.stages
-        bar = Buffer("tc_pipe_bar", (2 * S,), dt.uint64, "shared", span=lp.f.span)
+        bar = Buffer("pipe_bar", (2 * S,), dt.uint64, "shared", span=lp.f.span)
         ref = Ref(bar, (const(0),))
         g = lp.gemm(pipeline_hook=Call(f"tc::PipeRelease<{S}>", (ref, lp.ko), dt.int32))
         head = [Alloc(bar), _call(f"tc::pipe_init<{S}>", ref, const(self.threads)), Sync()]
@@ -247,12 +248,12 @@ class _Pipeline(Mutator):
 
     def _wgmma_tma(self, lp):
         S, ko = lp.stages, lp.ko
-        bar = Buffer("tc_tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
-        tid0 = binary("==", Var("tc_tid"), 0)
+        bar = Buffer("tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
+        tid0 = binary("==", thread_index(), 0)
         loads = []
         for c in lp.producers:
             swizzle, boxes = self._tma_plan(c)
-            desc = Var(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
+            desc = BuiltinVar(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
             self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))
             loads.append((c, boxes, desc))
         nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...errors import TilecraftError
 from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
+from ...ir.expr import thread_index
 from ...layout.fragment import FragmentLayout
 
 CUDA_LOWERING: dict = {}
@@ -20,7 +21,7 @@ class Ctx:
     def __init__(self, kernel: Kernel, layouts: dict, plans: dict, swizzled: set):
         self.kernel = kernel
         self.threads = kernel.num_threads
-        self.tid = Var("tc_tid")
+        self.tid = thread_index()
         self.layouts = layouts
         self.plans = plans
         self.swizzled = swizzled

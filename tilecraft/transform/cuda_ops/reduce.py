@@ -85,7 +85,7 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             cur[s] = nv
     if warp_digits:
         nd = len(cur)
-        scratch = Buffer(f"tc_red{ctx.var().name}", (ctx.threads * nd,), acc_t, "shared")
+        scratch = Buffer(f"red_smem{ctx.var().name}", (ctx.threads * nd,), acc_t, "shared")
         stmts.append(Alloc(scratch))
         # no barriers here: transform/insert_syncs.py places them by address range (one between
         # these stores and the loads below; one before a later writer of the same bytes)
