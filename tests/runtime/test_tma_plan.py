@@ -41,3 +41,28 @@ def test_tiles_without_a_plan_are_refused():
         sm90_tile_boxes(64, 48, 2)   # 96-byte rows
     with pytest.raises(ValueError, match="no TMA box plan"):
         sm90_tile_boxes(12, 128, 2)  # atoms need whole 8-row groups
+
+
+def test_tensor_map_encoding_passes_the_bindings_type_checks(monkeypatch):
+    """cuTensorMapEncodeTiled through cuda-bindings takes cuuint32_t / cuuint64_t wrappers, not
+    Python ints: with ints every TMA kernel failed on its first launch (TypeError inside the
+    bindings).  Without a driver the call must get past argument conversion to the driver itself."""
+    driver = pytest.importorskip("cuda.bindings.driver")
+    from tilecraft.runtime import tma
+
+    calls = []
+    real = driver.cuTensorMapEncodeTiled
+
+    def spy(*args):
+        calls.append(args)
+        try:
+            return real(*args)
+        except TypeError:
+            raise
+        except Exception:  # no driver library here: the arguments were converted, that is the point
+            return (driver.CUresult.CUDA_SUCCESS, type("Map", (), {"opaque": [0] * 16})())
+
+    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", spy)
+    monkeypatch.setattr(tma, "_init_driver", lambda: driver)
+    raw = tma.tma_desc_2d_raw(0x10000, "float16", (64, 256), 512, (64, 64), 128)
+    assert len(raw) == tma.DESC_BYTES and len(calls) == 1

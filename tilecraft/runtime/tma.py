@@ -64,12 +64,13 @@ def tma_desc_2d_raw(address: int, dtype: str, shape: tuple, row_pitch_bytes: int
     d = _drv()
     rows, cols = shape
     box_rows, box_cols = box
+    u32, u64 = d.cuuint32_t, d.cuuint64_t   # the bindings take these wrappers, not Python ints
     tmap = check(d.cuTensorMapEncodeTiled(
         getattr(d.CUtensorMapDataType, _DTYPES[dtype][0]), 2, address,
-        [cols, rows],                 # innermost first
-        [row_pitch_bytes],            # strides of dims 1.. in bytes
-        [box_cols, box_rows],
-        [1, 1],                       # element strides
+        [u64(cols), u64(rows)],                  # innermost first
+        [u64(row_pitch_bytes)],                  # strides of dims 1.. in bytes
+        [u32(box_cols), u32(box_rows)],
+        [u32(1), u32(1)],                        # element strides
         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(d.CUtensorMapSwizzle, _SWIZZLES[swizzle]),
         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,

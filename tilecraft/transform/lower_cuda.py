@@ -18,7 +18,7 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Evaluate, For, If, Kernel, Load, Mutator, Store, binary, const, substitute
+from ..ir import Alloc, Const, Evaluate, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
@@ -41,6 +41,15 @@ class _Lower(Mutator):
         if a.buffer.scope == "fragment":
             return Alloc(self.ctx.reg(a.buffer), span=a.span)
         return a
+
+    def visit_Ref(self, e: Ref):
+        """`&frag[0]` (a whole fragment handed to an intrinsic, e.g. tc::wgmma_drain): the address
+        of the thread's first register of it."""
+        if e.buffer.scope != "fragment":
+            return Mutator.generic(self, e)
+        if not all(isinstance(i, Const) and i.value == 0 for i in e.indices):
+            raise TilecraftError(f"internal: a reference into fragment {e.buffer.name} at a nonzero index", e.span)
+        return Ref(self.ctx.reg(e.buffer), (const(0),), span=e.span)
 
     def generic(self, node):
         fn = CUDA_LOWERING.get(type(node))
@@ -97,7 +106,7 @@ def _evaluates(node):
 
 def _frag_accesses(node):
     from ..ir import collect
-    return [n for n in collect(node, lambda n: isinstance(n, (Load, Store))) if n.buffer.scope == "fragment"]
+    return [n for n in collect(node, lambda n: isinstance(n, (Load, Store, Ref))) if n.buffer.scope == "fragment"]
 
 
 class _FragRewrite(Mutator):
