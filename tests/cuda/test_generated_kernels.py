@@ -17,6 +17,9 @@ from tilecraft.compiler import find_cuda_tool
 from tilecraft.kernels import attention, gemm, norm
 
 ARCHS = ["sm_80", "sm_90a"]
+# sm_90a compiles to the Hopper path by default (Target.pass_config_defaults); tests of the mma.sync
+# / cp.async path run on sm_80 and on sm_90a with it asked for explicitly.
+MMA_SYNC = {"tc.use_wgmma": False}
 
 
 def _have_sass() -> bool:
@@ -30,8 +33,11 @@ needs_sass = pytest.mark.skipif(not _have_sass(), reason="cuobjdump/nvdisasm not
                                                          "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
 
 
-def build(func, arch):
-    return tilelang.compile(func, out_idx=[-1], target={"kind": "cuda", "arch": arch})
+def build(func, arch, configs=None):
+    """`func` for `arch`; on sm_90a on the mma.sync path unless `configs` say otherwise."""
+    if configs is None:
+        configs = MMA_SYNC if arch == "sm_90a" else {}
+    return tilelang.compile(func, out_idx=[-1], target={"kind": "cuda", "arch": arch}, pass_configs=configs)
 
 
 def opcodes(kernel) -> set:
@@ -137,9 +143,12 @@ def test_async_wgmma_main_loop_keeps_one_group_in_flight(cfg):
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass
 
 
-def test_wgmma_is_off_by_default_and_on_sm80():
-    src = build(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256), "sm_90a")
-    assert "gemm_ss_sm90" not in src.get_kernel_source()
+def test_wgmma_is_the_default_on_sm90a_and_never_on_sm80():
+    src = build(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256), "sm_90a", {})
+    assert "gemm_ss_sm90" in src.get_kernel_source()
+    off = build(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256), "sm_90a",
+                {"tl.disable_wgmma": True})
+    assert "gemm_ss_sm90" not in off.get_kernel_source()
     k = tilelang.compile(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, threads=256),
                          out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"}, pass_configs={"tc.use_wgmma": True})
     assert "gemm_ss_sm90" not in k.get_kernel_source()
@@ -194,13 +203,13 @@ def test_mbarrier_pipeline_when_asked_for():
     block-barrier form."""
     f = gemm.matmul.fn(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256)
     k = tilelang.compile(f, out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
-                         pass_configs={"tc.mbarrier_pipeline": True})
+                         pass_configs={"tc.mbarrier_pipeline": True, **MMA_SYNC})
     src, sass = k.get_kernel_source(), k.get_sass()
     loop = src[src.index("for (int ko"):src.index("tc::cp_async_wait_all")]
     assert "tc::pipe_wait<3>" in loop and "tc::PipeRelease<3>" in loop and "__syncthreads" not in loop
     assert "ARRIVES.LDGSTSBAR" in sass and "SYNCS.PHASECHK" in sass
     off = build(f, "sm_90a")
-    assert "tc_pipe_bar" not in off.get_kernel_source() and "PipelineBarrier" in off.get_kernel_source()
+    assert "pipe_bar" not in off.get_kernel_source() and "PipelineBarrier" in off.get_kernel_source()
     from tilecraft.compiler.sass import resource_usage
     usage = next(iter(resource_usage(k.artifact.binary).values()))
     assert usage["local_bytes"] == 0 and usage["stack_bytes"] == 0, usage
@@ -211,10 +220,10 @@ def test_pass_configs_from_the_environment(monkeypatch):
     kernel's own pass_configs win; a bad value is an error naming the variable."""
     fn = gemm.matmul.fn(256, 256, 256, block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)
     sm90 = {"kind": "cuda", "arch": "sm_90a"}
-    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": true, "tc.wgmma_async": true}')
-    assert "tc::wgmma_drain" in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
-    own = tilelang.compile(fn, out_idx=[-1], target=sm90, pass_configs={"tc.use_wgmma": False})
-    assert "gemm_ss_sm90" not in own.get_kernel_source() and "tc::gemm_ss<" in own.get_kernel_source()
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": false}')
+    assert "tc::gemm_ss<" in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
+    own = tilelang.compile(fn, out_idx=[-1], target=sm90, pass_configs={"tc.use_wgmma": True})
+    assert "gemm_ss_sm90" in own.get_kernel_source()
     monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmmma": true}')
     with pytest.raises(ValueError, match=r"TILECRAFT_PASS_CONFIGS: unknown key\(s\) \['tc.use_wgmmma'\]"):
         tilelang.compile(fn, out_idx=[-1], target=sm90)
@@ -222,7 +231,7 @@ def test_pass_configs_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="TILECRAFT_PASS_CONFIGS.*expected a JSON object"):
         tilelang.compile(fn, out_idx=[-1], target=sm90)
     monkeypatch.delenv("TILECRAFT_PASS_CONFIGS")
-    assert "gemm_ss_sm90" not in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
+    assert "gemm_ss_sm90" in tilelang.compile(fn, out_idx=[-1], target=sm90).get_kernel_source()
 
 
 def test_jit_factory_sees_a_changed_pass_configs_variable(monkeypatch):
@@ -231,9 +240,9 @@ def test_jit_factory_sees_a_changed_pass_configs_variable(monkeypatch):
     factory = tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})(gemm.matmul.fn)
     args = (256, 256, 256, 128, 128, 64)
     plain = factory(*args, num_stages=3, threads=256)
-    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": true}')
-    hopper = factory(*args, num_stages=3, threads=256)
-    assert "gemm_ss_sm90" in hopper.get_kernel_source() and "gemm_ss_sm90" not in plain.get_kernel_source()
+    monkeypatch.setenv("TILECRAFT_PASS_CONFIGS", '{"tc.use_wgmma": false}')
+    sm80_path = factory(*args, num_stages=3, threads=256)
+    assert "gemm_ss_sm90" not in sm80_path.get_kernel_source() and "gemm_ss_sm90" in plain.get_kernel_source()
     monkeypatch.delenv("TILECRAFT_PASS_CONFIGS")
     assert factory(*args, num_stages=3, threads=256) is plain
 
@@ -248,7 +257,8 @@ def test_look_ahead_copies_are_guarded_exactly_when_k_is_ragged(k_dim, guarded):
     multiple of block_K (no predicate computed per copy); a ragged K keeps the zero-fill guard.
     (Numerics of the ragged case on the GPU: tests/cpu/test_ragged.py.)"""
     k = tilelang.compile(gemm.matmul.fn(256, 256, k_dim, block_M=128, block_N=128, block_K=64, num_stages=3,
-                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs=MMA_SYNC)
     loop = _main_loop(k.get_kernel_source())
     assert ("< " + str(k_dim) + "))" in loop) == guarded, loop
 
@@ -257,7 +267,8 @@ def test_staged_tiles_are_addressed_as_stage_offset_plus_swizzle():
     """A multi-buffered swizzled tile (8-row multiple per stage) is addressed as
     `stage * elements + swizzle(row in stage, col)`, so the swizzled part is loop-invariant."""
     k = tilelang.compile(gemm.matmul.fn(512, 512, 512, block_M=128, block_N=128, block_K=64, num_stages=3,
-                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+                                        threads=128), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs=MMA_SYNC)
     loop = _main_loop(k.get_kernel_source())
     assert re.search(r"\(\(\(ko \+ 2\) % 3\) \* 8192\) \+ tc::swizzle_offset<64, 2>\(", loop), loop
     assert "tc::swizzle_offset<64, 2>(((((ko + 2) % 3) * 128)" not in loop
@@ -319,7 +330,7 @@ def test_flash_attention_on_wgmma_when_asked_for(cfg, causal):
     assert "HGMMA.64x" in sass and "HMMA" not in sass
     from tilecraft.compiler.sass import resource_usage
     assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
-    plain = tilelang.compile(fn, target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
+    plain = tilelang.compile(fn, target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=MMA_SYNC).get_kernel_source()
     assert "sm90" not in plain and "tc::gemm_rs<" in plain
 
 
@@ -329,7 +340,7 @@ def test_plan_says_which_path_each_gemm_and_loop_took_and_why_not():
     sm90 = {"kind": "cuda", "arch": "sm_90a"}
     hopper = {"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.use_tma": True}
     plain = tilelang.compile(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=256),
-                             out_idx=[-1], target=sm90).get_plan()
+                             out_idx=[-1], target=sm90, pass_configs=MMA_SYNC).get_plan()
     assert re.search(r"gemm\.py:\d+: T\.gemm 128x128x64 on mma\.sync, 4x2 warps", plain), plain
     assert "T.Pipelined, 3 stages, cp.async" in plain and "tc.use" not in plain
     tma = tilelang.compile(gemm.matmul.fn(512, 512, 512, 128, 128, 64, num_stages=3, threads=256),

@@ -23,17 +23,14 @@ KNOWN_PASS_CONFIGS = {
     "tl.enable_aggressive_shared_memory_merge", "tl.debug_merge_shared_memory_allocations",
     "tl.disable_thread_storage_sync", "tl.ptxas_register_usage_level", "tl.enable_ptxas_verbose_output",
     "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
-    # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in: correct on the H200 (GPU tier),
-    # default once the whole GPU tier has run with it on (TILECRAFT_PASS_CONFIGS makes that one call).
-    "tc.use_wgmma",
+    # tilecraft's own Hopper switches (sm_90a; all default on there, Target.pass_config_defaults):
+    # wgmma gemms; one wgmma group in flight across a pipelined loop; TMA tile loads; a producer
+    # warpgroup issuing them (warp specialization).
+    "tc.use_wgmma", "tc.wgmma_async", "tc.use_tma", "tc.warp_specialize",
     # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
     "tc.stage_epilogue",
     # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
     "tc.mbarrier_pipeline",
-    # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in, with tc.use_wgmma).
-    "tc.wgmma_async",
-    # tilecraft's own: that loop loads its tiles with TMA (opt-in, with tc.wgmma_async; not yet run on a GPU).
-    "tc.use_tma",
 }
 
 
@@ -67,6 +64,7 @@ def check_pass_configs(pass_configs) -> dict:
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     configs = check_pass_configs(pass_configs)
+    configs = {**target.pass_config_defaults(configs), **configs}
     ir_text = func.script()
     key = cache_key("kernel", ir_text, str(target), sorted(configs.items()), compiler_version_hash())
     cache = DiskCache("kernels")
