@@ -1,4 +1,4 @@
-"""GPU tier for the opt-in Hopper path (`pass_configs={"tc.use_wgmma": True}`, sm_90a only):
+"""GPU tier for the Hopper path (the default on sm_90a; each mode pinned here by its pass_configs):
 generated wgmma GEMMs against torch on fresh random inputs, ragged sizes included; synchronous and
 with one wgmma group kept in flight across the main loop (`tc.wgmma_async`, checked on the H200),
 and with that loop's tiles loaded by TMA (`tc.use_tma`, written in session 3 without GPU time
@@ -22,14 +22,19 @@ def _hopper():
                                  dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
                                  dict(block_M=64, block_N=128, block_K=32, num_stages=2, threads=128)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("mode", ["sync", "async", "tma"])
+@pytest.mark.parametrize("mode", ["sync", "async", "tma", "ws"])
 def test_wgmma_gemm_matches_torch(m, n, k, cfg, dtype, mode):
+    """Modes: synchronous wgmma; one group in flight (cp.async loads); TMA loads; warp-specialized
+    (a producer warpgroup issues the TMA loads, the default on sm_90a)."""
     name = "float16" if dtype == torch.float16 else "bfloat16"
     kern = tilelang.compile(gemm.matmul.fn(m, n, k, dtype=name, **cfg), out_idx=[-1],
                             target={"kind": "cuda", "arch": "sm_90a"},
                             pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": mode != "sync",
-                                          "tc.use_tma": mode == "tma"})
-    assert ("tma" in kern.artifact.meta) == (mode == "tma"), "the TMA main loop is the one under test"
+                                          "tc.use_tma": mode in ("tma", "ws"), "tc.warp_specialize": mode == "ws"})
+    assert ("tma" in kern.artifact.meta) == (mode in ("tma", "ws")), "the TMA main loop is the one under test"
+    split = f"if (tc_tid >= {cfg['threads']})" in kern.get_kernel_source()
+    assert split == (mode == "ws"), "the warp-specialized loop is the one under test"
+    assert kern.artifact.meta["block"][0] == cfg["threads"] + (128 if mode == "ws" else 0)
     a = torch.randn(m, k, device="cuda", dtype=dtype)
     b = torch.randn(k, n, device="cuda", dtype=dtype)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)

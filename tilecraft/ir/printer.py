@@ -144,6 +144,17 @@ class Printer(_Dispatch):
     def visit_Evaluate(self, s):
         self.emit(self.expr(s.value))
 
+    def visit_WarpSpecialize(self, s):
+        regs = f", registers {s.producer_regs} / {s.consumer_regs}" if s.consumer_regs else ""
+        self.emit(f"with T.warp_specialize(consumer_threads={s.consumer_threads}{regs}):")
+        self.indent += 1
+        for role, body in (("producer", s.producer), ("consumer", s.consumer)):
+            self.emit(f"with {role}:")
+            self.indent += 1
+            self.stmt(body)
+            self.indent -= 1
+        self.indent -= 1
+
     def visit_Sync(self, s):
         self.emit("T.sync_threads()")
 

@@ -108,6 +108,22 @@ class Sync(Stmt):
     scope: str = "block"
 
 
+@dataclass(frozen=True, eq=False)
+class WarpSpecialize(Stmt):
+    """The block split into two roles (Hopper).  `consumer` runs on the kernel's own threads
+    [0, consumer_threads); `producer` on one extra warpgroup [consumer_threads, +128), of which
+    one thread runs it (it issues TMA loads).  Inside `consumer` a `Sync` is a barrier of the
+    consumer threads only.  `producer_regs` / `consumer_regs`: the per-thread register budgets
+    each role moves to (setmaxnreg), 0 for no change."""
+    producer: Stmt
+    consumer: Stmt
+    consumer_threads: int
+    producer_regs: int = 0
+    consumer_regs: int = 0
+
+    PRODUCER_THREADS = 128
+
+
 def seq(*stmts) -> Stmt:
     """Flatten nested sequences and drop empty ones."""
     out = []

@@ -9,7 +9,7 @@ only a little time.
 """
 from __future__ import annotations
 
-from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, collect, seq
+from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
 
 
@@ -95,6 +95,13 @@ def _block(stmts, state: _State) -> list:
                 inner.clear()
             state.add(r, w)
             out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
+            continue
+        if isinstance(s, WarpSpecialize):
+            # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
+            # need barriers among themselves (printed as barriers of the consumer threads)
+            body = _block(_stmts(s.consumer), state)
+            out.append(WarpSpecialize(s.producer, seq(*body), s.consumer_threads, s.producer_regs,
+                                      s.consumer_regs, span=s.span))
             continue
         if isinstance(s, If):
             r, w = _access(s)

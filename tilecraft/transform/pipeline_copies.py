@@ -55,11 +55,12 @@ Loops that do not fit (no producer copies, S < 2) stay serial loops with synchro
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
-                  Seq, Store, Sync, Var, binary, collect, const, seq, substitute, where, dtype as dt)
+                  Seq, Stmt, Store, Sync, Var, WarpSpecialize, binary, collect, const, seq, substitute, where,
+                  dtype as dt)
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..layout.tma import sm90_tile_boxes
@@ -73,7 +74,7 @@ def _call(name, *args):
 class _Restage(Mutator):
     """Point every use of a multi-buffered tile at the stage `stage`."""
 
-    renamed: dict = {}  # old Gemm node -> rebuilt node (plans are keyed by node identity)
+    renamed: dict = {}  # old Gemm node -> rebuilt nodes (plans are keyed by node identity)
 
     def __init__(self, staged: dict, stage):
         super().__init__()
@@ -82,7 +83,7 @@ class _Restage(Mutator):
     def visit_Gemm(self, g):
         out = Mutator.generic(self, g)
         if out is not g:
-            _Restage.renamed[g] = out
+            _Restage.renamed.setdefault(g, []).append(out)
         return out
 
     def visit_Region(self, r: Region):
@@ -126,6 +127,9 @@ class _Pipeline(Mutator):
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
         self.use_tma = configs.get("tc.use_tma")
+        self.warp_specialize = configs.get("tc.warp_specialize")
+        self.ws_loops: set = set()   # ids of the kernel's top-level T.Pipelined loops (may be split)
+        self.ws_taken = False        # one warp-specialized loop per kernel
         self.notes: list = []  # one line per pipelined loop: the form chosen
         self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
@@ -135,9 +139,14 @@ class _Pipeline(Mutator):
 
     def visit_Kernel(self, k: Kernel):
         self.threads = k.num_threads
-        return Mutator.generic(self, k)
+        one_d = all(t == 1 for t in k.threads[1:])
+        self.ws_loops = {id(s) for s in _flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
+                         and self.warp_specialize and one_d and self.threads % 128 == 0}
+        self.ws_taken = False
+        return _place_warp_specialized(Mutator.generic(self, k), self.notes)
 
     def visit_For(self, f: For):
+        top_level = id(f) in self.ws_loops
         f = Mutator.generic(self, f)
         stages = f.annotation("num_stages", 0) if f.kind == "pipelined" else 0
         if stages < 2:
@@ -172,6 +181,8 @@ class _Pipeline(Mutator):
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = self._form(rest, producers)
+        if form == "wgmma_tma" and top_level and not self.ws_taken:
+            form, self.ws_taken = "wgmma_ws", True
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
         return getattr(self, f"_{form}")(loop)
@@ -226,7 +237,7 @@ class _Pipeline(Mutator):
 
     def _tma_refusal(self, form, producers) -> str:
         """Why a loop asked to use TMA does not (for the plan notes)."""
-        if not self.use_tma or form == "wgmma_tma":
+        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws"):
             return ""
         if form != "wgmma_async":
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
@@ -246,37 +257,73 @@ class _Pipeline(Mutator):
         except ValueError:
             return None
 
-    def _wgmma_tma(self, lp):
-        S, ko = lp.stages, lp.ko
-        bar = Buffer("tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
-        tid0 = binary("==", thread_index(), 0)
+    def _tma_loads(self, lp) -> list:
+        """(copy, boxes, tensor-map var) per producer copy; each copy becomes a kernel parameter."""
         loads = []
         for c in lp.producers:
             swizzle, boxes = self._tma_plan(c)
             desc = BuiltinVar(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
             self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))
             loads.append((c, boxes, desc))
-        nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
+        return loads
 
-        def issue(t):
-            stage = binary("%", t, S)
-            full = Ref(bar, (stage,))
-            calls = [_call("tc::tma_expect", full, const(nbytes))]
-            for c, boxes, desc in loads:
-                row0, col0 = substitute(c.src, {ko: t}).starts
-                base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
-                calls += [_call("tc::tma_load_tile", base, const(off), desc, full, binary("+", col0, c0),
-                                binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
-            return If(tid0, seq(*calls))
+    def _tma_issue(self, lp, loads, bar, t) -> Stmt:
+        """Announce tile t's bytes on bar[t % S] and issue its boxes into stage t % S (one thread)."""
+        stage = binary("%", t, lp.stages)
+        full = Ref(bar, (stage,))
+        nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
+        calls = [_call("tc::tma_expect", full, const(nbytes))]
+        for c, boxes, desc in loads:
+            row0, col0 = substitute(c.src, {lp.ko: t}).starts
+            base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
+            calls += [_call("tc::tma_load_tile", base, const(off), desc, full, binary("+", col0, c0),
+                            binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
+        return seq(*calls)
+
+    def _wgmma_tma(self, lp, loads=None):
+        S, ko = lp.stages, lp.ko
+        loads = self._tma_loads(lp) if loads is None else loads
+        bar = Buffer("tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
+        tid0 = binary("==", thread_index(), 0)
         g = lp.gemm(async_groups=1, tma_fed=True)
         wait = _call("tc::mbar_wait_parity", Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
-        body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), issue(lp.nxt)))
+        body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), If(tid0, self._tma_issue(lp, loads, bar, lp.nxt))))
         bars = [Ref(bar, (const(s),)) for s in range(S)]
         head = [Alloc(bar), If(tid0, seq(*[_call("tc::mbar_init", r, const(1)) for r in bars])), Sync()]
-        prologue = [issue(const(s)) if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), issue(const(s)))
-                    for s in range(S - 1)]
+        prologue = []
+        for s in range(S - 1):
+            tile = If(tid0, self._tma_issue(lp, loads, bar, const(s)))
+            prologue.append(tile if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), tile))
         tail = [Sync(), If(tid0, seq(*[_call("tc::mbar_inval", r) for r in bars])), Sync()]
         return seq(*head, *prologue, self._drained(lp, body, g), *tail)
+
+    def _wgmma_ws(self, lp):
+        """The TMA loop split between a producer warpgroup and the consumers (module docstring).
+        Placed at the kernel's top level by `_place_warp_specialized`, which falls back to the
+        unsplit TMA loop when the kernel's other statements do not allow the split."""
+        S, ko, n = lp.stages, lp.ko, lp.n
+        loads = self._tma_loads(lp)
+        fallback = self._wgmma_tma(lp, loads)
+        full = Buffer("tma_full", (S,), dt.uint64, "shared", span=lp.f.span)
+        empty = Buffer("tma_empty", (S,), dt.uint64, "shared", span=lp.f.span)
+        warps = self.threads // 32
+        t = Var(f"{ko.name}_load")
+        wait_empty = _call("tc::mbar_wait_parity", Ref(empty, (binary("%", t, S),)),
+                           binary("%", binary("+", binary("//", t, S), 1), 2))
+        producer = For(t, const(0), n, "serial",
+                       seq(If(binary(">=", t, S), wait_empty), self._tma_issue(lp, loads, full, t)), span=lp.f.span)
+        g = lp.gemm(async_groups=1, tma_fed=True)
+        wait_full = _call("tc::mbar_wait_parity", Ref(full, (binary("%", ko, S),)),
+                          binary("%", binary("//", ko, S), 2))
+        release = _call("tc::mbar_arrive_warp", Ref(empty, (binary("%", binary("+", ko, S - 1), S),)))
+        consumer = self._drained(lp, seq(wait_full, g, If(binary("<", const(0), ko), release)), g)
+        tid0 = binary("==", thread_index(), 0)
+        inits = [_call("tc::mbar_init", Ref(full, (const(s),)), const(1)) for s in range(S)]
+        inits += [_call("tc::mbar_init", Ref(empty, (const(s),)), const(warps)) for s in range(S)]
+        invals = [_call("tc::mbar_inval", Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
+        head = [Alloc(full), Alloc(empty), If(tid0, seq(*inits)), Sync()]
+        tail = [Sync(), If(tid0, seq(*invals))]
+        return _Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
 
     def visit_Alloc(self, a):
         return a
@@ -288,7 +335,63 @@ _FORM_NOTES = {
     "mbarrier": "cp.async copies on per-stage mbarriers",
     "wgmma_async": "cp.async copies, one wgmma group kept in flight",
     "wgmma_tma": "TMA tile loads on per-stage mbarriers, one wgmma group kept in flight",
+    "wgmma_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
+                 "mbarriers, consumer warpgroups keep one wgmma group in flight"),
 }
+
+
+@dataclass(frozen=True, eq=False)
+class _Split(Stmt):
+    """A warp-specialized loop waiting to be placed at its kernel's top level."""
+    head: list
+    producer: Stmt
+    consumer: Stmt
+    tail: list
+    fallback: Stmt
+    threads: int
+    note: int    # index of the loop's plan note
+
+
+def _flat(s) -> list:
+    return [x for y in s.stmts for x in _flat(y)] if isinstance(s, Seq) else [s]
+
+
+def _register_budgets(threads: int) -> tuple:
+    """(producer, consumer) setmaxnreg budgets for `threads` consumer threads plus one producer
+    warpgroup, or (0, 0) when one consumer warpgroup can already have every register it may use.
+    The block holds cap = 65536 / (threads + 128) registers per thread at launch (rounded down to
+    8); the producer gives its share to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
+    wg = threads // 128
+    if wg < 2:
+        return 0, 0
+    cap = 65536 // (threads + 128) // 8 * 8
+    return 24, min(256, ((wg + 1) * cap - 24) // wg // 8 * 8)
+
+
+def _place_warp_specialized(k: Kernel, notes: list) -> Kernel:
+    """Split the kernel around its warp-specialized loop: shared allocations, the barriers' set-up
+    and the Lets the producer needs come first (both roles see them), then the producer and, as
+    the consumer, everything else in order.  When the producer would need a value computed by a
+    statement it does not run, the loop stays unsplit (the TMA loop) and its note says why."""
+    stmts = _flat(k.body)
+    splits = [i for i, s in enumerate(stmts) if isinstance(s, _Split)]
+    if not splits:
+        return k
+    i = splits[0]
+    sp = stmts[i]
+    before, after = stmts[:i], stmts[i + 1:]
+    shared = [s for s in before if isinstance(s, Alloc) and s.buffer.scope == "shared"]
+    lets = [s for s in before if type(s).__name__ == "Let"]
+    # Lets move ahead of the statements before them: only those that read nothing those write
+    if any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets):
+        notes[sp.note] = notes[sp.note].replace(
+            _FORM_NOTES["wgmma_ws"], _FORM_NOTES["wgmma_tma"] + " (not warp-specialized: the loads need "
+            "values the kernel computes before the loop)")
+        return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
+    rest = [s for s in before if s not in shared and s not in lets]
+    producer_regs, consumer_regs = _register_budgets(sp.threads)
+    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs)
+    return replace(k, body=seq(*shared, *lets, *sp.head, ws, *sp.tail))
 
 
 class _Loop:
@@ -320,7 +423,7 @@ class _Loop:
     def gemm(self, **fields):
         """The loop's gemm (on stage ko) with `fields` set; plans follow the rebuilt node."""
         g = replace(self.compute, **fields)
-        _Restage.renamed[self.rest[0]] = g
+        _Restage.renamed.setdefault(self.rest[0], []).append(g)
         return g
 
     def loop(self, body) -> For:
@@ -357,9 +460,10 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     body = _ReplaceAllocs(p.allocs).visit(body)
     # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
     plans = dict(func.attr("gemm_plans", {}))
-    for old, new in _Restage.renamed.items():
+    for old, news in _Restage.renamed.items():
         if old in plans:
-            plans[new] = plans[old]
+            for new in news:
+                plans[new] = plans[old]
     out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
            .with_attr("gemm_plans", plans).with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes))
     if p.tma_descs:

@@ -16,14 +16,34 @@ buffer, its size and the total listed.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, collect
+from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
 
 ALIGN = 128
 
 
+def _top_level(body) -> list:
+    """The kernel's top-level statements; a warp-specialized block counts as its producer (which
+    runs alongside the consumer's first statements) followed by the consumer's statements."""
+    out = []
+    for s in (body.stmts if isinstance(body, Seq) else (body,)):
+        if not isinstance(s, WarpSpecialize):
+            out.append(s)
+            continue
+        consumer = _top_level(s.consumer)
+        # the producer's buffers live from the split to the last consumer statement using them
+        theirs = {n.buffer for n in collect(s.producer, lambda n: isinstance(n, (Load, Store, Ref)))}
+        last = max((i for i, c in enumerate(consumer)
+                    if any(n.buffer in theirs for n in collect(c, lambda n: isinstance(n, (Load, Store, Ref))))),
+                   default=0)
+        consumer[0] = seq(s.producer, consumer[0])
+        consumer[last] = seq(s.producer, consumer[last])
+        out.extend(consumer)
+    return out
+
+
 def _lifetimes(k: Kernel, bufs) -> dict:
-    stmts = list(k.body.stmts) if isinstance(k.body, Seq) else [k.body]
+    stmts = _top_level(k.body)
     life = {}
     for pos, s in enumerate(stmts):
         touched = {n.buffer for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref)))}

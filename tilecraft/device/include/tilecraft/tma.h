@@ -89,4 +89,49 @@ TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t*
 
 #endif  // __CUDA_ARCH__ >= 900
 
+// ---- warp specialization: a producer warpgroup feeding consumer warpgroups ----------------------
+// The block is the kernel's THREADS consumer threads plus one producer warpgroup (threads
+// [THREADS, THREADS + 128)).  One producer thread issues the TMA loads of every k-tile into a ring
+// of S stages: it waits for empty[s], announces the tile's bytes on full[s] and issues the boxes.
+// Consumers wait for full[s], run the tile's wgmmas and, once those retired, arrive on empty[s]
+// (one arrival per consumer warp: empty[s] is initialised with THREADS / 32).
+//
+// Barriers among consumers only use named barrier 1 (bar.sync 1, THREADS): __syncthreads (barrier
+// 0) would wait for the producer warpgroup too, which never reaches it.
+
+// One arrival per warp on `bar` (lane 0's, after the warp's own wgmma reads have retired).
+TC_DEVICE void mbar_arrive_warp(uint64_t* bar) {
+  if ((threadIdx.x & 31) == 0) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n"
+                 ::"r"(detail::mbar_addr(bar)) : "memory");
+  }
+}
+
+// Barrier among the THREADS consumer threads (a multiple of 32), not the producer.
+template <int THREADS>
+TC_DEVICE void consumer_sync() {
+  static_assert(THREADS % 32 == 0, "tc::consumer_sync: the consumers are whole warps");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
+}
+
+// setmaxnreg (sm_90a): move registers from the producer warpgroup (which needs few) to the
+// consumers (wgmma accumulators).  Executed by every thread of a warpgroup, convergently, as the
+// first statement of its role's branch; N is a multiple of 8 in [24, 256].  The kernel must be
+// compiled with a register cap (__launch_bounds__(threads, 1)), and the budgets must fit in what
+// the block holds at launch: producer + consumers * WG <= (WG + 1) * cap.
+template <int N>
+TC_DEVICE void warpgroup_reg_alloc() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "tc::warpgroup_reg_alloc: N in [24, 256], multiple of 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+TC_DEVICE void warpgroup_reg_dealloc() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "tc::warpgroup_reg_dealloc: N in [24, 256], multiple of 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
 }  // namespace tc
