@@ -203,7 +203,8 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=128, block_K=32, num_stages=4, threads=256),
                 dict(block_M=128, block_N=128, block_K=64, num_stages=2, threads=256),
-                dict(block_M=128, block_N=256, block_K=32, num_stages=4, threads=256)]
+                dict(block_M=128, block_N=256, block_K=32, num_stages=4, threads=256),
+                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)]
 
 
 WGMMA_CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
@@ -232,14 +233,15 @@ def g_gemm(rows):
                 group.append(case(rows, f"gemm {short} {_cfg_name(cfg)}", f"{s}^3", build,
                                   lambda: (lambda: torch.matmul(a, b), ref_out), 1e-2,
                                   flops=2 * s ** 3, ref_name="cuBLAS"))
-            if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path, side by side
+            if torch.cuda.get_device_capability() == (9, 0):  # the rungs below the default Hopper path
                 import tilecraft as tl
-                for cfg, kind in [(c_, k_) for k_ in ("wgmma", "wgmma-async", "wgmma-tma") for c_ in WGMMA_CONFIGS]:
+                rungs = {"mma.sync": {"tc.use_wgmma": False},
+                         "wgmma-async": {"tc.use_tma": False},
+                         "wgmma-tma": {"tc.warp_specialize": False}}
+                for cfg, kind in [(c_, k_) for k_ in rungs for c_ in WGMMA_CONFIGS]:
                     def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype, kind=kind):
                         k = tl.compile(K.matmul.fn(s, s, s, dtype=dtype, **cfg), out_idx=[-1],
-                                       target={"kind": "cuda", "arch": "sm_90a"},
-                                       pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": kind != "wgmma",
-                                                     "tc.use_tma": kind == "wgmma-tma"})
+                                       target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=rungs[kind])
                         c.fill_(float("nan"))
                         return (lambda: k(a, b, c)), c
                     group.append(case(rows, f"gemm {short} {kind} {_cfg_name(cfg)}", f"{s}^3", build,
@@ -266,16 +268,16 @@ def g_gemm_bias_gelu(rows):
             return (lambda: kern(a, b, bias, c)), c
         case(rows, f"gemm+bias+gelu fp16 {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name="addmm+gelu")
-    if torch.cuda.get_device_capability() == (9, 0):  # the opt-in Hopper path (async wgmma main loop)
+    if torch.cuda.get_device_capability() == (9, 0):  # the default Hopper path's best tiles, and a rung below
         import tilecraft as tl
-        for cfg in WGMMA_CONFIGS:
-            def build(cfg=cfg):
+        for cfg, kind in [(c_, k_) for k_ in ("", "wgmma-async ") for c_ in WGMMA_CONFIGS]:
+            def build(cfg=cfg, kind=kind):
                 kern = tl.compile(K.matmul_bias_gelu.fn(m, n, k_, **cfg), out_idx=[-1],
                                   target={"kind": "cuda", "arch": "sm_90a"},
-                                  pass_configs={"tc.use_wgmma": True, "tc.wgmma_async": True})
+                                  pass_configs={"tc.use_tma": False} if kind else {})
                 c.fill_(float("nan"))
                 return (lambda: kern(a, b, bias, c)), c
-            case(rows, f"gemm+bias+gelu fp16 wgmma-async {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
+            case(rows, f"gemm+bias+gelu fp16 {kind}{_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
                  lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name="addmm+gelu")
 
 
@@ -297,10 +299,10 @@ def g_flash_attention(rows):
         hopper = torch.cuda.get_device_capability() == (9, 0)
         for cfg, wgmma in [(c_, False) for c_ in FA_CONFIGS] + [(c_, True) for c_ in FA_CONFIGS if hopper]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
-                if wgmma:  # the opt-in Hopper path: Q @ K^T and P @ V on wgmma
+                if wgmma:  # the rung below the default Hopper path: both gemms on mma.sync
                     import tilecraft as tl
                     kern = tl.compile(K.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
-                                      target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+                                      target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": False})
                 else:
                     kern = K.flash_attention(b, h, s, d, is_causal=causal, **cfg)
                 o.fill_(float("nan"))
@@ -308,7 +310,7 @@ def g_flash_attention(rows):
 
             def ref(qt=qt, kt=kt, vt=vt, causal=causal, ref_out=ref_out):
                 return (lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)), ref_out
-            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {'wgmma ' if wgmma else ''}"
+            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {'mma.sync ' if wgmma else ''}"
                        f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg['threads']}",
                  f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name="SDPA")
 
