@@ -207,7 +207,8 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)]
 
 
-WGMMA_CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+WGMMA_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),   # the README's
+                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                  dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256)]
 
 
@@ -237,7 +238,8 @@ def g_gemm(rows):
                 import tilecraft as tl
                 rungs = {"mma.sync": {"tc.use_wgmma": False},
                          "wgmma-async": {"tc.use_tma": False},
-                         "wgmma-tma": {"tc.warp_specialize": False}}
+                         "wgmma-tma": {"tc.warp_specialize": False},
+                         "wgmma-ws": {"tc.warp_specialize": True}}
                 for cfg, kind in [(c_, k_) for k_ in rungs for c_ in WGMMA_CONFIGS]:
                     def build(cfg=cfg, s=s, a=a, b=b, c=c, dtype=dtype, kind=kind):
                         k = tl.compile(K.matmul.fn(s, s, s, dtype=dtype, **cfg), out_idx=[-1],

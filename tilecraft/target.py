@@ -46,14 +46,15 @@ class Target:
         """The options this target turns on unless the program says otherwise.  On sm_90a that is
         the Hopper path: wgmma gemms (`tc.use_wgmma`), one wgmma group kept in flight across a
         pipelined loop (`tc.wgmma_async`), TMA tile loads (`tc.use_tma`) and a producer warpgroup
-        feeding them (`tc.warp_specialize`).  TileLang's switches turn the same things off:
+        feeding them (`tc.warp_specialize`: "auto" where a block has its SM to itself anyway; True
+        wherever it applies).  TileLang's switches turn the same things off:
         `tl.disable_wgmma`, `tl.disable_tma_lower`, `tl.disable_warp_specialized`."""
         if not self.has("wgmma"):
             return {}
         wgmma = bool(configs.get("tc.use_wgmma", not configs.get("tl.disable_wgmma", False)))
         tma = wgmma and not configs.get("tl.disable_tma_lower", False)
         return {"tc.use_wgmma": wgmma, "tc.wgmma_async": wgmma, "tc.use_tma": tma,
-                "tc.warp_specialize": tma and not configs.get("tl.disable_warp_specialized", False)}
+                "tc.warp_specialize": tma and not configs.get("tl.disable_warp_specialized", False) and "auto"}
 
     def __str__(self) -> str:
         return self.kind if self.kind == "cpu" else f"cuda -arch={self.arch}"

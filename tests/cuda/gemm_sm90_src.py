@@ -74,9 +74,9 @@ def kernel_source(case: Sm90Case) -> str:
   __shared__ __align__(1024) {T} As[{ar * ac}];
   __shared__ __align__(1024) {T} Bs[{br * bc}];
   for (int i = threadIdx.x; i < {ar * ac}; i += {nt})
-    As[tc::swizzle_offset_sm90<{ac}, 2>(i / {ac}, i % {ac})] = gA[i];
+    As[tc::swizzle_offset_sm90<{ac}, 2, {ar}>(i / {ac}, i % {ac})] = gA[i];
   for (int i = threadIdx.x; i < {br * bc}; i += {nt})
-    Bs[tc::swizzle_offset_sm90<{bc}, 2>(i / {bc}, i % {bc})] = gB[i];
+    Bs[tc::swizzle_offset_sm90<{bc}, 2, {br}>(i / {bc}, i % {bc})] = gB[i];
   tc::fence_proxy_async_shared();
   __syncthreads();
   if (threadIdx.x == 0) {{
@@ -161,15 +161,17 @@ def layout_ok(L: int, eb: int) -> bool:
     return rb in (16, 32, 64) or (rb > 0 and rb % 128 == 0)
 
 
-def swizzle_offset_sm90(L: int, eb: int, row: int, col: int) -> int:
-    """tc::swizzle_offset_sm90, elements (see gemm_sm90.h)."""
+def swizzle_offset_sm90(L: int, eb: int, row: int, col: int, rows: int = 0) -> int:
+    """tc::swizzle_offset_sm90<L, eb, rows>, elements (see gemm_sm90.h): rows over 128 bytes are
+    stored in column panels of `rows` rows each."""
     rb, epc = L * eb, 16 // eb
     assert layout_ok(L, eb), (L, eb)
     if rb <= 128:
         return swizzle_offset(L, eb, row, col)
+    assert rows > 0 and rows % 8 == 0 and row < rows, (rows, row)
     W = 128 // eb
-    r8, cw = row % 8, col % W
-    return (row // 8) * 8 * L + (col // W) * 8 * W + r8 * W + ((cw // epc) ^ r8) * epc + cw % epc
+    cw = col % W
+    return (col // W) * rows * W + row * W + ((cw // epc) ^ (row % 8)) * epc + cw % epc
 
 
 @dataclass(frozen=True)
@@ -186,26 +188,27 @@ class Desc:
         return self.bits(0)
 
 
-def operand_desc(L: int, eb: int, k_major: bool) -> Desc:
+def operand_desc(L: int, eb: int, k_major: bool, rows: int) -> Desc:
+    """The descriptor of a [rows][L] operand tile (rows over 128 bytes: column panels)."""
     rb = L * eb
     mode = {16: 0, 32: 3, 64: 2}.get(rb, 1)
     if k_major:
-        return Desc(mode, 16, 8 * rb)
+        return Desc(mode, 16, 8 * min(rb, 128))
     if mode == 0:
         return Desc(0, 8 * rb, 16)
-    return Desc(mode, 1024 if rb > 128 else 16, 8 * rb)
+    return Desc(mode, rows * 128 if rb > 128 else 16, 8 * min(rb, 128))
 
 
-def operand_offset(L: int, eb: int, k_major: bool, mn0: int, k0: int) -> int:
+def operand_offset(L: int, eb: int, k_major: bool, mn0: int, k0: int, rows: int) -> int:
     """Byte offset of the descriptor start of the sub-matrix at (mn0, k0)."""
     rb = L * eb
     W = 128 // eb if rb > 128 else L
-    d = operand_desc(L, eb, k_major)
+    d = operand_desc(L, eb, k_major, rows)
     if k_major:
         assert mn0 % 8 == 0 and k0 % 16 == 0
-        return (mn0 // 8) * d.sbo + (k0 // W) * 1024 + (k0 % W) * eb
+        return (mn0 // 8) * d.sbo + (k0 // W) * rows * 128 + (k0 % W) * eb
     assert k0 % 8 == 0 and mn0 % W == 0
-    return (k0 // 8) * (d.lbo if d.mode == 0 else d.sbo) + (mn0 // W) * 1024
+    return (k0 // 8) * (d.lbo if d.mode == 0 else d.sbo) + (mn0 // W) * rows * 128
 
 
 def hw_address(desc_bits: int, k_major: bool, mn: int, k: int, eb: int = 2) -> int:
@@ -240,15 +243,16 @@ def issued_instructions(c: Sm90Case):
     byte address 0 (pattern aligned), as gemm_ss_sm90 computes them."""
     eb = 2
     La, Lb = (c.M if c.trans_a else c.K), (c.K if c.trans_b else c.N)
-    da, db = operand_desc(La, eb, not c.trans_a), operand_desc(Lb, eb, c.trans_b)
+    Ra, Rb = c.a_stored[0], c.b_stored[0]
+    da, db = operand_desc(La, eb, not c.trans_a, Ra), operand_desc(Lb, eb, c.trans_b, Rb)
     WM = c.M // c.WG
     for g in range(c.WG):
-        a_base = operand_offset(La, eb, not c.trans_a, WM, 0) * g
+        a_base = operand_offset(La, eb, not c.trans_a, WM, 0, Ra) * g
         for kk in range(c.K // 16):
             for mi in range(c.MI):
-                a = da.bits(a_base + operand_offset(La, eb, not c.trans_a, 64 * mi, 16 * kk))
+                a = da.bits(a_base + operand_offset(La, eb, not c.trans_a, 64 * mi, 16 * kk, Ra))
                 for n0, np_ in zip(range(0, c.N, 256), c.n_pieces):
-                    b = db.bits(operand_offset(Lb, eb, c.trans_b, n0, 16 * kk))
+                    b = db.bits(operand_offset(Lb, eb, c.trans_b, n0, 16 * kk, Rb))
                     yield g, kk, mi, n0, np_, a, b
 
 
@@ -285,7 +289,7 @@ def rs_kernel_source(case: Sm90Case) -> str:
     const {T}* __restrict__ gB, float* __restrict__ gC, int* __restrict__ info) {{
   __shared__ __align__(1024) {T} Bs[{br * bc}];
   for (int i = threadIdx.x; i < {br * bc}; i += {nt})
-    Bs[tc::swizzle_offset_sm90<{bc}, 2>(i / {bc}, i % {bc})] = gB[i];
+    Bs[tc::swizzle_offset_sm90<{bc}, 2, {br}>(i / {bc}, i % {bc})] = gB[i];
   tc::fence_proxy_async_shared();
   __syncthreads();
   if (threadIdx.x == 0) info[0] = info[1] = static_cast<int>(tc::smem_addr(Bs) % 1024u);

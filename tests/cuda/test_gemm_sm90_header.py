@@ -112,7 +112,7 @@ def test_tilecraft_h_still_compiles_without_sm90a(arch):
            'extern "C" __global__ void k(const tc::half_t* g, tc::half_t* out) {\n'
            "  __shared__ __align__(1024) tc::half_t s[64 * 128];\n"
            "  for (int i = threadIdx.x; i < 64 * 128; i += blockDim.x)\n"
-           "    s[tc::swizzle_offset_sm90<128, 2>(i / 128, i % 128)] = g[i];\n"
+           "    s[tc::swizzle_offset_sm90<128, 2, 64>(i / 128, i % 128)] = g[i];\n"
            "  tc::fence_proxy_async_shared();\n"
            "  __syncthreads();\n"
            "  out[threadIdx.x] = s[threadIdx.x];\n}\n")
@@ -182,23 +182,23 @@ ROW_LENGTHS = [8, 16, 32, 64, 128, 192, 256, 320, 512]
 @pytest.mark.parametrize("L", ROW_LENGTHS)
 def test_sm90_layout_is_a_conflict_free_permutation(L):
     eb, epc, rows = 2, 8, 32
-    offs = sorted(swizzle_offset_sm90(L, eb, r, c) for r in range(rows) for c in range(L))
+    offs = sorted(swizzle_offset_sm90(L, eb, r, c, rows) for r in range(rows) for c in range(L))
     assert offs == list(range(rows * L))
     for r in range(rows):
         for c in range(0, L, epc):  # 16-byte chunks stay whole
-            base = swizzle_offset_sm90(L, eb, r, c)
+            base = swizzle_offset_sm90(L, eb, r, c, rows)
             assert base % epc == 0
-            assert [swizzle_offset_sm90(L, eb, r, c + i) for i in range(epc)] == list(range(base, base + epc))
+            assert [swizzle_offset_sm90(L, eb, r, c + i, rows) for i in range(epc)] == list(range(base, base + epc))
     if L * eb <= 128:
-        assert all(swizzle_offset_sm90(L, eb, r, c) == swizzle_offset(L, eb, r, c)
+        assert all(swizzle_offset_sm90(L, eb, r, c, rows) == swizzle_offset(L, eb, r, c)
                    for r in range(rows) for c in range(L))
     if L * eb >= 128:  # 8 rows of one chunk, and 8 chunks of one row: 8 distinct bank groups
         for r0 in range(0, rows, 8):
             for c in range(0, L, epc):
-                assert len({swizzle_offset_sm90(L, eb, r0 + i, c) // epc % 8 for i in range(8)}) == 8
+                assert len({swizzle_offset_sm90(L, eb, r0 + i, c, rows) // epc % 8 for i in range(8)}) == 8
         for r in range(rows):
             for c0 in range(0, L, 8 * epc):
-                assert len({swizzle_offset_sm90(L, eb, r, c0 + j * epc) // epc % 8 for j in range(8)}) == 8
+                assert len({swizzle_offset_sm90(L, eb, r, c0 + j * epc, rows) // epc % 8 for j in range(8)}) == 8
 
 
 def test_layout_ok_row_lengths():
@@ -218,14 +218,14 @@ def test_descriptors_address_exactly_the_stored_elements(case):
             for kx in range(16):
                 m, k = g * WM + 64 * mi + mm, 16 * kk + kx
                 r, col = (k, m) if c.trans_a else (m, k)
-                want = eb * swizzle_offset_sm90(La, eb, r, col)
+                want = eb * swizzle_offset_sm90(La, eb, r, col, c.a_stored[0])
                 assert hw_address(da, not c.trans_a, mm, kx) == want, (g, kk, mi, mm, kx)
                 a_seen.add((m, k))
         for nn in range(np_):
             for kx in range(16):
                 n, k = n0 + nn, 16 * kk + kx
                 r, col = (n, k) if c.trans_b else (k, n)
-                want = eb * swizzle_offset_sm90(Lb, eb, r, col)
+                want = eb * swizzle_offset_sm90(Lb, eb, r, col, c.b_stored[0])
                 assert hw_address(db, c.trans_b, nn, kx) == want, (kk, n0, nn, kx)
                 b_seen.add((n, k))
     assert len(a_seen) == c.M * c.K and len(b_seen) == c.N * c.K
@@ -247,8 +247,9 @@ def _cxx_descriptor_checks() -> str:
         for km in (True, False):
             if km and L < 16:
                 continue
-            d = operand_desc(L, 2, km)
-            op = f"tc::detail::Sm90Operand<{L}, 2, {str(km).lower()}>"
+            rows = 96   # the tile's row count: the column panels' height when L * 2 > 128
+            d = operand_desc(L, 2, km, rows)
+            op = f"tc::detail::Sm90Operand<{L}, 2, {str(km).lower()}, {rows}>"
             lines.append(f"static_assert({op}::FIELDS == {d.fields()}ull, \"fields {L} {km}\");")
             W = 64 if L > 64 else L
             for mn0, k0 in ([(0, 0), (8, 16), (64, 0), (72, 48)] if km else
@@ -256,7 +257,7 @@ def _cxx_descriptor_checks() -> str:
                 if (not km and mn0 >= L) or (km and k0 >= L):
                     continue
                 lines.append(f"static_assert({op}::offset({mn0}, {k0}) == "
-                             f"{operand_offset(L, 2, km, mn0, k0)}, \"offset {L} {km} {mn0} {k0}\");")
+                             f"{operand_offset(L, 2, km, mn0, k0, rows)}, \"offset {L} {km} {mn0} {k0}\");")
     return "\n".join(lines)
 
 
@@ -277,8 +278,8 @@ def test_cxx_layout_function_matches_the_model_at_compile_time():
         for r in (0, 1, 5, 7, 8, 13):
             for col in (0, 7, 8, 9, 63, L - 1):
                 if col < L:
-                    checks.append(f"bad |= tc::swizzle_offset_sm90<{L}, 2>({r}, {col}) != "
-                                  f"{swizzle_offset_sm90(L, 2, r, col)};")
+                    checks.append(f"bad |= tc::swizzle_offset_sm90<{L}, 2, 16>({r}, {col}) != "
+                                  f"{swizzle_offset_sm90(L, 2, r, col, 16)};")
     src = ("#include <tilecraft/tilecraft.h>\n"
            'extern "C" __global__ void k(int* out) {\n  bool bad = false;\n  '
            + "\n  ".join(checks) + "\n  if (bad) out[0] = 1;\n}\n")

@@ -106,7 +106,7 @@ extern "C" __global__ void __launch_bounds__(128) tma_fill(const __grid_constant
   tc::mbar_wait_parity(bar, 0);
   for (int i = threadIdx.x; i < {rows * cols}; i += blockDim.x) {{
     const int r = i / {cols}, c = i % {cols};
-    out[static_cast<long long>(row0 + r) * cols_total + col0 + c] = tile[tc::swizzle_offset_sm90<{cols}, {esize}>(r, c)];
+    out[static_cast<long long>(row0 + r) * cols_total + col0 + c] = tile[tc::swizzle_offset_sm90<{cols}, {esize}, {rows}>(r, c)];
   }}
 }}
 """

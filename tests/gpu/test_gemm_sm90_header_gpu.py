@@ -117,7 +117,7 @@ SWZ_SRC = r"""
 #include <tilecraft/tilecraft.h>
 template <int L>
 __device__ void table(int* out, int rows) {
-  for (int i = threadIdx.x; i < rows * L; i += blockDim.x) out[i] = tc::swizzle_offset_sm90<L, 2>(i / L, i % L);
+  for (int i = threadIdx.x; i < rows * L; i += blockDim.x) out[i] = tc::swizzle_offset_sm90<L, 2, 16>(i / L, i % L);
 }
 extern "C" __global__ void swz(int* out) {
   int o = 0;
@@ -143,5 +143,5 @@ def test_swizzle_offset_sm90_matches_python_model():
     fn.launch((1, 1, 1), (128, 1, 1), 0, torch.cuda.current_stream().cuda_stream,
               [("ptr", out.data_ptr())])
     got = out.cpu().tolist()
-    expect = [swizzle_offset_sm90(L, 2, i // L, i % L) for L in SWZ_TABLES for i in range(16 * L)]
+    expect = [swizzle_offset_sm90(L, 2, i // L, i % L, 16) for L in SWZ_TABLES for i in range(16 * L)]
     assert got == expect

@@ -18,7 +18,8 @@ from gemm_sm90_src import swizzle_offset_sm90  # noqa: E402
 
 @pytest.mark.parametrize("rows, cols, eb", [
     (128, 64, 2), (64, 64, 2), (64, 32, 2), (64, 16, 2), (16, 8, 2), (512, 64, 2),   # one box (or 256-row boxes)
-    (64, 128, 2), (64, 256, 2), (32, 192, 2), (64, 64, 4), (64, 32, 4),             # 8-row atoms
+    (64, 128, 2), (64, 256, 2), (32, 192, 2), (64, 64, 4), (64, 32, 4),             # column panels
+    (512, 128, 2),                                                                   # 256-row panel boxes
 ])
 def test_boxes_fill_the_sm90_layout_exactly(rows, cols, eb):
     swizzle, boxes = sm90_tile_boxes(rows, cols, eb)
@@ -33,7 +34,7 @@ def test_boxes_fill_the_sm90_layout_exactly(rows, cols, eb):
                 where.setdefault((r0 + r, c0 + c), []).append(off + box_offset(swizzle, eb, bc, r, c))
     assert len(where) == rows * cols
     for (r, c), offs in where.items():
-        assert offs == [swizzle_offset_sm90(cols, eb, r, c)], (r, c, offs)
+        assert offs == [swizzle_offset_sm90(cols, eb, r, c, rows)], (r, c, offs)
 
 
 def test_tiles_without_a_plan_are_refused():

@@ -81,7 +81,9 @@ class CudaPrinter(CPrinter):
         if fn is None:
             return super().offset(buf, indices)
         lead, rows = _split_rows(buf, indices)
-        swz = f"{fn}<{buf.shape[-1]}, {buf.dtype.bytes}>({self.expr(rows)}, {self.expr(indices[-1])})"
+        # the sm90 layout stores rows over 128 bytes in column panels as tall as the tile
+        tall = f", {buf.shape[-2]}" if fn == "tc::swizzle_offset_sm90" else ""
+        swz = f"{fn}<{buf.shape[-1]}, {buf.dtype.bytes}{tall}>({self.expr(rows)}, {self.expr(indices[-1])})"
         return swz if lead is None else f"{self.expr(lead)} + {swz}"
 
     def visit_Ref(self, e):

@@ -23,14 +23,15 @@ def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:
     wgmma descriptors read): (swizzle bytes, [(smem element offset, row0, col0, box_rows,
     box_cols), ...]).  Rows of 16/32/64/128 bytes: the tile is whole boxes of up to 256 rows with
     the matching swizzle.  Longer rows (a multiple of 128 bytes) are stored as 8-row x 128-byte
-    atoms, row group after row group, so each atom is its own 8 x (128 / elem_bytes) box."""
+    atoms in column panels, panel after panel (each [rows][128 / elem_bytes]), so each panel is
+    one box of up to 256 rows with the 128-byte swizzle."""
     rb = cols * elem_bytes
     if rb in (16, 32, 64, 128):
         swizzle = 0 if rb == 16 else rb
         return swizzle, [(r0 * cols, r0, 0, min(256, rows - r0), cols) for r0 in range(0, rows, 256)]
-    if rb % 128 or rows % 8:
+    if rb % 128 or rows % 8 or (rows > 256 and rows % 256):  # one tensor map: every box the same shape
         raise ValueError(f"TMA: a [{rows}][{cols}] tile of {elem_bytes}-byte elements has no TMA box plan "
                          f"(rows of {rb} bytes: need 16/32/64/128 or a multiple of 128 with rows % 8 == 0)")
     w = 128 // elem_bytes
-    return 128, [(g * 8 * cols + p * 8 * w, g * 8, p * w, 8, w)
-                 for g in range(rows // 8) for p in range(cols // w)]
+    return 128, [(p * rows * w + r0 * w, r0, p * w, min(256, rows - r0), w)
+                 for p in range(cols // w) for r0 in range(0, rows, 256)]

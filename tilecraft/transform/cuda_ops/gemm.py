@@ -36,9 +36,10 @@ def lower_gemm(g: Gemm, ctx: Ctx):
         return _wgmma_rs(ctx, g, plan, pre, c_reg, m, n, k)
     if plan is not None and plan[0] == "wgmma":
         t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
-        pending = f", {g.async_groups}" if g.async_groups else ""
+        # the tiles' row counts: the height of their column panels (gemm_sm90.h)
+        rows = f", {g.async_groups}, {g.a.buffer.shape[-2]}, {g.b.buffer.shape[-2]}"
         name = (f"tc::gemm_ss_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_a).lower()}, "
-                f"{str(g.trans_b).lower()}, {t}{pending}>")
+                f"{str(g.trans_b).lower()}, {t}{rows}>")
         call_ = Call(name, (Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
                      dt.int32)
         if g.tma_fed:  # TMA writes are in the async proxy already, and each thread waited for them
@@ -105,7 +106,7 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
         raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
                              g.span)
     t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
-    name = f"tc::gemm_rs_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_b).lower()}, {t}>"
+    name = f"tc::gemm_rs_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_b).lower()}, {t}, {g.b.buffer.shape[-2]}>"
     call_ = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
                  dt.int32)
     return seq(pre, Evaluate(Call("tc::fence_proxy_async_shared", (), dt.int32)), Sync(), Evaluate(call_, span=g.span))

@@ -18,26 +18,29 @@
 //                         every hardware atom has rows S <= 128 bytes apart: NOT describable.
 //   RB = 48, 96, 160, 192, ... (not 16/32/64 or a multiple of 128): not describable either.
 // So swizzle_offset_sm90 is swizzle_offset for RB <= 128, and for RB a multiple of 128 it cuts the
-// row into RB/128 panels of 128 bytes (W = 128/ELEM_BYTES elements) and stores each group of 8
-// rows as P = RB/128 consecutive SWIZZLE_128B atoms (1024 bytes each):
-//   offset = (row / 8) * 8L + (col / W) * 8W + (row % 8) * W + ((col % W) / EPC ^ row % 8) * EPC
-//            + col % EPC                                     (elements, EPC = 16 / ELEM_BYTES)
-// (for RB = 128 this is the same formula with one panel).  Every other RB is a static_assert.
+// tile's columns into RB/128 panels of 128 bytes (W = 128/ELEM_BYTES elements) and stores the
+// panels one after another, each a [ROWS][W] stack of SWIZZLE_128B atoms (8 rows, 1024 bytes):
+//   offset = (col / W) * ROWS*W + row * W + ((col % W) / EPC ^ row % 8) * EPC + col % EPC
+//                                                             (elements, EPC = 16 / ELEM_BYTES)
+// (for RB = 128 this is the same formula with one panel; ROWS, the tile's row count, matters only
+// with panels).  Panel after panel is what one TMA box of [ROWS][W] writes with SWIZZLE_128B, so a
+// tile loads with one box per panel (layout/tma.py).  Every other RB is a static_assert.
 // The 16-byte chunks stay whole, so 16-byte copies (cp.async, uint4 stores) are unchanged, and a
 // warp storing 8 chunks of one row (or one chunk of 8 rows) still hits 8 distinct bank groups.
 //
 // Descriptors built from it (in bytes; "MN" is M for A and N for B):
 //   K-major operand  (A [M][K] = !TRANS_A, B [N][K] = TRANS_B; row length L = K):
-//     RB in {32, 64, 128, 128P} -> SWIZZLE_32B / 64B / 128B, SBO = 8*RB (next 8 MN rows),
-//     LBO unused (encoded 1).  Sub-matrix (mn0, k0) starts at
-//     (mn0/8)*SBO + (k0/W)*1024 + (k0%W)*ELEM_BYTES          (W = min(L, 128/ELEM_BYTES))
+//     RB in {32, 64, 128, 128P} -> SWIZZLE_32B / 64B / 128B, SBO = 8*min(RB, 128) (next 8 MN
+//     rows), LBO unused (encoded 1).  Sub-matrix (mn0, k0) starts at
+//     (mn0/8)*SBO + (k0/W)*PANEL + (k0%W)*ELEM_BYTES    (W = min(L, 128/ELEM_BYTES), PANEL = ROWS*128)
 //     i.e. one k16 step moves the start 32 bytes inside the swizzle row (the hardware applies the
 //     XOR to the absolute address, so this is exact when the tile is pattern-aligned).
 //   MN-major operand (A [K][M] = TRANS_A, B [K][N] = !TRANS_B; row length L = M or N):
 //     RB in {32, 64, 128}: SWIZZLE_32B/64B/128B, SBO = 8*RB (next 8 k rows), LBO unused (1);
-//     RB = 128P:           SWIZZLE_128B, SBO = 8*RB, LBO = 1024 (next 64-element MN panel);
+//     RB = 128P:           SWIZZLE_128B, SBO = 1024 (next 8 k rows), LBO = PANEL (next
+//                          64-element MN panel);
 //     RB = 16:             no swizzle, LBO = 128 (next 8 k rows), SBO unused (1).
-//     Sub-matrix (mn0, k0), k0 % 8 == 0, mn0 % W == 0, starts at (k0/8)*SBO + (mn0/W)*1024.
+//     Sub-matrix (mn0, k0), k0 % 8 == 0, mn0 % W == 0, starts at (k0/8)*SBO + (mn0/W)*PANEL.
 //   Supported stored row lengths (16-bit T): K-major 16, 32, 64, 64j halves (K = 16, 32, 64,
 //   128, 192, ...); MN-major 8 (B only), 16, 32, 64, 64j halves.  K % 16 == 0 always.
 //
@@ -107,9 +110,9 @@ struct Sm90Rows {
 
 }  // namespace detail
 
-// Element offset of (row, col) in a [rows][L] tile stored for wgmma (see the top of this file).
-// Equal to tc::swizzle_offset<L, ELEM_BYTES> whenever L*ELEM_BYTES <= 128.
-template <int L, int ELEM_BYTES>
+// Element offset of (row, col) in a [ROWS][L] tile stored for wgmma (see the top of this file).
+// Equal to tc::swizzle_offset<L, ELEM_BYTES> whenever L*ELEM_BYTES <= 128 (ROWS unused then).
+template <int L, int ELEM_BYTES, int ROWS = 0>
 TC_DEVICE int swizzle_offset_sm90(int row, int col) {
   using R = detail::Sm90Rows<L, ELEM_BYTES>;
   static_assert(16 % ELEM_BYTES == 0, "tc::swizzle_offset_sm90: element size must divide 16 bytes");
@@ -119,10 +122,12 @@ TC_DEVICE int swizzle_offset_sm90(int row, int col) {
   if constexpr (!R::PANELS) {
     return swizzle_offset<L, ELEM_BYTES>(row, col);
   } else {
+    static_assert(ROWS > 0 && ROWS % 8 == 0,
+                  "tc::swizzle_offset_sm90: rows over 128 bytes are stored in column panels of "
+                  "ROWS rows each: give the tile's row count (a multiple of 8)");
     constexpr int W = R::W, EPC = R::EPC;
-    const int r8 = row & 7, cw = col % W;
-    return (row >> 3) * (8 * L) + (col / W) * (8 * W) + r8 * W + (((cw / EPC) ^ r8) * EPC) +
-           cw % EPC;
+    const int cw = col % W;
+    return (col / W) * (ROWS * W) + row * W + (((cw / EPC) ^ (row & 7)) * EPC) + cw % EPC;
   }
 }
 
@@ -138,17 +143,19 @@ TC_DEVICE void fence_proxy_async_shared() {
 
 namespace detail {
 
-// Matrix descriptor of one wgmma operand stored row-major [rows][L] with swizzle_offset_sm90<L, 2>.
+// Matrix descriptor of one wgmma operand stored row-major [ROWS][L] with swizzle_offset_sm90<L, 2, ROWS>.
 // K_MAJOR: rows run along M/N and L = K (A !TRANS_A, B TRANS_B); else rows are k and L = M or N.
-template <int L, int ELEM_BYTES, bool K_MAJOR>
+template <int L, int ELEM_BYTES, bool K_MAJOR, int ROWS>
 struct Sm90Operand {
   using R = Sm90Rows<L, ELEM_BYTES>;
-  static constexpr bool OK = R::OK && (K_MAJOR ? R::RB >= 32 : true);
+  static constexpr bool OK = R::OK && (K_MAJOR ? R::RB >= 32 : true) && (!R::PANELS || ROWS % 8 == 0);
   static constexpr int MODE = R::MODE;
-  static constexpr int SBO_BYTES = (K_MAJOR || R::MODE != 0) ? 8 * R::RB : 16;
+  static constexpr int PANEL_BYTES = ROWS * 128;             // one [ROWS][W] column panel
+  static constexpr int SBO_BYTES = (K_MAJOR || R::MODE != 0) ? 8 * (R::PANELS ? 128 : R::RB) : 16;
   static constexpr int LBO_BYTES = (!K_MAJOR && R::MODE == 0) ? 8 * R::RB
-                                   : (!K_MAJOR && R::PANELS) ? 1024 : 16;
-  static_assert(SBO_BYTES / 16 < (1 << 14), "tc::gemm_ss_sm90: row too long for the 14-bit SBO");
+                                   : (!K_MAJOR && R::PANELS) ? PANEL_BYTES : 16;
+  static_assert(SBO_BYTES / 16 < (1 << 14) && LBO_BYTES / 16 < (1 << 14),
+                "tc::gemm_ss_sm90: tile too large for the 14-bit descriptor strides");
   // Descriptor bits other than the start address.
   static constexpr uint64_t FIELDS = (static_cast<uint64_t>(LBO_BYTES >> 4) << 16) |
                                      (static_cast<uint64_t>(SBO_BYTES >> 4) << 32) |
@@ -156,8 +163,8 @@ struct Sm90Operand {
   // Byte offset of the sub-matrix whose first element is (mn0, k0) in (M or N, K) coordinates.
   // K-major: mn0 % 8 == 0, k0 % 16 == 0.  MN-major: k0 % 8 == 0, mn0 % W == 0.
   __host__ __device__ static constexpr int offset(int mn0, int k0) {
-    return K_MAJOR ? (mn0 / 8) * SBO_BYTES + (k0 / R::W) * 1024 + (k0 % R::W) * ELEM_BYTES
-                   : (k0 / 8) * (R::MODE == 0 ? LBO_BYTES : SBO_BYTES) + (mn0 / R::W) * 1024;
+    return K_MAJOR ? (mn0 / 8) * SBO_BYTES + (k0 / R::W) * PANEL_BYTES + (k0 % R::W) * ELEM_BYTES
+                   : (k0 / 8) * (R::MODE == 0 ? LBO_BYTES : SBO_BYTES) + (mn0 / R::W) * PANEL_BYTES;
   }
   static TC_DEVICE uint64_t desc(uint32_t smem_byte_addr) {
     return FIELDS | static_cast<uint64_t>((smem_byte_addr & 0x3FFFFu) >> 4);
@@ -232,7 +239,10 @@ template <class T> struct DependentFalse { static constexpr bool value = false; 
 // this k tile's group keeps the tensor cores busy while the caller waits for the next tile; the
 // call retires the previous tile's group, so its stage of A/B may be refilled once every
 // warpgroup has returned (a block barrier).  C must not be touched until tc::wgmma_drain.
-template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T, int PENDING = 0>
+// A_ROWS / B_ROWS: the row counts of the shared tiles A and B point into (their column panels'
+// height, see the top of this file); by default the gemm's own extents.
+template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T, int PENDING = 0,
+          int A_ROWS = (TRANS_A ? K : M), int B_ROWS = (TRANS_B ? N : K)>
 TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WG >= 1, "tc::gemm_ss_sm90: WG (warpgroups) must be >= 1");
@@ -241,8 +251,8 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
                 "in m64 tiles)");
   static_assert(N % 8 == 0, "tc::gemm_ss_sm90: N must be a multiple of 8 (wgmma n)");
   static_assert(K % 16 == 0, "tc::gemm_ss_sm90: K must be a multiple of 16 (wgmma k16 steps)");
-  using AOp = detail::Sm90Operand<TRANS_A ? M : K, sizeof(T), !TRANS_A>;
-  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B>;
+  using AOp = detail::Sm90Operand<TRANS_A ? M : K, sizeof(T), !TRANS_A, A_ROWS>;
+  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
   static_assert(AOp::OK,
                 "tc::gemm_ss_sm90: A's stored row (K halves for A [M][K], M for A [K][M]) must be "
                 "16, 32, 64 or a multiple of 64 halves: other lengths match no wgmma smem layout");
@@ -291,13 +301,13 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 // gemm_ss_sm90).  wgmma takes A as 4 registers per thread per k16 step: per warp the mma.sync
 // m16n8k16 A fragment of its 16 rows, {pack(nk=2kk, h=0), pack(2kk, 1), pack(2kk+1, 0),
 // pack(2kk+1, 1)} as in tc::gemm_rs.  B: as in gemm_ss_sm90.
-template <int M, int N, int K, int WG, bool TRANS_B, class T>
+template <int M, int N, int K, int WG, bool TRANS_B, class T, int B_ROWS = (TRANS_B ? N : K)>
 TC_DEVICE void gemm_rs_sm90(const T* A_regs, const T* B, float* C) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WG >= 1 && M % (64 * WG) == 0, "tc::gemm_rs_sm90: M must be a multiple of 64*WG");
   static_assert(N % 8 == 0, "tc::gemm_rs_sm90: N must be a multiple of 8 (wgmma n)");
   static_assert(K % 16 == 0, "tc::gemm_rs_sm90: K must be a multiple of 16 (wgmma k16 steps)");
-  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B>;
+  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
   static_assert(BOp::OK, "tc::gemm_rs_sm90: B's stored row must be 8 (N only), 16, 32, 64 or a multiple of 64 halves");
   constexpr int MI = M / WG / 64, KS = K / 16, NK = K / 8;
 #if defined(__CUDA_ARCH__)
