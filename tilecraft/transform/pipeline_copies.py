@@ -121,9 +121,8 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict, smem_limit: int):
+    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict):
         super().__init__()
-        self.smem_limit = smem_limit
         self.plans, self.layouts = plans, layouts
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
@@ -183,7 +182,7 @@ class _Pipeline(Mutator):
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = self._form(rest, producers)
         if (form == "wgmma_tma" and top_level and not self.ws_taken
-                and (self.warp_specialize is True or self._alone_on_sm(loop))):
+                and (self.warp_specialize is True or self._ws_pays(loop))):
             form, self.ws_taken = "wgmma_ws", True
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
@@ -259,16 +258,15 @@ class _Pipeline(Mutator):
         except ValueError:
             return None
 
-    def _alone_on_sm(self, lp) -> bool:
-        """Whether a block of this loop would have its SM to itself anyway (its stages' shared
-        memory, or its accumulators' registers, leave no room for a second block).  Only then does
-        warp specialization pay: its producer warpgroup and register cap (one block per SM) cost a
-        second block's latency hiding, which measured 0.57x against 0.85x cuBLAS for 128x128x64
-        tiles in 3 stages on the H200 (two blocks per SM without it)."""
-        smem = sum(lp.stages * c.dst.buffer.nbytes for c in lp.producers)
-        acc = lp.rest[0].c.buffer
-        regs = acc.numel // self.threads + 40      # accumulators + addressing, per thread (estimate)
-        return 2 * smem > self.smem_limit or 2 * self.threads * regs > 65536
+    def _ws_pays(self, lp) -> bool:
+        """Whether "auto" warp-specializes this loop: never, as measured on the H200 (2026-11-30,
+        benchmarks/NOTES.md session 4).  The producer warpgroup and its register cap (one block
+        per SM) cost a second block's latency hiding where one would fit (128x128x64/3/256: 0.68x
+        cuBLAS against 0.90x unsplit), and where a block has its SM to itself anyway
+        (128x256x64/3/256) the split measured 0.93-0.97x against 0.96-1.00x for the unsplit TMA
+        loop, which already overlaps loads and wgmmas.  Without a persistent tile scheduler
+        there is no epilogue for the producer to hide; `tc.warp_specialize: True` still splits."""
+        return False
 
     def _tma_loads(self, lp) -> list:
         """(copy, boxes, tensor-map var) per producer copy; each copy becomes a kernel parameter."""
@@ -466,7 +464,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
     p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
-                  func.attr("pass_configs", {}), target.max_shared_memory)
+                  func.attr("pass_configs", {}))
     body = p.visit(func.body)
     if not p.allocs:
         return func.with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes)
