@@ -86,10 +86,14 @@ class ArgChecker:
     def fail(self, exc, p: ParamInfo, what: str):
         raise exc(f"{self.kernel_name}: parameter '{p.name}' {what}")
 
-    def from_dlpack(self, p: ParamInfo, obj):
+    def from_dlpack(self, p: ParamInfo, obj, written: bool = False):
         """A torch tensor sharing the memory of `obj` if it speaks DLPack (numpy, CuPy, JAX, a
-        DLPack capsule), for the same checks as a torch tensor; else the TypeError."""
+        DLPack capsule), for the same checks as a torch tensor; else the TypeError.  A parameter
+        the kernel writes must not be a read-only array (numpy's `writeable` flag)."""
         if hasattr(obj, "__dlpack__") or type(obj).__name__ == "PyCapsule":
+            flags = getattr(obj, "flags", None)
+            if written and flags is not None and getattr(flags, "writeable", True) is False:
+                self.fail(TypeError, p, f"is written by the kernel, but the {type(obj).__name__} given is read-only")
             try:
                 return _torch.from_dlpack(obj)
             except (BufferError, RuntimeError, TypeError, ValueError) as e:

@@ -99,6 +99,15 @@ class JITKernel:
         """The call without the torch.compile test (what the custom op runs)."""
         return self._call_checked(tuple(args), stream)
 
+    def _written_names(self) -> set:
+        """Names of the parameters the kernel may write (outputs and in-place arguments)."""
+        names = getattr(self, "_written", None)
+        if names is None:
+            from .torch_op import written_params
+            names = self._written = {self.params[i].name for i in written_params(self.func)} | \
+                {self.params[i].name for i in self.out_idx}
+        return names
+
     def _cpu_failed(self, rc):
         raise RuntimeError(f"{self.name}: the CPU kernel returned error code {rc}")
 
@@ -130,7 +139,7 @@ class JITKernel:
                 continue
             t = next(it)
             if not isinstance(t, torch.Tensor):
-                t = checker.from_dlpack(p, t)
+                t = checker.from_dlpack(p, t, written=p.name in self._written_names())
             checker.check(p, t, symbols)
             if device is None:
                 device = t.device

@@ -50,10 +50,11 @@ def supported() -> bool:
     return _graph_dispatch is not None
 
 
-def new_id(kernel) -> int:
-    """A process-unique number for `kernel` (what the traced graph names it by)."""
+def new_id(kernel) -> str:
+    """A process-unique name for `kernel` (what the traced graph names it by: a string, because
+    dynamo turns int attributes into symbols under dynamic shapes)."""
     prepare_for_compile()
-    kid = next(_ids)
+    kid = f"k{next(_ids)}"
     _kernels[kid] = weakref.ref(kernel)
     return kid
 
@@ -94,7 +95,7 @@ def written_params(func) -> list:
 
 
 # ---- the ops -------------------------------------------------------------------------------
-def _op_base(kernel, kid: int) -> str:
+def _op_base(kernel, kid: str) -> str:
     name = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name) or "kernel"
     return f"{name}_{kid}"
 
@@ -178,12 +179,12 @@ def _make_out_op(kernel):
     return op
 
 
-def _dispatch(kid: int, variant: int, *tensors):
+def _dispatch(kid: str, variant: int, *tensors):
     """Run inside the traced graph (allow_in_graph): the kernel's op on these tensors."""
     ref = _kernels.get(kid)
     kernel = ref() if ref is not None else None
     if kernel is None:
-        raise RuntimeError(f"tilecraft kernel #{kid} no longer exists")
+        raise RuntimeError(f"tilecraft kernel {kid} no longer exists")
     return register_ops(kernel)[variant](*tensors)
 
 
