@@ -77,7 +77,7 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
                   f"{ind}    sv = stream_cvp(s)",
                   f"{ind}with e.lock:",
                   f"{ind}    pack(e.slots, 0, {ptrs})",
-                  f"{ind}    err = launch(e.hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, e.av, None)",
+                  f"{ind}    err = e.launch(e.hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, e.av, None)",
                   f"{ind}if err:",
                   f"{ind}    e.launch_failed(err, GRID, BLOCK, SMEM, s, [{ptrs}])"]
     else:
