@@ -53,7 +53,10 @@ def staged():
     def empty(*size, dtype, device):
         allocs.append((size, dtype, device))
         return CudaLike(size, dtype, 0x9000 + 0x1000 * len(allocs))
-    ns.update(Tensor=CudaLike, empty=empty, raw_stream=lambda dev: 0x5EA)
+    def empty_like(t):
+        allocs.append(("like", t))
+        return CudaLike(t.shape, t.dtype, 0x9000 + 0x1000 * len(allocs), t.get_device())
+    ns.update(Tensor=CudaLike, empty=empty, empty_like=empty_like, raw_stream=lambda dev: 0x5EA)
     ns["entries"][0] = entry
     fallbacks = []
     kernel._call_checked = lambda args, stream: fallbacks.append(args) or "general path"
@@ -65,7 +68,7 @@ def test_generated_cuda_call_launches_what_it_should(staged):
     a, b = CudaLike((1000,), torch.float32, 0x1000), CudaLike((1000,), torch.float32, 0x2000)
     out = kernel(a, b)
     assert not fallbacks and len(launches) == 1
-    assert allocs == [((1000,), torch.float32, torch.device("cuda", 0))]
+    assert allocs == [("like", a)]  # C has A's shape and dtype
     hv, gx, gy, gz, bx, by, bz, smem, sv, av, packed = launches[0]
     la = kernel._launch
     assert hv.value == 0xF00D and (gx, gy, gz) == la._grid and (bx, by, bz) == la.block and smem == la.smem
@@ -131,3 +134,32 @@ def test_kernels_that_do_not_qualify_keep_the_general_call():
     _, gx, gy, gz, bx, by, bz, smem, sv, values = seen[0]
     assert (gx, gy, gz) == (8, 1, 1) and bx == 128 and sv.value == 0x77
     assert values[:2] == [0x1000, 0x3000] and values[2] & 0xFFFFFFFF == 1000
+
+
+def test_outputs_unlike_any_input_are_allocated_on_the_inputs_device():
+    import tilecraft.language as T
+
+    @tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"})
+    def row_sums(M=64, N=96):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), S: T.Tensor((M,), "float32")):
+            with T.Kernel(M, threads=32) as bx:
+                acc = T.alloc_fragment((1, N), "float32")
+                s = T.alloc_fragment((1,), "float32")
+                T.copy(X[bx, 0], acc)
+                T.reduce_sum(acc, s, dim=1)
+                for i in T.Parallel(1):
+                    S[bx + i] = s[i]
+        return main
+
+    k = row_sums()
+    ns = type(k).__call__.__globals__
+    allocs, launched = [], []
+    slots = (ctypes.c_int64 * 2)()
+    ns.update(Tensor=CudaLike, raw_stream=lambda dev: 1,
+              empty=lambda *size, dtype, device: allocs.append((size, dtype, device)) or CudaLike(size, dtype, 0xB000, 1))
+    ns["entries"][1] = SimpleNamespace(lock=threading.Lock(), slots=slots, hv=ctypes.c_void_p(1),
+                                       av=ctypes.c_void_p(ctypes.addressof(slots)),
+                                       launch=lambda *a: launched.append(list(slots)) or 0)
+    k(CudaLike((64, 96), torch.float32, 0xA000, device=1))
+    assert allocs == [((64,), torch.float32, torch.device("cuda", 1))] and launched == [[0xA000, 0xB000]]

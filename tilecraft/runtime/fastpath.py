@@ -11,7 +11,9 @@ the checks and the launch only:
   CUDA device for every other tensor), shape, contiguity.  Any miss falls through to
   `JITKernel._call_checked`, which raises the detailed message (or accepts what the chain is too
   strict for: a tensor subclass, a DLPack tensor);
-- outputs are allocated with `torch.empty(<literal sizes>, dtype=..., device=...)`;
+- outputs are allocated with `torch.empty_like(<input>)` when an input has their shape and dtype
+  (it was checked contiguous, so the output is too), else `torch.empty(<literal sizes>, dtype=...,
+  device=...)`;
 - CPU: one ctypes call with a pointer array built for the call (thread-safe, no lock);
 - CUDA: the loaded function's argument slots are filled (one `struct.pack_into`) under the
   entry's lock and launched with
@@ -67,7 +69,12 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
         device = "devs.get(dev) or cuda_device(dev)" if cuda else "CPU"
         for i, p in enumerate(params):
             if p.is_output:
-                lines.append(f"{ind}{names[i]} = {_alloc(p.shape, i, device)}")
+                # like an input of the same shape and dtype (checked contiguous): empty_like is
+                # the cheapest allocation and needs no device lookup
+                twin = next((j for j in taken if tuple(params[j].shape) == tuple(p.shape)
+                             and params[j].dtype == p.dtype), None)
+                alloc = f"empty_like({names[twin]})" if twin is not None else _alloc(p.shape, i, device)
+                lines.append(f"{ind}{names[i]} = {alloc}")
     ptrs = ", ".join(f"{n}.data_ptr()" for n in names)
     if cuda:
         lines += [f"{ind}e = entries.get(dev) or load(dev)",
@@ -155,7 +162,7 @@ def specialize(kernel):
               "CPU": kernel._cpu_device}
     torch = _load_torch()
     from .torch_op import compiled_call
-    ns.update(Tensor=torch.Tensor, empty=torch.empty, compiled_call=compiled_call,
+    ns.update(Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like, compiled_call=compiled_call,
               is_compiling=_is_compiling_fn(torch))
     for i, p in enumerate(kernel.params):
         ns[f"D{i}"] = p.dtype
