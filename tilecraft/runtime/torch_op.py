@@ -118,9 +118,15 @@ def register_ops(kernel) -> tuple:
     return ops
 
 
-def _tags(torch) -> tuple:
+def _custom_op(torch, name, impl, mutated, schema):
+    """torch.library.custom_op with the stride tag where this torch takes tags (2.5+)."""
     tag = getattr(torch.Tag, "needs_fixed_stride_order", None)  # the kernel wants contiguous inputs
-    return (tag,) if tag is not None else ()
+    if tag is not None:
+        try:
+            return torch.library.custom_op(name, impl, mutates_args=mutated, schema=schema, tags=(tag,))
+        except TypeError:  # torch 2.4: no tags argument
+            pass
+    return torch.library.custom_op(name, impl, mutates_args=mutated, schema=schema)
 
 
 def _make_alloc_op(kernel):
@@ -140,8 +146,7 @@ def _make_alloc_op(kernel):
             return tuple(result)
         return result
 
-    op = torch.library.custom_op(name, impl, mutates_args=tuple(f"t{j}" for j in sorted(mutated)),
-                                 schema=schema, tags=_tags(torch))
+    op = _custom_op(torch, name, impl, tuple(f"t{j}" for j in sorted(mutated)), schema)
 
     def fake(*tensors):
         symbols: dict = {}
@@ -167,8 +172,7 @@ def _make_out_op(kernel):
     def impl(*tensors):
         eager(tensors)
 
-    op = torch.library.custom_op(name, impl, mutates_args=tuple(f"t{i}" for i in sorted(written)),
-                                 schema=_schema(len(params), written, 0), tags=_tags(torch))
+    op = _custom_op(torch, name, impl, tuple(f"t{i}" for i in sorted(written)), _schema(len(params), written, 0))
 
     def fake(*tensors):
         symbols: dict = {}
