@@ -5,18 +5,17 @@ inputs' device, and launches: the CPU target through ctypes into the compiled li
 target through the driver API on torch's current stream.  Arguments are torch tensors or any
 tensor that speaks DLPack (numpy, CuPy, JAX: shared, not copied, and checked the same way);
 outputs are torch tensors.  Inside `torch.compile` the call is the kernel's custom op
-(runtime/torch_op.py); static kernels get a generated call (runtime/fastpath.py).  Introspection: `get_kernel_source()`,
-`get_ir()`, `get_lowered_ir()`, `get_sass()`, `get_profiler()`.
+(runtime/torch_op.py); static kernels get a generated call (runtime/fastpath.py).
+Introspection: `get_kernel_source()`, `get_ir()`, `get_lowered_ir()`, `get_sass()`, `get_profiler()`.
 """
 from __future__ import annotations
 
 import ctypes
 
 from ..compiler.build import Artifact
+from . import torch_op
 from .args import ArgChecker, _load_torch, normalize_out_idx, param_infos
-
-_NO_SYMBOLS: dict = {}  # the symbol values of a kernel without symbolic shapes (never mutated)
-
+from .torch_op import compiled_call
 
 class _CpuLauncher:
     def __init__(self, artifact: Artifact, nparams: int, symbols: list):
@@ -80,7 +79,6 @@ class JITKernel:
         self._cpu_device = torch.device("cpu")
         self._n_in = len(self._checker.inputs)
         self._n_all = len(self.params)
-        from . import torch_op
         self._op_id = torch_op.new_id(self)
         from .fastpath import specialize
         cls = specialize(self)
@@ -91,7 +89,6 @@ class JITKernel:
     def __call__(self, *args, stream=None):
         """Check the arguments, allocate the `out_idx` outputs, launch; return the outputs."""
         if _is_compiling():
-            from .torch_op import compiled_call
             return compiled_call(self, args, stream)
         return self._call_checked(args, stream)
 
