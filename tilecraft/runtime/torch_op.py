@@ -55,7 +55,7 @@ def new_id(kernel) -> str:
     dynamo turns int attributes into symbols under dynamic shapes)."""
     prepare_for_compile()
     kid = f"k{next(_ids)}"
-    _kernels[kid] = weakref.ref(kernel)
+    _kernels[kid] = weakref.ref(kernel, lambda _ref, kid=kid: _kernels.pop(kid, None))
     return kid
 
 
