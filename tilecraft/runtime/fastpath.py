@@ -16,10 +16,10 @@ the checks and the launch only:
   device=...)`;
 - CPU: one ctypes call with a pointer array built for the call (thread-safe, no lock);
 - CUDA: the loaded function's argument slots are filled (one `struct.pack_into`) under the
-  entry's lock and launched with
-  one ctypes call into libcuda's `cuLaunchKernel` (no per-call argument conversion: the function
-  handle, slot array and stream are `c_void_p`s made once; streams are cached per handle); a
-  failed launch goes to the launcher's slow path, which fixes a missing context or raises.
+  entry's lock and launched with one ctypes call into libcuda's `cuLaunchKernel` (no per-call
+  argument conversion: the function handle and slot array are `c_void_p`s made at load time; the
+  current stream is read per call and its `c_void_p` cached per handle); a failed launch goes to
+  the launcher's slow path, which makes the module's context current and retries, or raises.
 - First of all, under `torch.compile` tracing the call becomes the kernel's torch custom op
   (`torch_op.compiled_call`), so graphs capture it instead of breaking.
 
@@ -28,6 +28,7 @@ Kernels that do not qualify keep the general `JITKernel.__call__`.
 from __future__ import annotations
 
 import ctypes
+import struct
 
 from .args import _load_torch
 
@@ -137,12 +138,11 @@ def _cuda_namespace(kernel) -> dict | None:
         v = streams[handle] = ctypes.c_void_p(handle)
         return v
 
-    grid = launcher._grid
-    import struct
-    ns = dict(fast, pack=struct.Struct("<%dQ" % len(kernel.params)).pack_into, devs=devs, cuda_device=cuda_device, streams=streams, stream_cvp=stream_cvp,
-              GX=grid[0], GY=grid[1], GZ=grid[2], GRID=grid, BLOCK=launcher.block,
-              BX=launcher.block[0], BY=launcher.block[1], BZ=launcher.block[2], SMEM=launcher.smem)
-    return ns
+    grid, block = launcher._grid, launcher.block
+    return dict(fast, pack=struct.Struct("<%dQ" % len(kernel.params)).pack_into, devs=devs,
+                cuda_device=cuda_device, streams=streams, stream_cvp=stream_cvp,
+                GX=grid[0], GY=grid[1], GZ=grid[2], GRID=grid, BLOCK=block,
+                BX=block[0], BY=block[1], BZ=block[2], SMEM=launcher.smem)
 
 
 def specialize(kernel):
@@ -162,8 +162,8 @@ def specialize(kernel):
               "CPU": kernel._cpu_device}
     torch = _load_torch()
     from .torch_op import compiled_call
-    ns.update(Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like, compiled_call=compiled_call,
-              is_compiling=_is_compiling_fn(torch))
+    ns.update(Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like,
+              compiled_call=compiled_call, is_compiling=_is_compiling_fn(torch))
     for i, p in enumerate(kernel.params):
         ns[f"D{i}"] = p.dtype
         ns[f"S{i}"] = tuple(p.shape)
