@@ -17,6 +17,14 @@ import tilecraft as tilelang
 from tilecraft.kernels import elementwise
 
 
+def stand_in_entry(slots, launch, hv=1, **extra):
+    """What `_DeviceEntry` offers the generated call."""
+    lock = threading.Lock()
+    hv, av = ctypes.c_void_p(hv), ctypes.c_void_p(ctypes.addressof(slots))
+    return SimpleNamespace(lock=lock, slots=slots, hv=hv, av=av, launch=launch,
+                           fast=(lock.acquire, lock.release, slots, launch, hv, av), **extra)
+
+
 class CudaLike:
     """Just what the generated checks and launch touch on a CUDA tensor."""
 
@@ -47,8 +55,7 @@ def staged():
         launches.append(args[:10] + (bytes(slots),))
         return 0
 
-    entry = SimpleNamespace(lock=threading.Lock(), slots=slots, hv=ctypes.c_void_p(0xF00D),
-                            av=ctypes.c_void_p(ctypes.addressof(slots)), launch=launch)
+    entry = stand_in_entry(slots, launch, hv=0xF00D)
 
     def empty(*size, dtype, device):
         allocs.append((size, dtype, device))
@@ -95,10 +102,10 @@ def test_any_mismatch_goes_to_the_checked_path(staged, bad):
 
 def test_a_failed_launch_goes_to_the_slow_path(staged):
     kernel, launches, _, _ = staged
-    entry = kernel._launch._per_device[0]
     failures = []
-    entry.launch = lambda *args: 700  # CUDA_ERROR_ILLEGAL_ADDRESS
-    entry.launch_failed = lambda *args: failures.append(args)
+    entry = stand_in_entry((ctypes.c_int64 * 3)(), lambda *args: 700,  # CUDA_ERROR_ILLEGAL_ADDRESS
+                           launch_failed=lambda *args: failures.append(args))
+    kernel._launch._per_device[0] = entry
     a, b = CudaLike((1000,), torch.float32, 0x1000), CudaLike((1000,), torch.float32, 0x2000)
     kernel(a, b)
     err, grid, block, smem, stream, values = failures[0]
@@ -158,8 +165,16 @@ def test_outputs_unlike_any_input_are_allocated_on_the_inputs_device():
     slots = (ctypes.c_int64 * 2)()
     ns.update(Tensor=CudaLike, raw_stream=lambda dev: 1,
               empty=lambda *size, dtype, device: allocs.append((size, dtype, device)) or CudaLike(size, dtype, 0xB000, 1))
-    ns["entries"][1] = SimpleNamespace(lock=threading.Lock(), slots=slots, hv=ctypes.c_void_p(1),
-                                       av=ctypes.c_void_p(ctypes.addressof(slots)),
-                                       launch=lambda *a: launched.append(list(slots)) or 0)
+    ns["entries"][1] = stand_in_entry(slots, lambda *a: launched.append(list(slots)) or 0)
     k(CudaLike((64, 96), torch.float32, 0xA000, device=1))
     assert allocs == [((64,), torch.float32, torch.device("cuda", 1))] and launched == [[0xA000, 0xB000]]
+
+
+def test_an_exception_in_the_launch_releases_the_lock(staged):
+    kernel, launches, _, _ = staged
+    boom = stand_in_entry((ctypes.c_int64 * 3)(), lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    kernel._launch._per_device[0] = boom
+    a, b = CudaLike((1000,), torch.float32, 0x1000), CudaLike((1000,), torch.float32, 0x2000)
+    with pytest.raises(KeyboardInterrupt):
+        kernel(a, b)
+    assert not boom.lock.locked()

@@ -307,6 +307,8 @@ class _DeviceEntry:
         self.hv = ctypes.c_void_p(int(self.handle))
         self.av = ctypes.c_void_p(self.address or None)
         self.launch = libcuda_launch() or self._bindings_launch
+        # what a generated call (runtime/fastpath.py) unpacks in one step
+        self.fast = (self.lock.acquire, self.lock.release, self.slots, self.launch, self.hv, self.av)
 
     def _bindings_launch(self, hv, gx, gy, gz, bx, by, bz, smem, sv, av, extra) -> int:
         """The same launch through cuda-bindings (when libcuda cannot be loaded with ctypes)."""

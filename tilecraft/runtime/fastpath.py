@@ -16,7 +16,7 @@ the checks and the launch only:
   device=...)`;
 - CPU: one ctypes call with a pointer array built for the call (thread-safe, no lock);
 - CUDA: the loaded function's argument slots are filled (one `struct.pack_into`) under the
-  entry's lock and launched with one ctypes call into libcuda's `cuLaunchKernel` (no per-call
+  entry's lock (acquire/release bound once, `try/finally`) and launched with one ctypes call into libcuda's `cuLaunchKernel` (no per-call
   argument conversion: the function handle and slot array are `c_void_p`s made at load time; the
   current stream is read per call and its `c_void_p` cached per handle); a failed launch goes to
   the launcher's slow path, which makes the module's context current and retries, or raises.
@@ -79,13 +79,17 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
     ptrs = ", ".join(f"{n}.data_ptr()" for n in names)
     if cuda:
         lines += [f"{ind}e = entries.get(dev) or load(dev)",
+                  f"{ind}acquire, release, slots, launch, hv, av = e.fast",
                   f"{ind}s = raw_stream(dev) if stream is None else stream_handle(stream)",
                   f"{ind}sv = streams.get(s)",
                   f"{ind}if sv is None:",
                   f"{ind}    sv = stream_cvp(s)",
-                  f"{ind}with e.lock:",
-                  f"{ind}    pack(e.slots, 0, {ptrs})",
-                  f"{ind}    err = e.launch(e.hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, e.av, None)",
+                  f"{ind}acquire()",
+                  f"{ind}try:",
+                  f"{ind}    pack(slots, 0, {ptrs})",
+                  f"{ind}    err = launch(hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, av, None)",
+                  f"{ind}finally:",
+                  f"{ind}    release()",
                   f"{ind}if err:",
                   f"{ind}    e.launch_failed(err, GRID, BLOCK, SMEM, s, [{ptrs}])"]
     else:
