@@ -2,9 +2,10 @@
 
     python3 benchmarks/launch_overhead.py
 
-Compares the pieces of `JITKernel.__call__` for a tiny vector add (argument checks, output
-allocation, the launcher's Python, the driver call through cuda.bindings and through ctypes)
-with `torch.add`, so a change to the hot path can be judged against its parts.
+Compares the pieces of `JITKernel.__call__` for a tiny vector add (the generated call of
+runtime/fastpath.py, the general checked path, argument checks, output allocation, the
+launcher's Python, the driver call through cuda.bindings and through ctypes with and without
+argtypes) with `torch.add`, so a change to the hot path can be judged against its parts.
 """
 from __future__ import annotations
 
@@ -38,12 +39,14 @@ def main():
     drv = fn.module._drv
     packer.pack(values)
     addr = packer.address
+    entry.slots[:] = values  # the entry's own argument slots, for its ctypes launch below
 
-    libcuda = ctypes.CDLL("libcuda.so.1")
+    libcuda = ctypes.CDLL("libcuda.so.1")  # its own function objects: argtypes here do not touch ours
     launch = libcuda.cuLaunchKernel
     launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     launch.restype = ctypes.c_int
     h = int(fn.handle)
+    sv = ctypes.c_void_p(stream)
     gx, gy, gz = grid
     bx, by, bz = block
 
@@ -60,8 +63,11 @@ def main():
         ("torch.add(a, b)", lambda: torch.add(a, b)),
         ("torch.empty(n)", lambda: torch.empty(n, device=a.device)),
         ("torch.empty_like(a)", lambda: torch.empty_like(a)),
-        ("kernel(a, b) (JITKernel, output allocated)", lambda: k(a, b)),
-        ("kernel(a, b, c) (JITKernel, output given)", lambda: k(a, b, c)),
+        ("kernel(a, b) (generated call, output allocated)", lambda: k(a, b)),
+        ("kernel(a, b, c) (generated call, output given)", lambda: k(a, b, c)),
+        ("kernel._call_checked((a, b)) (general path)", lambda: k._call_checked((a, b), None)),
+        ("ctypes libcuda cuLaunchKernel, no argtypes (what the generated call uses)",
+         lambda: entry.launch(entry.hv, gx, gy, gz, bx, by, bz, 0, sv, entry.av, None)),
         ("launcher([a, b, c], {}, name)", lambda: la([a, b, c], {}, "k")),
         ("ArgChecker.check x3", lambda: [k._checker.check(p, t, {}) for p, t in zip(k.params, (a, b, c))]),
         ("fn.launch_packed(...)", lambda: fn.launch_packed(grid, block, 0, stream, packer, values)),

@@ -10,7 +10,6 @@ Also: a CUDA error from a kernel raises a Python exception and later kernels sti
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 
@@ -155,16 +154,17 @@ def test_flash_attention(b, h, s, d, causal):
 # ---- errors must not poison the process -----------------------------------------------------
 def test_cuda_error_raises_and_later_kernels_still_work():
     from tilecraft.runtime.cuda_driver import CudaError
-    from tilecraft.runtime.cuda_launch import CudaLauncher
+    from tilecraft.runtime.kernel import JITKernel
     n = 4096
     good = on_cuda(K.vector_add(n))
     # The same cubin launched with an illegal block (4096 threads): the driver rejects it.
     bad_artifact = dataclasses.replace(good.artifact, meta=dict(good.artifact.meta, block=[4096, 1, 1]))
-    bad = copy.copy(good)
-    bad._launch = CudaLauncher(bad_artifact, good.func, good.params, good.symbols)
+    bad = JITKernel(good.func, bad_artifact, out_idx=good.out_idx)
     a, b = rand(n, dtype=torch.float32), rand(n, dtype=torch.float32)
     with pytest.raises(CudaError, match=good.artifact.meta.get("kernel_name", good.name)):
-        bad(a, b)
+        bad(a, b)  # the generated call
+    with pytest.raises(CudaError, match=good.artifact.meta.get("kernel_name", good.name)):
+        bad._call_checked((a, b), None)  # the general path
     # A shape error is caught before any launch.
     with pytest.raises(ValueError):
         good(a[:100], b[:100])

@@ -2,8 +2,9 @@
 
 `build(func, target, pass_configs)` runs the target's pass pipeline, generates the source,
 compiles it, and keeps every stage's output (IR before/after, source, binary, metadata) in one
-cache entry keyed by the program text, the target, the options and the compiler's own source
-hash, so a changed compiler never serves a stale kernel.
+cache entry keyed by the program text, the target, the options, the C++/CUDA compiler and its
+version, the device headers and tilecraft's own source hash (`cache.kernel_cache_key`), so a
+changed or different compiler never serves a stale kernel.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .. import env
 from ..ir.func import PrimFunc
-from .cache import DiskCache, cache_key, compiler_version_hash
+from .cache import DiskCache, kernel_cache_key
 
 # TileLang pass-config keys we honour (or accept as no-ops where the feature doesn't apply).
 KNOWN_PASS_CONFIGS = {
@@ -66,7 +67,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     configs = check_pass_configs(pass_configs)
     configs = {**target.pass_config_defaults(configs), **configs}
     ir_text = func.script()
-    key = cache_key("kernel", ir_text, str(target), sorted(configs.items()), compiler_version_hash())
+    key = kernel_cache_key(ir_text, target, configs)
     cache = DiskCache("kernels")
     entry = cache.get(key)
     if entry is not None:

@@ -39,7 +39,8 @@ from filelock import FileLock
 
 from .. import env
 
-__all__ = ["cache_key", "compiler_version_hash", "DiskCache", "CacheEntry", "cache_info", "clear_cache"]
+__all__ = ["cache_key", "compiler_version_hash", "toolchain_key", "kernel_cache_key", "DiskCache", "CacheEntry",
+           "cache_info", "clear_cache"]
 
 log = logging.getLogger("tilecraft.cache")
 
@@ -141,6 +142,52 @@ def compiler_version_hash() -> str:
         digest.update(b"%d:" % len(rel) + rel + b"%d:" % len(data))
         digest.update(data)
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_version(path: str) -> str:
+    """The output of ``<tool> --version`` (one subprocess per tool and process; it names the
+    release and build); the path alone when the tool cannot be run (the build then reports it)."""
+    import subprocess
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return f"unavailable:{path}"
+    return (proc.stdout + proc.stderr).strip()
+
+
+def toolchain_key(target) -> tuple:
+    """Which compiler turns this target's source into a binary, and its version.
+
+    CPU: the C++ compiler (``env.cxx()``) and its ``--version`` line.  CUDA: ``TILECRAFT_CUDA_COMPILER``
+    (``nvrtc``: the loaded library's (major, minor); ``nvcc``: its path and ``--version`` text).
+    Part of every kernel key, so switching compiler or upgrading it compiles again instead of
+    serving the other compiler's binary.
+    """
+    if getattr(target, "kind", None) != "cuda":
+        cxx = env.cxx()
+        return ("cxx", cxx, _tool_version(cxx))
+    compiler = env.cuda_compiler()
+    if compiler == "nvcc":
+        from .nvcc import find_nvcc
+        path = find_nvcc() or "nvcc"
+        return ("nvcc", path, _tool_version(path))
+    from .errors import CudaCompileError
+    from .nvrtc import nvrtc_version
+    try:
+        return ("nvrtc", nvrtc_version())
+    except CudaCompileError:
+        return ("nvrtc", "unavailable")  # the compile itself reports the missing library
+
+
+def kernel_cache_key(ir_text: str, target, configs: Mapping[str, Any]) -> str:
+    """The disk-cache key of one kernel: the program text, the target, the pass configs (the dict
+    as passed, over TILECRAFT_PASS_CONFIGS), the compiler and its version (:func:`toolchain_key`),
+    the device header sources (:func:`tilecraft.device.fingerprint`) and tilecraft's own source
+    (:func:`compiler_version_hash`, which also covers the headers shipped in the package)."""
+    from ..device import fingerprint
+    return cache_key("kernel", ir_text, str(target), sorted(configs.items()), toolchain_key(target),
+                     fingerprint(), compiler_version_hash())
 
 
 # ----------------------------------------------------------------------------------- entries

@@ -71,11 +71,9 @@ def _contiguous_strides(shape):
 class ArgChecker:
     """Validates tensors for one kernel and resolves symbolic sizes.
 
-    Two levels: `fast_inputs` / `fast_all` are per-parameter `(torch dtype, static shape)` pairs
-    for one combined boolean test per tensor in `JITKernel.__call__` (`type(t) is torch.Tensor and
-    t.dtype is dtype and t.is_cpu/is_cuda and t.shape == shape and t.is_contiguous()`); they are
-    None when a shape is symbolic.  `check` is the detailed check that builds the messages: it runs
-    when the fast test fails (to raise) or for symbolic shapes."""
+    `check` is the detailed check that builds the messages: it runs when the generated fast test
+    of runtime/fastpath.py fails (to raise, or to accept a tensor subclass or a DLPack tensor), for
+    symbolic shapes, and on fake tensors while torch.compile traces the kernel's custom op."""
 
     def __init__(self, kernel_name: str, params: list, device_type: str):
         _load_torch()
@@ -84,17 +82,30 @@ class ArgChecker:
         self.device_type = device_type
         self.inputs = [p for p in params if not p.is_output]
         self.outputs = [p for p in params if p.is_output]
-        static = all(p.static for p in params)
-        self.fast_inputs = tuple((p.dtype, tuple(p.shape)) for p in self.inputs) if static and self.inputs else None
-        self.fast_all = tuple((p.dtype, tuple(p.shape)) for p in params) if static and params else None
 
     def fail(self, exc, p: ParamInfo, what: str):
         raise exc(f"{self.kernel_name}: parameter '{p.name}' {what}")
 
+    def from_dlpack(self, p: ParamInfo, obj, written: bool = False):
+        """A torch tensor sharing the memory of `obj` if it speaks DLPack (numpy, CuPy, JAX, a
+        DLPack capsule), for the same checks as a torch tensor; else the TypeError.  A parameter
+        the kernel writes must not be a read-only array (numpy's `writeable` flag)."""
+        if hasattr(obj, "__dlpack__") or type(obj).__name__ == "PyCapsule":
+            flags = getattr(obj, "flags", None)
+            if written and flags is not None and getattr(flags, "writeable", True) is False:
+                self.fail(TypeError, p, f"is written by the kernel, but the {type(obj).__name__} given is read-only")
+            try:
+                return _torch.from_dlpack(obj)
+            except (BufferError, RuntimeError, TypeError, ValueError) as e:
+                self.fail(TypeError, p, f"got a {type(obj).__name__} that speaks DLPack, but torch cannot "
+                                        f"share its memory: {e}")
+        self.fail(TypeError, p, f"expects a tensor (torch.Tensor, or one that speaks DLPack: numpy, CuPy, "
+                                f"JAX) of dtype {p.ir_dtype} and shape {p.shape}, got {type(obj).__name__}")
+
     def check(self, p: ParamInfo, t, symbols: dict):
         if not isinstance(t, _torch.Tensor):
-            self.fail(TypeError, p, f"expects a torch.Tensor of dtype {p.ir_dtype} and shape "
-                                    f"{p.shape}, got {type(t).__name__}")
+            self.fail(TypeError, p, f"expects a tensor (torch.Tensor, or one that speaks DLPack: numpy, "
+                                    f"CuPy, JAX) of dtype {p.ir_dtype} and shape {p.shape}, got {type(t).__name__}")
         if t.device.type != self.device_type:
             self.fail(TypeError, p, f"expects a tensor on the {self.device_type} device (the kernel was "
                                     f"compiled for {self.device_type}), got one on {t.device}")

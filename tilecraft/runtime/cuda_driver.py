@@ -21,7 +21,7 @@ import threading
 from typing import Any, Sequence
 
 __all__ = ["CudaError", "check", "ensure_context", "CudaModule", "CudaFunction", "ArgPacker",
-           "DeviceProperties", "device_properties"]
+           "DeviceProperties", "device_properties", "libcuda_launch"]
 
 _DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024  # above this a kernel must opt in via a func attribute
 
@@ -39,6 +39,23 @@ def _drv():
         raise CudaError(f"cuda-bindings is not installed ({e}); `pip install cuda-bindings` "
                         "to run CUDA kernels") from None
     return driver
+
+
+@functools.lru_cache(maxsize=None)
+def libcuda_launch():
+    """libcuda's ``cuLaunchKernel`` as a ctypes function without argtypes (callers pass ``c_void_p``
+    for the handle, stream and parameter array and small ints for the rest, so ctypes converts
+    nothing per call and no wrapper object is built; benchmarks/launch_overhead.py times it
+    against cuda-bindings' ``cuLaunchKernel``).
+    ``libcuda.so.1`` is the library cuda-bindings loaded (same soname, one copy per process).
+    None when it cannot be loaded (launches then go through cuda-bindings)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuLaunchKernel
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _error_text(drv, err) -> str:

@@ -14,8 +14,10 @@ turns those into one ``cuLaunchKernel``:
   with ``cuFuncSetAttribute`` at load time;
 - per call: the device index, one ``data_ptr()`` per tensor, the symbol values, the stream
   (torch's current raw stream unless one is given), one slice assignment into the argument
-  slots and the ``cuLaunchKernel`` call itself (see :class:`_DeviceEntry`).  On an H200 VM the
-  driver call alone is ~5 us and torch.add ~8 us, so every Python operation here counts.
+  slots and the ``cuLaunchKernel`` call itself, through ctypes straight into libcuda (see
+  :class:`_DeviceEntry`).  On an H200 VM torch.add takes ~7-8 us of host time, so every Python
+  operation here counts; static kernels skip this method altogether: `runtime/fastpath.py`
+  generates their whole call (checks, allocation, launch) from ``fast_launch_state()``.
 
 Every failure (missing symbol, a grid of 0 or too many blocks, a rejected launch, too much shared
 memory) raises :class:`~tilecraft.runtime.cuda_driver.CudaError` naming the kernel; a rejected
@@ -23,10 +25,11 @@ launch leaves the CUDA context usable for later kernels.
 """
 from __future__ import annotations
 
+import ctypes
 import operator
 import threading
 
-from .cuda_driver import CudaError
+from .cuda_driver import CudaError, libcuda_launch
 
 __all__ = ["CudaLauncher", "GRID_LIMITS", "DEFAULT_SMEM_LIMIT"]
 
@@ -195,16 +198,30 @@ class CudaLauncher:
             values += self._tma_args(tensors)
         if stream is None:
             stream = self._stream_of(device)
-        elif type(stream) is not int:
-            stream = getattr(stream, "cuda_stream", stream)  # a torch.cuda.Stream
+        else:
+            stream = stream_handle(stream)
         if entry.slots is None:  # argument kinds that need the general packer
             entry.fn.launch_packed(grid, self.block, self.smem, stream, entry.packer, values)
             return
         with entry.lock:
             entry.slots[:] = values
-            (err,) = entry.launch(entry.handle, *grid, *self.block, self.smem, stream, entry.address, 0)
+            err = entry.launch(entry.hv, *grid, *self.block, self.smem, ctypes.c_void_p(stream), entry.av, None)
         if err:
             entry.launch_failed(err, grid, self.block, self.smem, stream, values)
+
+    def fast_launch_state(self) -> dict | None:
+        """What a generated call (runtime/fastpath.py) needs to launch this kernel itself, or None
+        when it must go through ``__call__``: a grid that depends on symbols or is invalid, tensor
+        maps to build, symbol arguments, or argument kinds that need the packer."""
+        if self._grid is None or self._tma or self.symbols or any(k not in _SLOT_KINDS for k in self.param_kinds):
+            return None
+
+        def load(device: int) -> "_DeviceEntry":
+            return self._per_device.get(device) or self._load(device)
+        if self._stream_of is None:
+            self._stream_of = _raw_stream_getter()
+        return {"entries": self._per_device, "load": load, "raw_stream": self._stream_of,
+                "stream_handle": stream_handle}
 
     def _tma_args(self, tensors) -> list:
         out = []
@@ -242,6 +259,17 @@ class CudaLauncher:
                 f"smem={self.smem}, params={list(self.param_kinds)})")
 
 
+def stream_handle(stream) -> int:
+    """The raw ``cudaStream_t`` of a ``stream=`` argument: an int handle as is, a
+    ``torch.cuda.Stream`` (or anything with ``cuda_stream``) by its handle."""
+    if type(stream) is int:
+        return stream
+    handle = getattr(stream, "cuda_stream", stream)
+    if not isinstance(handle, int):
+        raise TypeError(f"stream= expects a torch.cuda.Stream or an int stream handle, got {type(stream).__name__}")
+    return handle
+
+
 def _current_device() -> int:
     import torch
     return torch.cuda.current_device()
@@ -262,19 +290,31 @@ class _DeviceEntry:
     """
 
     def __init__(self, fn, kinds):
-        import ctypes
         self.fn, self.handle = fn, fn.handle
-        self.launch = fn.module._drv.cuLaunchKernel
         self.lock = threading.Lock()
         self.slots = self.address = self.packer = None
         if all(k in _SLOT_KINDS for k in kinds):
             n = len(kinds)
-            self.slots = (ctypes.c_int64 * n)()
+            self.slots = (ctypes.c_int64 * max(1, n))()
             base, size = ctypes.addressof(self.slots), ctypes.sizeof(ctypes.c_int64)
             self._pointers = (ctypes.c_void_p * max(1, n))(*[base + i * size for i in range(n)])
             self.address = ctypes.addressof(self._pointers) if n else 0
+            if n == 0:
+                self.slots = self.slots[:0]  # a zero-length slice assignment target
         else:
             self.packer = fn.packer(kinds)
+        # the launch: libcuda's cuLaunchKernel through ctypes, arguments as made here
+        self.hv = ctypes.c_void_p(int(self.handle))
+        self.av = ctypes.c_void_p(self.address or None)
+        self.launch = libcuda_launch() or self._bindings_launch
+        # what a generated call (runtime/fastpath.py) unpacks in one step
+        self.fast = (self.lock.acquire, self.lock.release, self.slots, self.launch, self.hv, self.av)
+
+    def _bindings_launch(self, hv, gx, gy, gz, bx, by, bz, smem, sv, av, extra) -> int:
+        """The same launch through cuda-bindings (when libcuda cannot be loaded with ctypes)."""
+        (err,) = self.fn.module._drv.cuLaunchKernel(self.handle, gx, gy, gz, bx, by, bz, smem,
+                                                     sv.value or 0, av.value or 0, 0)
+        return int(err)
 
     def launch_failed(self, err, grid, block, smem, stream, values) -> None:
         """Slow path after a failed launch: when this thread's current context is not the
@@ -283,6 +323,11 @@ class _DeviceEntry:
         from .cuda_driver import _ContextScope, check
         fn = self.fn
         drv, ctx = fn.module._drv, fn.module.context
+        if isinstance(err, int):  # from the ctypes launch: the driver's enum names the error
+            try:
+                err = drv.CUresult(err)
+            except ValueError:
+                pass
         current = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if current is not None and int(current) == int(ctx):
             check((err,), f"cuLaunchKernel(grid={tuple(grid)}, block={tuple(block)}, smem={smem})", fn.name)

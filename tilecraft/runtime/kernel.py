@@ -2,42 +2,60 @@
 
 Calling it checks every argument against the signature, allocates the `out_idx` outputs on the
 inputs' device, and launches: the CPU target through ctypes into the compiled library, the CUDA
-target through the driver API on torch's current stream.  Introspection: `get_kernel_source()`,
-`get_ir()`, `get_lowered_ir()`, `get_sass()`, `get_profiler()`.
+target through the driver API on torch's current stream.  Arguments are torch tensors or any
+tensor that speaks DLPack (numpy, CuPy, JAX: shared, not copied, and checked the same way);
+outputs are torch tensors.  Inside `torch.compile` the call is the kernel's custom op
+(runtime/torch_op.py); static kernels get a generated call (runtime/fastpath.py).
+Introspection: `get_kernel_source()`, `get_ir()`, `get_lowered_ir()`, `get_sass()`, `get_profiler()`.
 """
 from __future__ import annotations
 
 import ctypes
 
 from ..compiler.build import Artifact
+from . import torch_op
 from .args import ArgChecker, _load_torch, normalize_out_idx, param_infos
-
-_NO_SYMBOLS: dict = {}  # the symbol values of a kernel without symbolic shapes (never mutated)
-
+from .torch_op import compiled_call
 
 class _CpuLauncher:
     def __init__(self, artifact: Artifact, nparams: int, symbols: list):
         self.lib = ctypes.CDLL(artifact.binary_path)
         self.fn = getattr(self.lib, artifact.meta["entry"])
         self.fn.restype = ctypes.c_int
-        # No argtypes: the two ctypes arrays below are passed as pointers to their storage (what
-        # the entry's `void**, int64_t*` parameters take) without per-call argument conversion.
+        # No argtypes: the two ctypes arrays are passed as pointers to their storage (what the
+        # entry's `void**, int64_t*` parameters take) without per-call argument conversion.  Both
+        # are made per call (CDLL releases the GIL while the kernel runs: shared arrays would race
+        # between threads); `dims` is one constant empty array for kernels without symbols.
         self.nparams = nparams
-        self.ptrs = (ctypes.c_void_p * max(1, nparams))()
-        self.dims = (ctypes.c_int64 * max(1, len(symbols)))()
+        self.ptr_array = ctypes.c_void_p * max(1, nparams)
+        self.dim_array = ctypes.c_int64 * max(1, len(symbols))
+        self.dims = self.dim_array()
         self.symbols = symbols
 
     def __call__(self, tensors, symbols, kernel_name):
-        self.ptrs[0:self.nparams] = [t.data_ptr() for t in tensors]
-        if self.symbols:
-            for i, s in enumerate(self.symbols):
-                self.dims[i] = symbols[s]
-        rc = self.fn(self.ptrs, self.dims)
+        ptrs = self.ptr_array(*[t.data_ptr() for t in tensors])
+        dims = self.dim_array(*[symbols[s] for s in self.symbols]) if self.symbols else self.dims
+        rc = self.fn(ptrs, dims)
         if rc != 0:
             raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
 
 
+def _is_compiling_fn():
+    torch = _load_torch()
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return fn if fn is not None else (lambda: False)
+
+
+_is_compiling = None  # torch.compiler.is_compiling, set when the first kernel is built (torch is lazy)
+
+
 class JITKernel:
+    """A compiled kernel: call it with tensors (torch, or anything that speaks DLPack).
+
+    Static kernels get a generated `__call__` (runtime/fastpath.py: a subclass made for the
+    signature); under `torch.compile` every call goes through the kernel's custom op
+    (runtime/torch_op.py)."""
+
     def __init__(self, func, artifact: Artifact, out_idx=None, target=None, pass_configs=None):
         self.func = func
         self.artifact = artifact
@@ -54,83 +72,61 @@ class JITKernel:
         else:
             from .cuda_launch import CudaLauncher
             self._launch = CudaLauncher(artifact, func, self.params, self.symbols)
-        self._prepare_fast_path()
-
-    def _prepare_fast_path(self):
-        """Everything `__call__` needs that does not depend on the call."""
+        global _is_compiling
+        if _is_compiling is None:
+            _is_compiling = _is_compiling_fn()
         torch = _load_torch()
-        self._torch_tensor = torch.Tensor
-        self._empty = torch.empty
-        self._is_cpu = self.target.kind == "cpu"
-        self._is_cuda = self.device_type == "cuda"
         self._cpu_device = torch.device("cpu")
-        checker = self._checker
-        self._n_in = len(checker.inputs)
+        self._n_in = len(self._checker.inputs)
         self._n_all = len(self.params)
-        self._fast_in = checker.fast_inputs          # None: symbolic shapes or no inputs
-        self._fast_all = checker.fast_all if self.out_idx else None
-        # Outputs to allocate, as torch.empty's positional size arguments (the fastest form).
-        self._out_alloc = tuple((tuple(p.shape) or ((),), p.dtype) for p in checker.outputs)
-        self._outs_at_end = self.out_idx == list(range(self._n_in, self._n_all))
-        self._single_out = len(self.out_idx) == 1
+        self._op_id = torch_op.new_id(self)
+        from .fastpath import specialize
+        cls = specialize(self)
+        if cls is not None:
+            self.__class__ = cls
 
     # ---- calling ----------------------------------------------------------------------------
     def __call__(self, *args, stream=None):
-        n = len(args)
-        if n == self._n_in:
-            specs = self._fast_in
-        elif n == self._n_all:
-            specs = self._fast_all
-        else:
-            specs = None
-        if specs is not None:
-            # Fast path: one combined test per tensor; any miss goes to the detailed checks,
-            # which raise the message (or accept, e.g. a torch.Tensor subclass).
-            tensor_t, cuda = self._torch_tensor, self._is_cuda
-            for t, (dtype, shape) in zip(args, specs):
-                if not (type(t) is tensor_t and t.dtype is dtype and (t.is_cuda if cuda else t.is_cpu)
-                        and t.shape == shape and t.is_contiguous()):
-                    break
-            else:
-                if n == self._n_in and self._out_alloc:
-                    empty = self._empty
-                    dev = args[0].device if cuda else self._cpu_device
-                    outs = [empty(*size, dtype=dtype, device=dev) for size, dtype in self._out_alloc]
-                    tensors = args + tuple(outs) if self._outs_at_end else self._merge(args, outs)
-                else:
-                    tensors = args
-                    outs = [args[i] for i in self.out_idx]
-                if self._is_cpu:
-                    self._launch(tensors, _NO_SYMBOLS, self.name)
-                else:
-                    self._launch(tensors, _NO_SYMBOLS, self.name, stream)
-                if not outs:
-                    return None
-                return outs[0] if self._single_out else tuple(outs)
+        """Check the arguments, allocate the `out_idx` outputs, launch; return the outputs."""
+        if _is_compiling():
+            return compiled_call(self, args, stream)
         return self._call_checked(args, stream)
 
-    def _merge(self, inputs, outputs) -> list:
-        """All parameters in signature order from the inputs and the allocated outputs."""
-        tensors, it_in, it_out = [], iter(inputs), iter(outputs)
-        for p in self.params:
-            tensors.append(next(it_out) if p.is_output else next(it_in))
-        return tensors
+    def _eager_call(self, args, stream=None):
+        """The call without the torch.compile test (what the custom op runs)."""
+        return self._call_checked(tuple(args), stream)
+
+    def _written_names(self) -> set:
+        """Names of the parameters the kernel may write (outputs and in-place arguments)."""
+        names = getattr(self, "_written", None)
+        if names is None:
+            from .torch_op import written_params
+            names = self._written = {self.params[i].name for i in written_params(self.func)} | \
+                {self.params[i].name for i in self.out_idx}
+        return names
+
+    def _cpu_failed(self, rc):
+        raise RuntimeError(f"{self.name}: the CPU kernel returned error code {rc}")
+
+    def _arity_error(self, n):
+        checker = self._checker
+        names = ", ".join(p.name for p in checker.inputs)
+        raise TypeError(f"{self.name}: expects {self._n_in} tensor argument(s) ({names}), got {n}"
+                        + (f"; outputs {[p.name for p in checker.outputs]} are allocated and returned "
+                           f"(out_idx={self.out_idx})" if self.out_idx else ""))
 
     def _call_checked(self, args, stream):
-        """The general path: detailed checks (messages), symbolic shapes, outputs shaped from them."""
+        """The general path: detailed checks (messages), DLPack inputs, symbolic shapes, outputs
+        shaped from them."""
         torch = _load_torch()
         checker = self._checker
-        n_in = len(checker.inputs)
         symbols: dict = {}
-        if len(args) == n_in:
+        if len(args) == self._n_in:
             given_outputs = False
-        elif len(args) == len(self.params) and self.out_idx:
+        elif len(args) == self._n_all and self.out_idx:
             given_outputs = True  # the caller passed the outputs too: write into them
         else:
-            names = ", ".join(p.name for p in checker.inputs)
-            raise TypeError(f"{self.name}: expects {n_in} tensor argument(s) ({names}), got {len(args)}"
-                            + (f"; outputs {[p.name for p in checker.outputs]} are allocated and returned "
-                               f"(out_idx={self.out_idx})" if self.out_idx else ""))
+            self._arity_error(len(args))
         tensors = []
         it = iter(args)
         device = None
@@ -139,9 +135,14 @@ class JITKernel:
                 tensors.append(None)
                 continue
             t = next(it)
+            if not isinstance(t, torch.Tensor):
+                t = checker.from_dlpack(p, t, written=p.name in self._written_names())
             checker.check(p, t, symbols)
             if device is None:
                 device = t.device
+            elif t.device != device:
+                checker.fail(ValueError, p, f"is on {t.device} but an earlier argument is on {device}; "
+                                            f"every tensor of one call must be on the same device")
             tensors.append(t)
         outputs = []
         for i, p in enumerate(self.params):
