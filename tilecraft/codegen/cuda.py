@@ -3,7 +3,8 @@
 One `extern "C" __global__` function per kernel, parameters in signature order (tensor pointers,
 then symbolic sizes as int).  Shared buffers are views into one dynamic shared-memory array at the
 offsets `plan_shared_memory` chose; swizzled ones are addressed through `tc::swizzle_offset`.
-Intrinsics print as calls into the header library (`tilecraft/device/include/tilecraft`).
+Typed intrinsics (ir/intrinsics) print as calls into the header library
+(`tilecraft/device/include/tilecraft`) through their registered emitters (intrinsics_cuda.py).
 Returns the source and the launch metadata the runtime needs (grid, block, shared bytes).
 """
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import Kernel, collect
 from ..ir import expr as E
+from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.printer import to_text
+from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
 from .c_printer import CPrinter
 
 _PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
@@ -69,10 +72,11 @@ class CudaPrinter(CPrinter):
         return self.intrinsic(e)
 
     def intrinsic(self, e):
-        args = ", ".join(self.expr(a) for a in e.args)
-        if e.op.startswith("tc::"):
-            return f"{e.op}({args})"
         raise TilecraftError(f"intrinsic {e.op} has no CUDA spelling", e.span)
+
+    def visit_IntrinsicCall(self, e):
+        """Device intrinsics print only through their registered CUDA emitters."""
+        return I.emitter(e.intrinsic, "cuda")(e.intrinsic, self, [self.expr(a) for a in e.args])
 
     def offset(self, buf, indices):
         fn = ("tc::swizzle_offset_sm90" if buf in self.swizzled_sm90

@@ -59,6 +59,9 @@ class Printer(_Dispatch):
     def visit_Call(self, e):
         return f"T.{e.op}({', '.join(self.expr(a) for a in e.args)})"
 
+    def visit_IntrinsicCall(self, e):
+        return f"tc.{e.intrinsic.describe()}({', '.join(self.expr(a) for a in e.args)})"
+
     def visit_Cast(self, e):
         return f"T.cast({self.expr(e.value)}, \"{e.dtype}\")"
 

@@ -18,7 +18,7 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Evaluate, For, If, Kernel, Load, Mutator, Store, binary, const, substitute
+from ..ir import Alloc, For, If, Kernel, Load, Mutator, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
@@ -85,14 +85,17 @@ class _Lower(Mutator):
         body = substitute(body, dict(zip(vars_, coords)))
         ok = ctx.valid(base, coords)
         loop = For(r, const(0), const(base.num_regs), "unroll", body if ok is None else If(ok, body), span=f.span)
-        if any(getattr(e.value, "op", "").startswith("tc::atomic") for e in _evaluates(body)):
+        if _has_atomics(body):
             loop = ctx.first_replica(base, loop)  # replicated threads must not add twice
         return loop
 
 
-def _evaluates(node):
+def _has_atomics(node) -> bool:
+    """Whether `node` calls a device intrinsic declared to update memory atomically."""
     from ..ir import collect
-    return collect(node, lambda n: isinstance(n, Evaluate))
+    from ..ir.intrinsics import ATOMIC, IntrinsicCall
+    return any(d is not None and d.access == ATOMIC for c in collect(node, lambda n: isinstance(n, IntrinsicCall))
+               for d, _ in c.operand_args())
 
 
 def _frag_accesses(node):

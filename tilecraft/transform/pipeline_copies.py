@@ -58,16 +58,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
+from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
                   Seq, Store, Sync, Var, binary, collect, const, seq, substitute, where, dtype as dt)
+from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
 
-def _call(name, *args):
-    return Evaluate(Call(name, tuple(args), dt.int32))
+_call = I.evaluate
 
 
 class _Restage(Mutator):
@@ -191,36 +191,36 @@ class _Pipeline(Mutator):
         return "plain"
 
     def _plain(self, lp):
-        body = seq(lp.wait, Sync(), lp.issue_next(), _call("tc::cp_async_commit"), lp.compute)
-        return seq(*lp.prologue(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+        body = seq(lp.wait, Sync(), lp.issue_next(), _call(I.CpAsyncCommit()), lp.compute)
+        return seq(*lp.prologue(), lp.loop(body), _call(I.CpAsyncWaitAll()), Sync())
 
     def _barrier_in_gemm(self, lp):
-        g = lp.gemm(pipeline_hook=Call(f"tc::PipelineBarrier<{lp.stages - 2}>", (), dt.int32))
-        body = seq(lp.issue_next(), _call("tc::cp_async_commit"), g)
-        return seq(*lp.prologue(), lp.wait, Sync(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+        g = lp.gemm(pipeline_hook=I.call(I.PipelineBarrier(lp.stages - 2)))
+        body = seq(lp.issue_next(), _call(I.CpAsyncCommit()), g)
+        return seq(*lp.prologue(), lp.wait, Sync(), lp.loop(body), _call(I.CpAsyncWaitAll()), Sync())
 
     def _mbarrier(self, lp):
         S = lp.stages
         bar = Buffer("pipe_bar", (2 * S,), dt.uint64, "shared", span=lp.f.span)
         ref = Ref(bar, (const(0),))
-        g = lp.gemm(pipeline_hook=Call(f"tc::PipeRelease<{S}>", (ref, lp.ko), dt.int32))
-        head = [Alloc(bar), _call(f"tc::pipe_init<{S}>", ref, const(self.threads)), Sync()]
-        body = seq(lp.issue_next(_call(f"tc::pipe_acquire<{S}>", ref, lp.nxt),
-                                 _call(f"tc::pipe_commit<{S}>", ref, lp.nxt)),
-                   _call(f"tc::pipe_wait<{S}>", ref, lp.ko), g)
-        return seq(*head, *lp.prologue(lambda t: _call(f"tc::pipe_commit<{S}>", ref, t)), lp.loop(body),
-                   _call("tc::cp_async_wait_all"), Sync(), _call(f"tc::pipe_inval<{S}>", ref), Sync())
+        g = lp.gemm(pipeline_hook=I.call(I.PipeRelease(S), ref, lp.ko))
+        head = [Alloc(bar), _call(I.PipeInit(S), ref, const(self.threads)), Sync()]
+        body = seq(lp.issue_next(_call(I.PipeAcquire(S), ref, lp.nxt),
+                                 _call(I.PipeCommit(S), ref, lp.nxt)),
+                   _call(I.PipeWait(S), ref, lp.ko), g)
+        return seq(*head, *lp.prologue(lambda t: _call(I.PipeCommit(S), ref, t)), lp.loop(body),
+                   _call(I.CpAsyncWaitAll()), Sync(), _call(I.PipeInval(S), ref), Sync())
 
     def _wgmma_async(self, lp):
         g = lp.gemm(async_groups=1)
-        body = seq(lp.wait, g, Sync(), lp.issue_next(), _call("tc::cp_async_commit"))
-        return seq(*lp.prologue(), self._drained(lp, body, g), _call("tc::cp_async_wait_all"), Sync())
+        body = seq(lp.wait, g, Sync(), lp.issue_next(), _call(I.CpAsyncCommit()))
+        return seq(*lp.prologue(), self._drained(lp, body, g), _call(I.CpAsyncWaitAll()), Sync())
 
     def _drained(self, lp, body, g):
         """The loop, then the wait for its last wgmma group.  A loop that may run zero times would
         reach the drain with accumulators no wgmma wrote, and ptxas then serialises every wgmma
         in the loop (C7515): such a loop and its drain go under `if (n > 0)`."""
-        drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
+        drain = _call(I.WgmmaDrain(self.layouts[g.c.buffer].num_regs), Ref(g.c.buffer, (const(0),)))
         main = seq(lp.loop(body), drain)
         return main if _static_ge(lp.n, 1) else If(binary("<", const(0), lp.n), main)
 
@@ -261,21 +261,21 @@ class _Pipeline(Mutator):
         def issue(t):
             stage = binary("%", t, S)
             full = Ref(bar, (stage,))
-            calls = [_call("tc::tma_expect", full, const(nbytes))]
+            calls = [_call(I.TmaExpect(), full, const(nbytes))]
             for c, boxes, desc in loads:
                 row0, col0 = substitute(c.src, {ko: t}).starts
                 base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
-                calls += [_call("tc::tma_load_tile", base, const(off), desc, full, binary("+", col0, c0),
+                calls += [_call(I.TmaLoadTile(), base, const(off), desc, full, binary("+", col0, c0),
                                 binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
             return If(tid0, seq(*calls))
         g = lp.gemm(async_groups=1, tma_fed=True)
-        wait = _call("tc::mbar_wait_parity", Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
+        wait = _call(I.MbarWaitParity(), Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
         body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), issue(lp.nxt)))
         bars = [Ref(bar, (const(s),)) for s in range(S)]
-        head = [Alloc(bar), If(tid0, seq(*[_call("tc::mbar_init", r, const(1)) for r in bars])), Sync()]
+        head = [Alloc(bar), If(tid0, seq(*[_call(I.MbarInit(), r, const(1)) for r in bars])), Sync()]
         prologue = [issue(const(s)) if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), issue(const(s)))
                     for s in range(S - 1)]
-        tail = [Sync(), If(tid0, seq(*[_call("tc::mbar_inval", r) for r in bars])), Sync()]
+        tail = [Sync(), If(tid0, seq(*[_call(I.MbarInval(), r) for r in bars])), Sync()]
         return seq(*head, *prologue, self._drained(lp, body, g), *tail)
 
     def visit_Alloc(self, a):
@@ -299,7 +299,7 @@ class _Loop:
         self.producers, self.staged = producers, staged  # the copies, and old tile -> staged tile
         self.n, self.ko = f.extent, f.var
         self.nxt = binary("+", self.ko, stages - 1)
-        self.wait = _call(f"tc::cp_async_wait<{stages - 2}>")
+        self.wait = _call(I.CpAsyncWait(stages - 2))
 
     def prologue(self, close=None) -> list:
         """Copies of tiles 0 .. S-2 (those past the loop's extent skipped).  Each is followed by a
@@ -310,7 +310,7 @@ class _Loop:
             tile = self.issue(const(s)) if close is None else seq(self.issue(const(s)), close(const(s)))
             out.append(tile if _static_ge(self.n, s + 1) else If(binary("<", const(s), self.n), tile))
             if close is None:
-                out.append(_call("tc::cp_async_commit"))
+                out.append(_call(I.CpAsyncCommit()))
         return out
 
     def issue_next(self, before=None, after=None):
