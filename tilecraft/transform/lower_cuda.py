@@ -18,7 +18,7 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, For, If, Kernel, Load, Mutator, Store, binary, const, substitute
+from ..ir import Alloc, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
@@ -41,6 +41,12 @@ class _Lower(Mutator):
         if a.buffer.scope == "fragment":
             return Alloc(self.ctx.reg(a.buffer), span=a.span)
         return a
+
+    def visit_Ref(self, e: Ref):
+        """A fragment's address taken before lowering (a pipeline's wgmma drain) -> its registers."""
+        if e.buffer.scope == "fragment":
+            return Ref(self.ctx.reg(e.buffer), tuple(self.visit(i) for i in e.indices), span=e.span)
+        return Mutator.generic(self, e)
 
     def generic(self, node):
         fn = CUDA_LOWERING.get(type(node))
