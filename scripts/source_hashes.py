@@ -135,7 +135,7 @@ def _fake_build(func, tgt, pass_configs=None):
 _current = [None]
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    _current[0] = item.nodeid.split("[")[0] + ("[" + item.callspec.params.get("target", "") + "]" if hasattr(item, "callspec") else "")
+    _current[0] = item.nodeid
 J.build = _fake_build
 '''
 
