@@ -76,7 +76,7 @@ class CudaPrinter(CPrinter):
 
     def visit_IntrinsicCall(self, e):
         """Device intrinsics print only through their registered CUDA emitters."""
-        return I.emitter(e.intrinsic, "cuda")(e.intrinsic, self, [self.expr(a) for a in e.args])
+        return I.emitter(e.intrinsic, "cuda")(self, e)
 
     def offset(self, buf, indices):
         fn = ("tc::swizzle_offset_sm90" if buf in self.swizzled_sm90

@@ -29,19 +29,35 @@ def template_call(intr: I.Intrinsic, targs, args) -> str:
     return f"{intr.entry}<{t}>({', '.join(args)})" if targs else f"{intr.entry}({', '.join(args)})"
 
 
-def _generic(intr, printer, args):
-    return template_call(intr, [template_arg(v) for _, v in intr.params()], args)
+def args_of(printer, call) -> list:
+    return [printer.expr(a) for a in call.args]
+
+
+def _generic(printer, call):
+    intr = call.intrinsic
+    return template_call(intr, [template_arg(v) for _, v in intr.params()], args_of(printer, call))
 
 
 @I.register_emitter(I.GemmSSSm90, TARGET)
-def _gemm_ss_sm90(g, printer, args):
-    ps = [template_arg(v) for k, v in g.params() if k != "pending"]
-    return template_call(g, ps + ([str(g.pending)] if g.pending else []), args)
+def _gemm_ss_sm90(printer, call):
+    g = call.intrinsic
+    ps = [template_arg(v) for k, v in g.params() if k != "pending"]  # PENDING defaults to 0
+    return template_call(g, ps + ([str(g.pending)] if g.pending else []), args_of(printer, call))
 
 
 @I.register_emitter(I.ShflXorReduce, TARGET)
-def _shfl_xor_reduce(r, printer, args):
-    return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args)
+def _shfl_xor_reduce(printer, call):
+    r = call.intrinsic
+    return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args_of(printer, call))
+
+
+@I.register_emitter(I.PrintElem, TARGET)
+def _print_elem(printer, call):
+    msg, value, *coords = args_of(printer, call)
+    flat = coords[0] if coords else "0"
+    for c, n in zip(coords[1:], call.intrinsic.shape[1:]):
+        flat = f"({flat}) * {n} + ({c})"
+    return f"{call.intrinsic.entry}({msg}, {msg}, (long long)({flat}), {value})"
 
 
 for _cls in I.all_intrinsics():

@@ -107,8 +107,8 @@ class _Legalize(Mutator):
     def visit_Evaluate(self, s: Evaluate):
         s2 = Mutator.generic(self, s)
         c = s2.value
-        if isinstance(c, (Call, IntrinsicCall)):
-            zfill = isinstance(c, IntrinsicCall) and c.intrinsic.effects.zfill
+        if isinstance(c, IntrinsicCall):
+            zfill = c.intrinsic.effects.zfill
             for a in c.args:
                 if isinstance(a, Ref) and a.buffer.scope == "global":
                     cond = in_bounds_condition(a.buffer, a.indices, self.env)

@@ -133,7 +133,7 @@ EMITTERS: dict = {}
 
 
 def register_emitter(cls: type, target: str) -> Callable:
-    """Decorator: `fn(intrinsic, printer, args: list[str]) -> str` prints `cls` on `target`."""
+    """Decorator: `fn(printer, call: IntrinsicCall) -> str` prints calls of `cls` on `target`."""
     def deco(fn):
         key = (cls, target)
         if key in EMITTERS:

@@ -16,7 +16,9 @@ class Print(Intrinsic):
 
 @dataclass(frozen=True)
 class PrintElem(Intrinsic):
-    """One element of a fragment with its tile coordinates (the trailing operands)."""
-    entry = "tc::print_elem"
+    """One element of a tile of `shape` with its coordinates (the trailing operands); on CUDA the
+    header's `print(msg, buffer, index, value)` overload with the row-major index."""
+    entry = "tc::print"
     family = "debug"
     operands = (Operand("msg", MSG), Operand("value", VALUE))
+    shape: tuple

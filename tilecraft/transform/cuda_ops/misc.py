@@ -46,7 +46,7 @@ def lower_print(op: Print, ctx: Ctx):
         if b.scope == "fragment":
             reg = ctx.reg(b)
             return ctx.per_slot(ctx.layout(b, op.span), lambda r, co: I.evaluate(
-                I.PrintElem(), op.msg or b.name, Load(reg, (r,)), *co), op.span)
+                I.PrintElem(tuple(b.shape)), op.msg or b.name, Load(reg, (r,)), *co), op.span)
         from ..lower_tile_ops_cpu import _Names, lower_print as cpu_print
         return If(binary("==", ctx.tid, 0), cpu_print(op, _Names()))
     return If(binary("==", ctx.tid, 0), I.evaluate(I.Print(), op.msg, op.value, span=op.span))
