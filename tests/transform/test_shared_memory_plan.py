@@ -58,8 +58,8 @@ def test_cross_warp_reduction_barriers_come_from_insert_syncs():
     k = tilelang.compile(norm.softmax.fn(64, 8192, block_M=1, threads=256), out_idx=[-1], target=SM90)
     src = k.get_kernel_source()
     assert src.count("__syncthreads") == 3
-    for scratch in ("tc_redr3", "tc_redr6"):
+    for scratch in ("red_smemr3", "red_smemr6"):
         store = src.index(f"{scratch}[tc_tid] =")
         first_load = src.index(f"{scratch}[(", store)
         assert "__syncthreads" in src[store:first_load], f"{scratch}: loads race with the stores"
-    assert "__syncthreads" in src[src.rindex("tc_redr3["):src.index("tc_redr6[tc_tid] =")]
+    assert "__syncthreads" in src[src.rindex("red_smemr3["):src.index("red_smemr6[tc_tid] =")]

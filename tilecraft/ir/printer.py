@@ -159,7 +159,9 @@ class Printer(_Dispatch):
                          f", policy={s.policy}" if s.policy != "Square" else "",
                          ", clear_accum=True" if s.clear_accum else "",
                          f", pipeline_hook={self.expr(s.pipeline_hook)}" if s.pipeline_hook is not None else "",
-                         f", async_groups={s.async_groups}" if s.async_groups else ""])
+                         f", async_groups={s.async_groups}" if s.async_groups else "",
+                         ", tma_fed=True" if s.tma_fed else "",
+                         f", plan={s.plan.describe()!r}" if s.plan is not None else ""])
         self.emit(f"T.gemm({self.region(s.a)}, {self.region(s.b)}, {self.region(s.c)}{flags})")
 
     def visit_Fill(self, s):
@@ -185,6 +187,11 @@ class Printer(_Dispatch):
         self.indent += 1
         self.stmt(f.body)
         self.indent -= 1
+        lines = f.lowering.describe()
+        if lines:
+            self.emit("# lowering state (ir/lowering.py):")
+            for line in lines:
+                self.emit(f"#   {line}")
 
 
 def to_text(node) -> str:

@@ -143,7 +143,7 @@ def _stmts(s) -> list:
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:
     _RANGES.clear()
-    for b, off in func.attr("smem_offsets", {}).items():
+    for b, off in func.lowering.smem_offsets.items():
         _RANGES[b] = (off, off + b.nbytes)
     def fix(k: Kernel):
         body = _block(_stmts(k.body), _State())

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import Alloc, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM80
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .infer_layouts import loop_dims
@@ -27,13 +28,13 @@ from .infer_layouts import loop_dims
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
 class _Lower(Mutator):
-    def __init__(self, layouts, plans, swizzled):
+    def __init__(self, layouts, swizzled):
         super().__init__()
-        self.layouts, self.plans, self.swizzled = layouts, plans, swizzled
+        self.layouts, self.swizzled = layouts, swizzled
         self.ctx: Ctx | None = None
 
     def visit_Kernel(self, k: Kernel):
-        self.ctx = Ctx(k, self.layouts, self.plans, self.swizzled)
+        self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
         return out
 
@@ -142,10 +143,9 @@ class _FragRewrite(Mutator):
 
 
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
-    layouts = func.attr("fragment_layouts", {})
-    plans = func.attr("gemm_plans", {})
-    swizzled = func.attr("swizzled", set())
-    lowered = _Lower(layouts, plans, swizzled).visit(func.body)
+    layouts = func.lowering.fragment_layouts
+    swizzled = func.lowering.swizzled(SWIZZLE_SM80)
+    lowered = _Lower(layouts, swizzled).visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
         b = leftovers[0]

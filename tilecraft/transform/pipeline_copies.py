@@ -47,8 +47,9 @@ on that mbarrier instead of cp.async groups and a barrier:
         barrier                                       (every warpgroup retired tile ko-1)
         thread 0: expect the bytes of tile ko+S-1 on full[(ko-1) % S], issue its TMA boxes
 
-The kernel gets one tensor-map parameter per such copy (func attr "tma_descs"; the launcher
-builds the maps from the tensors at each call, runtime/tma.py).
+The kernel gets one tensor-map parameter per such copy (the lowering state's `tma_descs`; the
+launcher builds the maps from the tensors at each call, runtime/tma.py).  Staged copies of
+swizzled tiles keep their tile's swizzle (the lowering state's `smem_layouts`).
 
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
@@ -63,6 +64,7 @@ from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Mutator, Ref
 from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
@@ -73,17 +75,9 @@ _call = I.evaluate
 class _Restage(Mutator):
     """Point every use of a multi-buffered tile at the stage `stage`."""
 
-    renamed: dict = {}  # old Gemm node -> rebuilt node (plans are keyed by node identity)
-
     def __init__(self, staged: dict, stage):
         super().__init__()
         self.staged, self.stage = staged, stage
-
-    def visit_Gemm(self, g):
-        out = Mutator.generic(self, g)
-        if out is not g:
-            _Restage.renamed[g] = out
-        return out
 
     def visit_Region(self, r: Region):
         nb = self.staged.get(r.buffer)
@@ -120,17 +114,16 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict):
+    def __init__(self, smem_layouts: dict, layouts: dict, configs: dict):
         super().__init__()
-        self.plans, self.layouts = plans, layouts
+        self.layouts = layouts
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
         self.use_tma = configs.get("tc.use_tma")
         self.notes: list = []  # one line per pipelined loop: the form chosen
         self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
-        self.swizzled = swizzled
-        self.hopper = hopper
+        self.smem_layouts = smem_layouts  # shared buffer -> swizzle kind; staged tiles are added
         self.allocs: dict = {}  # old shared buffer -> staged buffer
 
     def visit_Kernel(self, k: Kernel):
@@ -152,12 +145,13 @@ class _Pipeline(Mutator):
                 continue
             nb = Buffer(b.name, (stages,) + tuple(b.shape), b.dtype, "shared", span=b.span)
             staged[b] = nb
-            if b in self.swizzled and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
-                self.swizzled.add(nb)
-            if b in self.hopper:  # stages start on whole 8-row panels: rows per stage % 8 == 0
+            kind = self.smem_layouts.get(b)
+            if kind == SWIZZLE_SM80 and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
+                self.smem_layouts[nb] = SWIZZLE_SM80
+            if kind == SWIZZLE_SM90:  # stages start on whole 8-row panels: rows per stage % 8 == 0
                 if (b.numel // b.shape[-1]) % 8:
                     raise TilecraftError(f"{b.name}: wgmma operand tiles need a multiple of 8 rows", f.span)
-                self.hopper.add(nb)
+                self.smem_layouts[nb] = SWIZZLE_SM90
         self.allocs.update(staged)
         ko = f.var
 
@@ -179,13 +173,12 @@ class _Pipeline(Mutator):
     # ---- the loop forms (module docstring) ------------------------------------------------------
     def _form(self, rest, producers) -> str:
         g = rest[0] if len(rest) == 1 and isinstance(rest[0], Gemm) else None
-        plan = self.plans.get(g) if g is not None else None
-        if self.wgmma_async and isinstance(plan, tuple) and plan[0] == "wgmma":
+        plan = g.plan if g is not None else None
+        if self.wgmma_async and isinstance(plan, WgmmaPlan):
             if self.use_tma and all(self._tma_plan(c) is not None for c in producers):
                 return "wgmma_tma"
             return "wgmma_async"
-        mma_ss = (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
-                  and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
+        mma_ss = (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
         if mma_ss:
             return "mbarrier" if self.use_mbarrier else "barrier_in_gemm"
         return "plain"
@@ -237,7 +230,8 @@ class _Pipeline(Mutator):
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
-        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape) or d not in self.hopper
+        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
+                or self.smem_layouts.get(d) != SWIZZLE_SM90
                 or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[1] * b.dtype.bytes) % 16
                 or tuple(src.extents) != tuple(d.shape)):
             return None
@@ -254,7 +248,7 @@ class _Pipeline(Mutator):
         for c in lp.producers:
             swizzle, boxes = self._tma_plan(c)
             desc = BuiltinVar(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
-            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))
+            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))  # as TmaDescriptor below
             loads.append((c, boxes, desc))
         nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
 
@@ -318,10 +312,8 @@ class _Loop:
         return If(binary("<", self.nxt, self.n), seq(before, self.issue(self.nxt), after))
 
     def gemm(self, **fields):
-        """The loop's gemm (on stage ko) with `fields` set; plans follow the rebuilt node."""
-        g = replace(self.compute, **fields)
-        _Restage.renamed[self.rest[0]] = g
-        return g
+        """The loop's gemm (on stage ko) with `fields` set (its plan travels with it)."""
+        return replace(self.compute, **fields)
 
     def loop(self, body) -> For:
         f = self.f
@@ -346,24 +338,15 @@ class _ReplaceAllocs(Mutator):
 def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
-    swizzled = set(func.attr("swizzled", set()))
-    hopper = set(func.attr("swizzled_sm90", set()))
-    _Restage.renamed = {}
-    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
-                  func.attr("pass_configs", {}))
+    st = func.lowering
+    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, func.attr("pass_configs", {}))
     body = p.visit(func.body)
+    notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:
-        return func.with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes)
+        return func.with_lowering(plan_notes=notes)
     body = _ReplaceAllocs(p.allocs).visit(body)
-    # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
-    plans = dict(func.attr("gemm_plans", {}))
-    for old, new in _Restage.renamed.items():
-        if old in plans:
-            plans[new] = plans[old]
-    out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
-           .with_attr("gemm_plans", plans).with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes))
-    if p.tma_descs:
-        index = {id(b): i for i, b in enumerate(func.params)}
-        out = out.with_attr("tma_descs", [{"param": index[id(b)], "box": list(box), "swizzle": sw}
-                                          for b, box, sw in p.tma_descs])
-    return out
+    index = {id(b): i for i, b in enumerate(func.params)}
+    descs = tuple(TmaDescriptor(index[id(b)], tuple(box), sw, b.name) for b, box, sw in p.tma_descs)
+    smem_layouts = {b: k for b, k in p.smem_layouts.items() if b not in p.allocs}  # the staged tiles replace theirs
+    return func.with_body(body).with_lowering(smem_layouts=smem_layouts, plan_notes=notes,
+                                              tma_descs=st.tma_descs + descs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cast, const, seq, dtype as dt)
 from ...ir import intrinsics as I
+from ...ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
 from ..lower_tile_ops_cpu import region_indices
 from .ctx import Ctx, register, _whole_fragment
@@ -26,16 +27,16 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     pre = None
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
-    plan = ctx.plans.get(g)
-    if g.async_groups and not (isinstance(plan, tuple) and plan[0] == "wgmma"):
+    plan = g.plan
+    if g.async_groups and not isinstance(plan, WgmmaPlan):
         raise TilecraftError("internal: asynchronous wgmma groups asked of a gemm not on the wgmma path", g.span)
-    if g.pipeline_hook is not None and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
+    if g.pipeline_hook is not None and not (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
                              "mma.sync shared-shared path", g.span)
-    if plan is not None and plan[0] == "wgmma_rs":
+    if isinstance(plan, WgmmaRSPlan):
         return _wgmma_rs(ctx, g, plan, pre, c_reg, m, n, k)
-    if plan is not None and plan[0] == "wgmma":
-        intr = I.GemmSSSm90(m, n, k, plan[1], g.trans_a, g.trans_b, _elem(g), g.async_groups or 0)
+    if isinstance(plan, WgmmaPlan):
+        intr = I.GemmSSSm90(m, n, k, plan.warpgroups, g.trans_a, g.trans_b, _elem(g), g.async_groups or 0)
         call_ = I.evaluate(intr, Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
                            span=g.span)
         if g.tma_fed:  # TMA writes are in the async proxy already, and each thread waited for them
@@ -43,8 +44,8 @@ def lower_gemm(g: Gemm, ctx: Ctx):
         # the tensor cores read shared memory through the async proxy: every writer fences its
         # ordinary / cp.async writes into that proxy before the barrier that precedes the gemm
         return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
-    if plan is not None:
-        wm, wn = plan
+    if isinstance(plan, Mma80Plan):
+        wm, wn = plan.warps_m, plan.warps_n
         swz_b = int(g.b.buffer in ctx.swizzled)
         b_ref = Ref(g.b.buffer, g.b.starts)
         if g.a.buffer.scope == "fragment":
@@ -98,7 +99,7 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
     if not lay.same_as(want):
         raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
                              g.span)
-    call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan[1], g.trans_b, _elem(g)), Ref(ctx.reg(g.a.buffer), (const(0),)),
+    call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan.warpgroups, g.trans_b, _elem(g)), Ref(ctx.reg(g.a.buffer), (const(0),)),
                        Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)), span=g.span)
     return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
 
