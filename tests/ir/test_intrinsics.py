@@ -186,3 +186,16 @@ def test_show_lowered_prints_the_lowering_state(capsys, tmp_path, monkeypatch):
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "# lowering state (ir/lowering.py):" in out and "swizzle sm80" in out and "mma.sync, 2x2 warps" in out
+
+
+def test_effects_name_the_barrier_a_call_arrives_on_or_waits_on():
+    bar = Buffer("bar", (4,), dt.uint64, "shared")
+    S = Buffer("S", (64, 64), F16, "shared")
+    full = Ref(bar, (const(1),))
+    load = I.call(I.TmaLoadTile(), Ref(S, (const(0), const(0))), const(0), Var("desc"), full, const(0), const(0))
+    assert load.barrier() is full and load.intrinsic.effects.arrives and load.intrinsic.effects.proxy == I.TMA
+    wait = I.call(I.MbarWaitParity(), full, const(0))
+    assert wait.barrier() is full and wait.intrinsic.effects.waits == I.MBARRIER_PHASE
+    assert I.call(I.CpAsyncCommit()).barrier() is None
+    assert I.GemmSSSm90.effects.commits == I.WGMMA and I.GemmSSSm90.effects.waits == I.WGMMA_GROUPS
+    assert I.CpAsyncPipelinedZfill.effects.pipeline_ordered and not I.CpAsyncZfill.effects.pipeline_ordered

@@ -13,7 +13,7 @@ from tilecraft.ir import Buffer, For, Kernel, Load, Ref, Store, Sync, Var, binar
 from tilecraft.ir import intrinsics as I
 from tilecraft.ir.expr import thread_index
 from tilecraft.ir.func import PrimFunc
-from tilecraft.ir.intrinsics.base import PTR, READ, WRITE, Effects, Intrinsic, Operand
+from tilecraft.ir.intrinsics.base import PTR, READ, TMA, WRITE, Effects, Intrinsic, Operand
 from tilecraft.target import Target
 from tilecraft.transform.insert_syncs import insert_syncs
 from tilecraft.transform.legalize_global_access import legalize_global_access
@@ -133,7 +133,7 @@ class _PlainLookingAsyncCopy(Intrinsic):
     """Named like nothing special, declared as ordered by its pipeline."""
     entry = "tc::store_thing"
     operands = (Operand("dst", PTR, WRITE, ("shared",)), Operand("src", PTR, READ, ("global",)))
-    effects = Effects(proxy="tma", pipeline_ordered=True)
+    effects = Effects(proxy=TMA, pipeline_ordered=True)
 
 
 def test_sync_insertion_reads_declarations_not_names():

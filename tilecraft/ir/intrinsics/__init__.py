@@ -1,13 +1,21 @@
 """Typed device intrinsics, one module per family of the header library
 (device/include/tilecraft/*.h).  See base.py for the model; codegen/intrinsics_cuda.py for the
-CUDA emitters."""
+CUDA emitters, codegen/cpp.py for the CPU ones.
+
+Adding an entry point: write its class in the family's module (a frozen dataclass whose fields are
+the template parameters in the header's order; `entry`, `family`, `operands`, `effects`; a
+`check()` that mirrors the header's static_asserts), export it here, and give it an emitter for
+each target it runs on (the CUDA generic emitter prints `entry<params...>(args...)` unless a
+specific one is registered).  Build calls with `call(intr, *args)` / `evaluate(intr, *args)`.
+"""
 from __future__ import annotations
 
 from .. import dtype as dt
 from ..stmt import Evaluate
 from .atomic import ATOMICS, AtomicAdd, AtomicMax, AtomicMin, atomic
-from .base import (ATOMIC, BARRIER, DESC, EMITTERS, HOOK, MSG, PRED, PTR, READ, READ_WRITE, VALUE, WRITE, Effects,
-                   Intrinsic, IntrinsicCall, IntrinsicError, Operand, emitter, register_emitter)
+from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, GENERIC_PROXY, HOOK, MBARRIER_PHASE, MSG,
+                   PRED, PTR, READ, READ_WRITE, TMA, VALUE, WGMMA, WGMMA_GROUPS, WRITE, Effects, Intrinsic, IntrinsicCall,
+                   IntrinsicError, Operand, emitter, register_emitter)
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
 from .debug import Print, PrintElem
 from .mbarrier import (MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit, PipeInval,

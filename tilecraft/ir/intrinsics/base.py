@@ -30,6 +30,11 @@ MSG = "msg"          # a string literal
 # memory accesses of a PTR operand
 READ, WRITE, READ_WRITE, ATOMIC = "read", "write", "read_write", "atomic"
 
+# the path a call's memory accesses take (Effects.proxy)
+GENERIC_PROXY, CP_ASYNC, TMA, WGMMA = "generic", "cp.async", "tma", "wgmma"
+# what a call waits for (Effects.waits)
+CP_ASYNC_GROUPS, WGMMA_GROUPS, MBARRIER_PHASE = "cp.async groups", "wgmma groups", "mbarrier phase"
+
 
 class IntrinsicError(ValueError):
     """A lowering built an intrinsic that violates its header's contract (a compiler bug)."""
@@ -48,29 +53,35 @@ class Operand:
 class Effects:
     """What a call does beyond its operands' reads and writes.
 
-    proxy: the path its memory accesses take — "generic" (ordinary loads/stores), "cp.async"
-      (asynchronous copies, complete at a group wait or an mbarrier arrival), "tma" (the async
-      proxy's bulk tensor copies, complete on an mbarrier), "wgmma" (tensor cores reading shared
+    proxy: the path its memory accesses take — GENERIC_PROXY (ordinary loads/stores), CP_ASYNC
+      (asynchronous copies, complete at a group wait or an mbarrier arrival), TMA (the async
+      proxy's bulk tensor copies, complete on an mbarrier), WGMMA (tensor cores reading shared
       memory through the async proxy).
     pipeline_ordered: its memory effects are ordered by the software pipeline that issued it (its
       own waits, mbarriers and barriers, transform/pipeline_copies.py): insert_syncs leaves its
       operands out.
-    commits / waits / arrives: the asynchronous bookkeeping — the group it closes ("cp.async"),
-      what it waits for ("cp.async groups", "mbarrier phase", "wgmma groups"), the barrier
-      operand it arrives on.
+    commits: the asynchronous group it closes (CP_ASYNC, WGMMA), "" for none.
+    waits: what it waits for — CP_ASYNC_GROUPS, WGMMA_GROUPS (down to its `pending` parameter
+      when it has one, else all), MBARRIER_PHASE (of its `barrier` operand).
+    arrives: it arrives on its `barrier` operand (an mbarrier phase counts that arrival; with
+      TMA or cp.async the arrival comes when its bytes land).
+    barrier: the name of the BARRIER operand it arrives on or waits on ("" for none).
     zfill: a predicated global read — out-of-range elements are read as zeros through a trailing
       PRED operand (legalize_global_access supplies it) instead of the call being skipped.
     block_barrier: it synchronises the whole block itself (a __syncthreads inside).
     fences: the proxies it orders (e.g. "generic -> async (shared)").
+    note: which barrier of a ring, and any other detail, for people.
     """
-    proxy: str = "generic"
+    proxy: str = GENERIC_PROXY
     pipeline_ordered: bool = False
     commits: str = ""
     waits: str = ""
-    arrives: str = ""
+    arrives: bool = False
+    barrier: str = ""
     zfill: bool = False
     block_barrier: bool = False
     fences: str = ""
+    note: str = ""
 
 
 GENERIC = Effects()
@@ -125,6 +136,18 @@ class IntrinsicCall(Expr):
     def operand_args(self):
         """(Operand declaration or None, argument) pairs."""
         return [(self.intrinsic.operand(i), a) for i, a in enumerate(self.args)]
+
+    def arg(self, name: str):
+        """The argument of the operand declared as `name` (None when absent)."""
+        for decl, a in self.operand_args():
+            if decl is not None and decl.name == name:
+                return a
+        return None
+
+    def barrier(self):
+        """The mbarrier argument this call arrives on or waits on, or None."""
+        b = self.intrinsic.effects.barrier
+        return self.arg(b) if b else None
 
 
 # ---- emitters: one per (intrinsic class, target kind), duplicates refused ----------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import (GENERIC, PRED, PTR, READ, VALUE, WRITE, Effects, Intrinsic, Operand, require)
+from .base import CP_ASYNC, CP_ASYNC_GROUPS, PRED, PTR, READ, WRITE, Effects, Intrinsic, Operand, require
 
 _COPY_OPERANDS = (Operand("smem", PTR, WRITE, ("shared",)), Operand("gmem", PTR, READ, ("global",)),
                   Operand("pred", PRED, optional=True))
@@ -17,7 +17,7 @@ class CpAsyncZfill(Intrinsic):
     entry = "tc::cp_async_zfill"
     family = "cp.async"
     operands = _COPY_OPERANDS
-    effects = Effects(proxy="cp.async", zfill=True)
+    effects = Effects(proxy=CP_ASYNC, zfill=True)
     nbytes: int
 
     def check(self):
@@ -31,7 +31,7 @@ class CpAsyncPipelinedZfill(Intrinsic):
     entry = "tc::cp_async_pipelined_zfill"
     family = "cp.async"
     operands = _COPY_OPERANDS
-    effects = Effects(proxy="cp.async", zfill=True, pipeline_ordered=True)
+    effects = Effects(proxy=CP_ASYNC, zfill=True, pipeline_ordered=True)
     nbytes: int
 
     def check(self):
@@ -43,7 +43,7 @@ class CpAsyncCommit(Intrinsic):
     """Close this thread's open cp.async group."""
     entry = "tc::cp_async_commit"
     family = "cp.async"
-    effects = Effects(proxy="cp.async", commits="cp.async group")
+    effects = Effects(proxy=CP_ASYNC, commits=CP_ASYNC)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class CpAsyncWait(Intrinsic):
     """Wait until at most `pending` of this thread's cp.async groups are in flight."""
     entry = "tc::cp_async_wait"
     family = "cp.async"
-    effects = Effects(proxy="cp.async", waits="cp.async groups (at most `pending` left)")
+    effects = Effects(proxy=CP_ASYNC, waits=CP_ASYNC_GROUPS)
     pending: int
 
     def check(self):
@@ -63,8 +63,6 @@ class CpAsyncWaitAll(Intrinsic):
     """Wait for every cp.async group of this thread."""
     entry = "tc::cp_async_wait_all"
     family = "cp.async"
-    effects = Effects(proxy="cp.async", waits="cp.async groups (all)")
+    effects = Effects(proxy=CP_ASYNC, waits=CP_ASYNC_GROUPS)
 
 
-__all__ = ["CpAsyncZfill", "CpAsyncPipelinedZfill", "CpAsyncCommit", "CpAsyncWait", "CpAsyncWaitAll",
-           "GENERIC", "VALUE"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import BARRIER, VALUE, Effects, Intrinsic, Operand, require
+from .base import BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, MBARRIER_PHASE, VALUE, Effects, Intrinsic, Operand, require
 
 
 def _check_stages(p):
@@ -25,7 +25,7 @@ class PipelineBarrier(Intrinsic):
     a block barrier, before the gemm's last k16 step."""
     entry = "tc::PipelineBarrier"
     family = "pipeline"
-    effects = Effects(proxy="cp.async", waits="cp.async groups (at most `pending` left)", block_barrier=True)
+    effects = Effects(proxy=CP_ASYNC, waits=CP_ASYNC_GROUPS, block_barrier=True)
     pending: int
 
     def check(self):
@@ -50,7 +50,7 @@ class PipeAcquire(Intrinsic):
     entry = "tc::pipe_acquire"
     family = "pipeline"
     operands = _BAR_T
-    effects = Effects(waits="mbarrier phase (empty[t % S])")
+    effects = Effects(waits=MBARRIER_PHASE, barrier="bar", note="empty[t % S]")
     stages: int
 
     def check(self):
@@ -63,7 +63,8 @@ class PipeCommit(Intrinsic):
     entry = "tc::pipe_commit"
     family = "pipeline"
     operands = _BAR_T
-    effects = Effects(proxy="cp.async", arrives="bar: full[t % S], when this thread's cp.async copies land")
+    effects = Effects(proxy=CP_ASYNC, arrives=True, barrier="bar",
+                      note="full[t % S], when this thread's cp.async copies land")
     stages: int
 
     def check(self):
@@ -76,7 +77,7 @@ class PipeWait(Intrinsic):
     entry = "tc::pipe_wait"
     family = "pipeline"
     operands = _BAR_T
-    effects = Effects(waits="mbarrier phase (full[t % S])")
+    effects = Effects(waits=MBARRIER_PHASE, barrier="bar", note="full[t % S]")
     stages: int
 
     def check(self):
@@ -89,7 +90,7 @@ class PipeRelease(Intrinsic):
     entry = "tc::PipeRelease"
     family = "pipeline"
     operands = _BAR_T
-    effects = Effects(arrives="bar: empty[t % S] (release: the tile's reads are ordered before it)")
+    effects = Effects(arrives=True, barrier="bar", note="empty[t % S] (release: the tile's reads come before it)")
     stages: int
 
     def check(self):
@@ -130,4 +131,4 @@ class MbarWaitParity(Intrinsic):
     entry = "tc::mbar_wait_parity"
     family = "mbarrier"
     operands = (Operand("bar", BARRIER), Operand("parity", VALUE))
-    effects = Effects(waits="mbarrier phase (parity)")
+    effects = Effects(waits=MBARRIER_PHASE, barrier="bar")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtype import DType
-from .base import HOOK, PTR, READ, READ_WRITE, Effects, Intrinsic, Operand, require
+from .base import HOOK, PTR, READ, READ_WRITE, Intrinsic, Operand, require
 
 _ELEMS = ("float16", "bfloat16")
 
@@ -26,7 +26,6 @@ class GemmSS(Intrinsic):
     family = "mma.sync"
     operands = (Operand("A", PTR, READ, ("shared",)), Operand("B", PTR, READ, ("shared",)),
                 Operand("C", PTR, READ_WRITE, ("local",)), Operand("hook", HOOK, optional=True))
-    effects = Effects(proxy="generic")
     m: int
     n: int
     k: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import BARRIER, DESC, PTR, VALUE, WRITE, Effects, Intrinsic, Operand
+from .base import BARRIER, DESC, PTR, TMA, VALUE, WRITE, Effects, Intrinsic, Operand
 
 
 @dataclass(frozen=True)
@@ -13,7 +13,7 @@ class TmaExpect(Intrinsic):
     entry = "tc::tma_expect"
     family = "tma"
     operands = (Operand("bar", BARRIER), Operand("bytes", VALUE))
-    effects = Effects(proxy="tma", arrives="bar (expect_tx)", pipeline_ordered=True)
+    effects = Effects(proxy=TMA, arrives=True, barrier="bar", pipeline_ordered=True, note="expect_tx: bytes to come")
 
 
 @dataclass(frozen=True)
@@ -24,4 +24,4 @@ class TmaLoadTile(Intrinsic):
     family = "tma"
     operands = (Operand("base", PTR, WRITE, ("shared",)), Operand("offset", VALUE), Operand("desc", DESC),
                 Operand("bar", BARRIER), Operand("col", VALUE), Operand("row", VALUE))
-    effects = Effects(proxy="tma", arrives="bar (complete_tx)", pipeline_ordered=True)
+    effects = Effects(proxy=TMA, arrives=True, barrier="bar", pipeline_ordered=True, note="complete_tx: bytes landed")

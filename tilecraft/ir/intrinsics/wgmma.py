@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtype import DType
-from .base import PTR, READ, READ_WRITE, Effects, Intrinsic, Operand, require
+from .base import PTR, READ, READ_WRITE, WGMMA, WGMMA_GROUPS, Effects, Intrinsic, Operand, require
 
 
 def _row_ok(length: int, elem_bytes: int, k_major: bool) -> bool:
@@ -33,7 +33,7 @@ class GemmSSSm90(Intrinsic):
     family = "wgmma"
     operands = (Operand("A", PTR, READ, ("shared",)), Operand("B", PTR, READ, ("shared",)),
                 Operand("C", PTR, READ_WRITE, ("local",)))
-    effects = Effects(proxy="wgmma", commits="wgmma group", waits="wgmma groups (at most `pending` left)")
+    effects = Effects(proxy=WGMMA, commits=WGMMA, waits=WGMMA_GROUPS)
     m: int
     n: int
     k: int
@@ -59,7 +59,7 @@ class GemmRSSm90(Intrinsic):
     family = "wgmma"
     operands = (Operand("A", PTR, READ, ("local",)), Operand("B", PTR, READ, ("shared",)),
                 Operand("C", PTR, READ_WRITE, ("local",)))
-    effects = Effects(proxy="wgmma", commits="wgmma group", waits="wgmma groups (all)")
+    effects = Effects(proxy=WGMMA, commits=WGMMA, waits=WGMMA_GROUPS)
     m: int
     n: int
     k: int
@@ -77,7 +77,7 @@ class WgmmaDrain(Intrinsic):
     entry = "tc::wgmma_drain"
     family = "wgmma"
     operands = (Operand("C", PTR, READ_WRITE, ("local", "fragment")),)
-    effects = Effects(proxy="wgmma", waits="wgmma groups (all)")
+    effects = Effects(proxy=WGMMA, waits=WGMMA_GROUPS)
     nacc: int
 
     def check(self):
