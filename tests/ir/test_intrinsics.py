@@ -49,6 +49,10 @@ F16 = dt.float16
     (lambda: I.ShflXorReduce("prod", (1,)), "combiner"),
     (lambda: I.PipeWait(0), "stages"),
     (lambda: I.WgmmaDrain(0), "NACC"),
+    (lambda: I.ConsumerSync(48), "whole warps"),
+    (lambda: I.WarpgroupRegAlloc(260), "[24, 256]"),
+    (lambda: I.WarpgroupRegDealloc(20), "[24, 256]"),
+    (lambda: I.WarpgroupRegAlloc(100), "multiple of 8"),
 ])
 def test_template_parameters_break_the_header_contract(make, words):
     with pytest.raises(I.IntrinsicError, match=re.escape(words)):
@@ -97,6 +101,12 @@ def test_cuda_spellings():
     assert _cuda(I.call(I.ShflXorReduce("max", (1, 2)), const(1.0, dt.float32), dtype=dt.float32)) == \
         "tc::shfl_xor_reduce<tc::MaxOp, 1, 2>(1.0f)"
     assert _cuda(I.call(I.PipelineBarrier(1))) == "tc::PipelineBarrier<1>()"
+    # the warp-specialization entry points (device/include/tilecraft/tma.h)
+    assert _cuda(I.call(I.ConsumerSync(256))) == "tc::consumer_sync<256>()"
+    assert _cuda(I.call(I.WarpgroupRegAlloc(232))) == "tc::warpgroup_reg_alloc<232>()"
+    assert _cuda(I.call(I.WarpgroupRegDealloc(24))) == "tc::warpgroup_reg_dealloc<24>()"
+    bar = Buffer("tma_empty", (3,), dt.uint64, "shared")
+    assert _cuda(I.call(I.MbarArriveWarp(), Ref(bar, (const(1),)))) == "tc::mbar_arrive_warp((&tma_empty[1]))"
     assert _cuda(I.call(I.CpAsyncZfill(16), *refs[:2], const(True, dt.bool_))) == \
         "tc::cp_async_zfill<16>((&S[0]), (&S[0]), true)"
     # a tile element: the header's print(msg, buffer, index, value), row-major index

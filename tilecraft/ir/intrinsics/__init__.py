@@ -18,11 +18,12 @@ from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, G
                    IntrinsicError, Operand, emitter, register_emitter)
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
 from .debug import Print, PrintElem
-from .mbarrier import (MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit, PipeInval,
-                       PipelineBarrier, PipeRelease, PipeWait)
+from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
+                       PipeInval, PipelineBarrier, PipeRelease, PipeWait)
 from .mma import GemmRS, GemmSS
 from .reduce import ShflXorReduce
-from .sync import FenceProxyAsyncShared
+from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
+from .sync import ConsumerSync, FenceProxyAsyncShared
 from .tma import TmaExpect, TmaLoadTile
 from .vector import VecLoadZfill, VecStore
 from .wgmma import GemmRSSm90, GemmSSSm90, WgmmaDrain

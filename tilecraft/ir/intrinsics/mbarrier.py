@@ -132,3 +132,13 @@ class MbarWaitParity(Intrinsic):
     family = "mbarrier"
     operands = (Operand("bar", BARRIER), Operand("parity", VALUE))
     effects = Effects(waits=MBARRIER_PHASE, barrier="bar")
+
+
+@dataclass(frozen=True)
+class MbarArriveWarp(Intrinsic):
+    """One arrival per warp on the mbarrier (lane 0's), after the warp's own reads of the stage it
+    guards (a warp-specialized consumer releasing a stage to the producer; header: tma.h)."""
+    entry = "tc::mbar_arrive_warp"
+    family = "mbarrier"
+    operands = (Operand("bar", BARRIER),)
+    effects = Effects(arrives=True, barrier="bar", note="one arrival per warp (release)")

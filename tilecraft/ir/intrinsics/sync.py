@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Effects, Intrinsic
+from .base import Effects, Intrinsic, require
 
 
 @dataclass(frozen=True)
@@ -13,3 +13,16 @@ class FenceProxyAsyncShared(Intrinsic):
     entry = "tc::fence_proxy_async_shared"
     family = "fence"
     effects = Effects(fences="generic -> async proxy (shared memory)")
+
+
+@dataclass(frozen=True)
+class ConsumerSync(Intrinsic):
+    """Barrier among the `threads` consumer threads of a warp-specialized block (named barrier 1;
+    __syncthreads would wait for the producer warpgroup, which never reaches it; header: tma.h)."""
+    entry = "tc::consumer_sync"
+    family = "fence"
+    effects = Effects(block_barrier=True, note="named barrier 1, consumer threads only")
+    threads: int
+
+    def check(self):
+        require(self.threads > 0 and self.threads % 32 == 0, self, "the consumers are whole warps (THREADS % 32 == 0)")
