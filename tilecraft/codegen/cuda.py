@@ -96,7 +96,7 @@ class CudaPrinter(CPrinter):
 
     def visit_Sync(self, s):
         if self.consumer_threads:   # the producer warpgroup never joins: a barrier of the consumers
-            self.doc.line(f"tc::consumer_sync<{self.consumer_threads}>();")
+            self.stmt(I.evaluate(I.ConsumerSync(self.consumer_threads)))
         else:
             self.doc.line("__syncthreads();")
 
@@ -108,7 +108,7 @@ class CudaPrinter(CPrinter):
         d.line(f"if (tc_tid >= {s.consumer_threads}) {{")
         d.indent()
         if s.producer_regs:
-            d.line(f"tc::warpgroup_reg_dealloc<{s.producer_regs}>();")
+            self.stmt(I.evaluate(I.WarpgroupRegDealloc(s.producer_regs)))
         d.line(f"if (tc_tid == {s.consumer_threads}) {{")
         d.indent()
         self.stmt(s.producer)
@@ -118,7 +118,7 @@ class CudaPrinter(CPrinter):
         d.line("} else {")
         d.indent()
         if s.consumer_regs:
-            d.line(f"tc::warpgroup_reg_alloc<{s.consumer_regs}>();")
+            self.stmt(I.evaluate(I.WarpgroupRegAlloc(s.consumer_regs)))
         outer, self.consumer_threads = self.consumer_threads, s.consumer_threads
         self.stmt(s.consumer)
         self.consumer_threads = outer
