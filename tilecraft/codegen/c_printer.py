@@ -3,8 +3,9 @@
 It prints only plain statements (loops, stores, lets, ifs, intrinsic calls); tile operations must
 have been lowered by the target's passes first.  Targets subclass it and override the hooks
 (`type_name`, `buffer_ref`, `visit_Evaluate`, ...), as a visitor dispatched by node class.
-Intrinsic calls are printed through the `INTRINSICS` table so the generated code calls small
-inline functions from the device header library instead of pasting assembly.
+Typed intrinsic calls (ir/intrinsics) are printed by the emitter registered for their class and
+the target, so the generated code calls small inline functions from the device header library
+instead of pasting assembly.
 """
 from __future__ import annotations
 

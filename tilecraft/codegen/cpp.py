@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import Alloc, Kernel, collect
+from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from .c_printer import CPrinter
 
@@ -27,20 +28,14 @@ class CppPrinter(CPrinter):
         self.hoisted: set = set()
 
     def intrinsic(self, e):
-        op = e.op
-        if op.startswith("atomic_"):
-            ref, value = e.args
-            return f"tc::{op}(&{self.visit_Load(ref)}, ({self.type_name(ref.buffer.dtype)})({self.expr(value)}))"
-        if op == "print":
-            msg, value = e.args
-            return f"tc::print({self.expr(msg)}, {self.expr(value)}, {self._block_ids()})"
-        if op == "print_elem":
-            msg, value, *idx = e.args
-            label = self.expr(msg + "[" + ", ".join(["%d"] * len(idx)) + "]")
-            return (f"{{ char tc_lbl[128]; std::snprintf(tc_lbl, sizeof tc_lbl, {label}, "
-                    f"{', '.join('(int)(' + self.expr(i) + ')' for i in idx)}); "
-                    f"tc::print(tc_lbl, {self.expr(value)}, {self._block_ids()}); }}")
-        raise TilecraftError(f"{op} is not available on the CPU target", e.span)
+        raise TilecraftError(f"{e.op} is not available on the CPU target", e.span)
+
+    def visit_IntrinsicCall(self, e):
+        """Device intrinsics print only through their registered CPU emitters (below)."""
+        fn = I.EMITTERS.get((type(e.intrinsic), "cpu"))
+        if fn is None:
+            raise TilecraftError(f"{e.intrinsic.entry} is not available on the CPU target", e.span)
+        return fn(self, e)
 
     def _block_ids(self):
         names = [self.name(v) for v in self.kernel.block_vars] if self.kernel else []
@@ -135,3 +130,29 @@ def generate_cpp(func: PrimFunc) -> str:
     d.dedent()
     d.line("}")
     return d.text()
+
+
+# ---- CPU emitters of the intrinsics the CPU lowering uses (tilecraft_cpu.h) ----------------------
+
+def _atomic(p: CppPrinter, call) -> str:
+    ref, value = call.args
+    return f"{call.intrinsic.entry}(&{p.visit_Load(ref)}, ({p.type_name(ref.buffer.dtype)})({p.expr(value)}))"
+
+
+for _cls in I.ATOMICS.values():
+    I.register_emitter(_cls, "cpu")(_atomic)
+
+
+@I.register_emitter(I.Print, "cpu")
+def _print(p: CppPrinter, call) -> str:
+    msg, value = call.args
+    return f"tc::print({p.expr(msg)}, {p.expr(value)}, {p._block_ids()})"
+
+
+@I.register_emitter(I.PrintElem, "cpu")
+def _print_elem(p: CppPrinter, call) -> str:
+    msg, value, *idx = call.args
+    label = p.expr(msg + "[" + ", ".join(["%d"] * len(idx)) + "]")
+    return (f"{{ char tc_lbl[128]; std::snprintf(tc_lbl, sizeof tc_lbl, {label}, "
+            f"{', '.join('(int)(' + p.expr(i) + ')' for i in idx)}); "
+            f"tc::print(tc_lbl, {p.expr(value)}, {p._block_ids()}); }}")

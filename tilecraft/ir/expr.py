@@ -120,7 +120,8 @@ class Unary(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Call(Expr):
-    """A math intrinsic (`exp`, `sqrt`, ...) or a target intrinsic by name."""
+    """A math function (`exp`, `sqrt`, ...) by name.  Device intrinsics of the header library are
+    typed `IntrinsicCall`s (ir/intrinsics)."""
     op: str
     args: tuple
     type: DType

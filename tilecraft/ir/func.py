@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from .lowering import LoweringState
 from .node import Node
 from .stmt import Stmt
 
@@ -12,9 +13,10 @@ class PrimFunc(Node):
     name: str
     params: tuple          # Buffers of scope "global", in signature order
     body: Stmt
-    attrs: tuple = ()      # (key, value) pairs added by passes (layouts, smem plan, ...)
+    attrs: tuple = ()      # (key, value) pairs: the compile options (pass_configs)
     source: str = ""       # the user's Python source of the function (for cache keys)
     symbols: tuple = ()    # symbolic dimension Vars, in first-appearance order
+    lowering: LoweringState = field(default_factory=LoweringState)  # the passes' decisions (ir/lowering.py)
 
     def attr(self, key, default=None):
         for k, v in self.attrs:
@@ -25,6 +27,10 @@ class PrimFunc(Node):
     def with_attr(self, key, value) -> "PrimFunc":
         attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
         return replace(self, attrs=attrs)
+
+    def with_lowering(self, **changes) -> "PrimFunc":
+        """This function with the given fields of its lowering state replaced."""
+        return replace(self, lowering=self.lowering.update(**changes))
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self if body is self.body else replace(self, body=body)

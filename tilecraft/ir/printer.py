@@ -59,6 +59,9 @@ class Printer(_Dispatch):
     def visit_Call(self, e):
         return f"T.{e.op}({', '.join(self.expr(a) for a in e.args)})"
 
+    def visit_IntrinsicCall(self, e):
+        return f"tc.{e.intrinsic.describe()}({', '.join(self.expr(a) for a in e.args)})"
+
     def visit_Cast(self, e):
         return f"T.cast({self.expr(e.value)}, \"{e.dtype}\")"
 
@@ -167,7 +170,9 @@ class Printer(_Dispatch):
                          f", policy={s.policy}" if s.policy != "Square" else "",
                          ", clear_accum=True" if s.clear_accum else "",
                          f", pipeline_hook={self.expr(s.pipeline_hook)}" if s.pipeline_hook is not None else "",
-                         f", async_groups={s.async_groups}" if s.async_groups else ""])
+                         f", async_groups={s.async_groups}" if s.async_groups else "",
+                         ", tma_fed=True" if s.tma_fed else "",
+                         f", plan={s.plan.describe()!r}" if s.plan is not None else ""])
         self.emit(f"T.gemm({self.region(s.a)}, {self.region(s.b)}, {self.region(s.c)}{flags})")
 
     def visit_Fill(self, s):
@@ -193,6 +198,11 @@ class Printer(_Dispatch):
         self.indent += 1
         self.stmt(f.body)
         self.indent -= 1
+        lines = f.lowering.describe()
+        if lines:
+            self.emit("# lowering state (ir/lowering.py):")
+            for line in lines:
+                self.emit(f"#   {line}")
 
 
 def to_text(node) -> str:

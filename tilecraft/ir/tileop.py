@@ -48,7 +48,7 @@ class Gemm(TileOp):
     trans_b: bool = False
     policy: str = "Square"
     clear_accum: bool = False
-    # a software pipeline's per-tile synchronisation, as the callable object (a Call) that the
+    # a software pipeline's per-tile synchronisation, as the callable object (an IntrinsicCall) that the
     # tensor-core gemm runs after its last k-step's operands are in registers and before that
     # step's mmas (set by transform/pipeline_copies.py; device/include/tilecraft/pipeline.h)
     pipeline_hook: object = None
@@ -57,6 +57,9 @@ class Gemm(TileOp):
     # A/B were filled by TMA and every thread has waited on their mbarrier: no proxy fence and no
     # barrier needed before the wgmmas (transform/pipeline_copies.py, the TMA loop form)
     tma_fed: bool = False
+    # how it runs (ir/lowering.py GemmPlan: mma.sync warps, wgmma, wgmma with A from registers),
+    # chosen by infer_layouts; None for the scalar fallback or before inference
+    plan: object = None
 
     @property
     def mnk(self) -> tuple:

@@ -1,8 +1,9 @@
 """Fragment layout inference (CUDA targets).
 
-Before: fragments have no layout.  After: the function attribute `fragment_layouts` maps every
-fragment buffer to a `FragmentLayout`, and `gemm_plans` maps every `Gemm` to its warp partition
-(or None when it runs on the generic path).
+Before: fragments have no layout.  After: the lowering state's `fragment_layouts` maps every
+fragment buffer to a `FragmentLayout`, and every `Gemm` carries its plan (`Gemm.plan`, an
+ir/lowering.py GemmPlan: mma.sync warp partition, wgmma, wgmma with A from registers; None when
+it runs on the generic path).
 
 Strictest first, as in DESIGN.md: (1) gemm accumulators take the mma.sync accumulator layout of
 their warp partition; a gemm whose result feeds another gemm's A operand (FlashAttention's
@@ -15,9 +16,12 @@ buffers.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import TilecraftError
-from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Reduce, Store, Visitor, collect, where
+from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
+from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
@@ -98,9 +102,8 @@ def wgmma_rs_capable(g: Gemm, threads: int) -> bool:
 
 
 def is_wgmma_plan(plan) -> bool:
-    """A gemm plan on the Hopper tensor cores: ("wgmma", WG) A and B in shared memory, or
-    ("wgmma_rs", WG) A from registers."""
-    return isinstance(plan, tuple) and plan[0] in ("wgmma", "wgmma_rs")
+    """A gemm plan on the Hopper tensor cores: A and B in shared memory, or A from registers."""
+    return is_wgmma(plan)
 
 
 class _Inference:
@@ -135,7 +138,7 @@ class _Inference:
         for g in gemms:
             m, n, k = g.mnk
             if g in rs:  # A from registers: the accumulator layout of the wgmma that produced it
-                self.plans[g] = ("wgmma_rs", self.threads // 128)
+                self.plans[g] = WgmmaRSPlan(self.threads // 128)
                 self._note(g, f"wgmma, A from registers, {self.threads // 128} warpgroup(s)")
                 line = g.span.line if g.span else "?"
                 self.set(g.a.buffer, wgmma_accumulator_layout((m, k), self.threads),
@@ -145,7 +148,7 @@ class _Inference:
                 continue
             if (self.use_wgmma and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
                     and wgmma_capable(g, self.threads)):
-                self.plans[g] = ("wgmma", self.threads // 128)
+                self.plans[g] = WgmmaPlan(self.threads // 128)
                 self._note(g, f"wgmma, {self.threads // 128} warpgroup(s)")
                 self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
                          f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
@@ -157,7 +160,7 @@ class _Inference:
                 continue
             policy = "FullRow" if (g.c.buffer in a_from_frag or g.a.buffer.scope == "fragment") else g.policy
             wm, wn = warp_partition(m, n, self.threads // 32, policy)
-            self.plans[g] = (wm, wn)
+            self.plans[g] = Mma80Plan(wm, wn)
             why_not = ""
             if self.use_wgmma:
                 why_not = ("; tc.use_wgmma: its accumulator feeds a gemm's register operand that cannot be on wgmma"
@@ -276,5 +279,17 @@ def infer_layouts(func: PrimFunc, target) -> PrimFunc:
         layouts.update(lay)
         plans.update(pl)
         notes += inference.notes
-    return (func.with_attr("fragment_layouts", layouts).with_attr("gemm_plans", plans)
-            .with_attr("plan_notes", list(func.attr("plan_notes", [])) + notes))
+    return (func.with_body(_PlanGemms(plans).visit(func.body))
+            .with_lowering(fragment_layouts=layouts, plan_notes=func.lowering.plan_notes + tuple(notes)))
+
+
+class _PlanGemms(Mutator):
+    """Put each gemm's plan on the op itself, so rewrites that rebuild the op carry it."""
+
+    def __init__(self, plans: dict):
+        super().__init__()
+        self.plans = plans
+
+    def visit_Gemm(self, g: Gemm):
+        plan = self.plans.get(g)
+        return g if plan is None else replace(g, plan=plan)

@@ -6,30 +6,39 @@ writes one read or written since then (read-after-write and write-after-read acr
 and at the end of a loop body whose accesses would conflict with the next iteration's.
 Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
 only a little time.
+
+Device intrinsics are read through their declared effects (ir/intrinsics), never their names: a
+pointer operand declared as written (or updated atomically) in shared memory is a write, one
+declared as read a read; mbarrier operands are synchronisation objects, not data; and every
+operand of an intrinsic whose effects a software pipeline orders itself (`pipeline_ordered`:
+pipelined cp.async, TMA) is left out, the pipeline having placed its own waits and barriers.
 """
 from __future__ import annotations
 
-from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, collect, seq
+from ..ir import For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
-
-
-_WRITERS = ("tc::atomic", "tc::cp_async", "tc::vec_store")
+from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
 
 
 def _access(stmt) -> tuple[set, set]:
-    """Shared buffers `stmt` reads and writes.  Copies issued by a software pipeline are left
-    out: the pipeline places its own wait and barrier around them."""
+    """Shared buffers `stmt` reads and writes (module docstring: how intrinsics count)."""
     reads, writes = set(), set()
     skip = set()
-    for c in collect(stmt, lambda n: isinstance(n, Evaluate)):
-        op = getattr(c.value, "op", "")
-        args = getattr(c.value, "args", ())
-        if "_pipelined" in op or op.startswith("tc::tma_"):
-            skip |= {id(a) for a in args}
-        elif op.startswith(_WRITERS) and args and isinstance(args[0], Ref):
-            if args[0].buffer.scope == "shared":
-                writes.add(args[0].buffer)
-            skip.add(id(args[0]))
+    for c in collect(stmt, lambda n: isinstance(n, IntrinsicCall)):
+        if c.intrinsic.effects.pipeline_ordered:
+            skip |= {id(a) for a in c.args}
+            continue
+        for decl, a in c.operand_args():
+            if not isinstance(a, Ref) or decl is None:
+                continue  # an undeclared pointer counts as a read below
+            if decl.kind == BARRIER:
+                skip.add(id(a))
+            elif decl.kind == PTR and decl.access in (WRITE, ATOMIC, READ_WRITE):
+                if a.buffer.scope == "shared":
+                    writes.add(a.buffer)
+                    if decl.access == READ_WRITE:
+                        reads.add(a.buffer)
+                skip.add(id(a))
     for n in collect(stmt, lambda n: isinstance(n, (Load, Store, Ref))):
         if n.buffer.scope != "shared" or id(n) in skip:
             continue
@@ -141,7 +150,7 @@ def _stmts(s) -> list:
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:
     _RANGES.clear()
-    for b, off in func.attr("smem_offsets", {}).items():
+    for b, off in func.lowering.smem_offsets.items():
         _RANGES[b] = (off, off + b.nbytes)
     def fix(k: Kernel):
         body = _block(_stmts(k.body), _State())

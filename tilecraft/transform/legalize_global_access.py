@@ -4,7 +4,9 @@ Before: element loads, stores and atomics on global buffers, unguarded (user `T.
 and lowered copies alike).  After: a store or atomic whose indices are not provably in bounds is
 wrapped in `if (in bounds)`, and such a load becomes `in bounds ? load : 0`.  This is what makes
 ragged edges correct (SPEC §3): the parts of a tile beyond a tensor are read as zeros and never
-written.  Proofs use interval analysis over block indices, loop variables and lets, so the
+written.  A call with a pointer into global memory is wrapped the same way, except a device
+intrinsic declared `zfill` (cp.async, vector loads: ir/intrinsics), which gets the condition as
+its trailing predicate operand instead (out-of-range vectors read as zeros, not skipped).  Proofs use interval analysis over block indices, loop variables and lets, so the
 common, aligned case carries no guard at all.
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ..ir import (Binary, Call, collect, Const, Evaluate, Expr, For, If, Kernel,
 from ..ir.analysis import bounds
 from ..ir.expr import TID, BuiltinVar
 from ..ir.func import PrimFunc
+from ..ir.intrinsics import IntrinsicCall
 
 
 def in_bounds_condition(buf, indices, env) -> Expr | None:
@@ -103,21 +106,24 @@ class _Legalize(Mutator):
 
     def visit_Evaluate(self, s: Evaluate):
         s2 = Mutator.generic(self, s)
-        if isinstance(s2.value, Call):
-            for a in s2.value.args:
+        c = s2.value
+        if isinstance(c, IntrinsicCall):
+            zfill = c.intrinsic.effects.zfill
+            for a in c.args:
                 if isinstance(a, Ref) and a.buffer.scope == "global":
                     cond = in_bounds_condition(a.buffer, a.indices, self.env)
-                    if s2.value.op.split("<")[0].endswith("_zfill"):
-                        # a predicated load: out-of-range vectors are read as zeros, not skipped
-                        c = s2.value
-                        pred = cond if cond is not None else const(True)
-                        return Evaluate(Call(c.op, c.args + (pred,), c.type, span=c.span), span=s.span)
+                    if zfill:  # a predicated load: out-of-range vectors are read as zeros, not skipped
+                        return _with_pred(s2, cond if cond is not None else const(True))
                     if cond is not None:
                         return If(cond, s2, span=s.span)
-            if s2.value.op.split("<")[0].endswith("_zfill"):
-                c = s2.value
-                return Evaluate(Call(c.op, c.args + (const(True),), c.type, span=c.span), span=s.span)
+            if zfill:
+                return _with_pred(s2, const(True))
         return s2
+
+
+def _with_pred(s: Evaluate, pred) -> Evaluate:
+    c = s.value
+    return Evaluate(IntrinsicCall(c.intrinsic, c.args + (pred,), c.type, span=c.span), span=s.span)
 
 
 def legalize_global_access(func: PrimFunc, target) -> PrimFunc:

@@ -18,8 +18,9 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Const, Evaluate, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
+from ..ir import Alloc, Const, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM80
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .infer_layouts import loop_dims
@@ -27,13 +28,13 @@ from .infer_layouts import loop_dims
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
 class _Lower(Mutator):
-    def __init__(self, layouts, plans, swizzled):
+    def __init__(self, layouts, swizzled):
         super().__init__()
-        self.layouts, self.plans, self.swizzled = layouts, plans, swizzled
+        self.layouts, self.swizzled = layouts, swizzled
         self.ctx: Ctx | None = None
 
     def visit_Kernel(self, k: Kernel):
-        self.ctx = Ctx(k, self.layouts, self.plans, self.swizzled)
+        self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
         return out
 
@@ -94,14 +95,17 @@ class _Lower(Mutator):
         body = substitute(body, dict(zip(vars_, coords)))
         ok = ctx.valid(base, coords)
         loop = For(r, const(0), const(base.num_regs), "unroll", body if ok is None else If(ok, body), span=f.span)
-        if any(getattr(e.value, "op", "").startswith("tc::atomic") for e in _evaluates(body)):
+        if _has_atomics(body):
             loop = ctx.first_replica(base, loop)  # replicated threads must not add twice
         return loop
 
 
-def _evaluates(node):
+def _has_atomics(node) -> bool:
+    """Whether `node` calls a device intrinsic declared to update memory atomically."""
     from ..ir import collect
-    return collect(node, lambda n: isinstance(n, Evaluate))
+    from ..ir.intrinsics import ATOMIC, IntrinsicCall
+    return any(d is not None and d.access == ATOMIC for c in collect(node, lambda n: isinstance(n, IntrinsicCall))
+               for d, _ in c.operand_args())
 
 
 def _frag_accesses(node):
@@ -142,10 +146,9 @@ class _FragRewrite(Mutator):
 
 
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
-    layouts = func.attr("fragment_layouts", {})
-    plans = func.attr("gemm_plans", {})
-    swizzled = func.attr("swizzled", set())
-    lowered = _Lower(layouts, plans, swizzled).visit(func.body)
+    layouts = func.lowering.fragment_layouts
+    swizzled = func.lowering.swizzled(SWIZZLE_SM80)
+    lowered = _Lower(layouts, swizzled).visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
         b = leftovers[0]

@@ -12,6 +12,7 @@ from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
                   Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, Visitor, binary, call,
                   cast, collect, const, seq, dtype as dt)
+from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..language.math import infinity, max_value, min_value
 
@@ -142,15 +143,14 @@ def lower_reduce(op: Reduce, names):
 @register(AtomicAdd)
 def lower_atomic(op: AtomicAdd, names):
     if not isinstance(op.value, Region):
-        return Evaluate(Call(f"atomic_{op.kind}", (Ref(op.dst.buffer, op.dst.starts), op.value), dt.int32), span=op.span)
+        return I.evaluate(I.atomic(op.kind), Ref(op.dst.buffer, op.dst.starts), op.value, span=op.span)
     shape = op.value.squeezed_shape() or (1,)
     squeeze = not op.value.squeezed_shape()
 
     def body(ix):
         ix = [] if squeeze else ix
         v = cast(Load(op.value.buffer, region_indices(op.value, ix)), op.dst.buffer.dtype)
-        return Evaluate(Call(f"atomic_{op.kind}", (Ref(op.dst.buffer, region_indices(op.dst, ix)), v), dt.int32),
-                        span=op.span)
+        return I.evaluate(I.atomic(op.kind), Ref(op.dst.buffer, region_indices(op.dst, ix)), v, span=op.span)
     return tile_loops(shape, names, body, span=op.span)
 
 
@@ -178,9 +178,9 @@ def lower_cumsum(op: Cumsum, names):
 def lower_print(op: Print, names):
     if isinstance(op.value, Buffer):
         buf = op.value
-        return tile_loops(buf.shape, names, lambda ix: Evaluate(
-            Call("print_elem", (op.msg or buf.name, Load(buf, tuple(ix))) + tuple(ix), dt.int32)), span=op.span)
-    return Evaluate(Call("print", (op.msg, op.value), dt.int32), span=op.span)
+        return tile_loops(buf.shape, names, lambda ix: I.evaluate(
+            I.PrintElem(tuple(buf.shape)), op.msg or buf.name, Load(buf, tuple(ix)), *ix), span=op.span)
+    return I.evaluate(I.Print(), op.msg, op.value, span=op.span)
 
 
 class _Lower(Mutator):

@@ -47,8 +47,9 @@ on that mbarrier instead of cp.async groups and a barrier:
         barrier                                       (every warpgroup retired tile ko-1)
         thread 0: expect the bytes of tile ko+S-1 on full[(ko-1) % S], issue its TMA boxes
 
-The kernel gets one tensor-map parameter per such copy (func attr "tma_descs"; the launcher
-builds the maps from the tensors at each call, runtime/tma.py).
+The kernel gets one tensor-map parameter per such copy (the lowering state's `tma_descs`; the
+launcher builds the maps from the tensors at each call, runtime/tma.py).  Staged copies of
+swizzled tiles keep their tile's swizzle (the lowering state's `smem_layouts`).
 
 A copy is a producer only if its source indices depend on nothing computed inside the loop.
 Loops that do not fit (no producer copies, S < 2) stay serial loops with synchronous copies.
@@ -58,33 +59,26 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import TilecraftError
-from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
+from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
                   Seq, Stmt, Store, Sync, Var, WarpSpecialize, binary, collect, const, seq, substitute, where,
                   dtype as dt)
+from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
 
-def _call(name, *args):
-    return Evaluate(Call(name, tuple(args), dt.int32))
+_call = I.evaluate
 
 
 class _Restage(Mutator):
     """Point every use of a multi-buffered tile at the stage `stage`."""
 
-    renamed: dict = {}  # old Gemm node -> rebuilt nodes (plans are keyed by node identity)
-
     def __init__(self, staged: dict, stage):
         super().__init__()
         self.staged, self.stage = staged, stage
-
-    def visit_Gemm(self, g):
-        out = Mutator.generic(self, g)
-        if out is not g:
-            _Restage.renamed.setdefault(g, []).append(out)
-        return out
 
     def visit_Region(self, r: Region):
         nb = self.staged.get(r.buffer)
@@ -121,9 +115,9 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict):
+    def __init__(self, smem_layouts: dict, layouts: dict, configs: dict):
         super().__init__()
-        self.plans, self.layouts = plans, layouts
+        self.layouts = layouts
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
         self.use_tma = configs.get("tc.use_tma")
@@ -133,8 +127,7 @@ class _Pipeline(Mutator):
         self.notes: list = []  # one line per pipelined loop: the form chosen
         self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
-        self.swizzled = swizzled
-        self.hopper = hopper
+        self.smem_layouts = smem_layouts  # shared buffer -> swizzle kind; staged tiles are added
         self.allocs: dict = {}  # old shared buffer -> staged buffer
 
     def visit_Kernel(self, k: Kernel):
@@ -161,12 +154,13 @@ class _Pipeline(Mutator):
                 continue
             nb = Buffer(b.name, (stages,) + tuple(b.shape), b.dtype, "shared", span=b.span)
             staged[b] = nb
-            if b in self.swizzled and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
-                self.swizzled.add(nb)
-            if b in self.hopper:  # stages start on whole 8-row panels: rows per stage % 8 == 0
+            kind = self.smem_layouts.get(b)
+            if kind == SWIZZLE_SM80 and (b.numel // b.shape[-1]) % 8 == 0 and swizzle_ok(nb):
+                self.smem_layouts[nb] = SWIZZLE_SM80
+            if kind == SWIZZLE_SM90:  # stages start on whole 8-row panels: rows per stage % 8 == 0
                 if (b.numel // b.shape[-1]) % 8:
                     raise TilecraftError(f"{b.name}: wgmma operand tiles need a multiple of 8 rows", f.span)
-                self.hopper.add(nb)
+                self.smem_layouts[nb] = SWIZZLE_SM90
         self.allocs.update(staged)
         ko = f.var
 
@@ -191,48 +185,47 @@ class _Pipeline(Mutator):
     # ---- the loop forms (module docstring) ------------------------------------------------------
     def _form(self, rest, producers) -> str:
         g = rest[0] if len(rest) == 1 and isinstance(rest[0], Gemm) else None
-        plan = self.plans.get(g) if g is not None else None
-        if self.wgmma_async and isinstance(plan, tuple) and plan[0] == "wgmma":
+        plan = g.plan if g is not None else None
+        if self.wgmma_async and isinstance(plan, WgmmaPlan):
             if self.use_tma and all(self._tma_plan(c) is not None for c in producers):
                 return "wgmma_tma"
             return "wgmma_async"
-        mma_ss = (isinstance(plan, tuple) and len(plan) == 2 and all(isinstance(x, int) for x in plan)
-                  and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
+        mma_ss = (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
         if mma_ss:
             return "mbarrier" if self.use_mbarrier else "barrier_in_gemm"
         return "plain"
 
     def _plain(self, lp):
-        body = seq(lp.wait, Sync(), lp.issue_next(), _call("tc::cp_async_commit"), lp.compute)
-        return seq(*lp.prologue(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+        body = seq(lp.wait, Sync(), lp.issue_next(), _call(I.CpAsyncCommit()), lp.compute)
+        return seq(*lp.prologue(), lp.loop(body), _call(I.CpAsyncWaitAll()), Sync())
 
     def _barrier_in_gemm(self, lp):
-        g = lp.gemm(pipeline_hook=Call(f"tc::PipelineBarrier<{lp.stages - 2}>", (), dt.int32))
-        body = seq(lp.issue_next(), _call("tc::cp_async_commit"), g)
-        return seq(*lp.prologue(), lp.wait, Sync(), lp.loop(body), _call("tc::cp_async_wait_all"), Sync())
+        g = lp.gemm(pipeline_hook=I.call(I.PipelineBarrier(lp.stages - 2)))
+        body = seq(lp.issue_next(), _call(I.CpAsyncCommit()), g)
+        return seq(*lp.prologue(), lp.wait, Sync(), lp.loop(body), _call(I.CpAsyncWaitAll()), Sync())
 
     def _mbarrier(self, lp):
         S = lp.stages
         bar = Buffer("pipe_bar", (2 * S,), dt.uint64, "shared", span=lp.f.span)
         ref = Ref(bar, (const(0),))
-        g = lp.gemm(pipeline_hook=Call(f"tc::PipeRelease<{S}>", (ref, lp.ko), dt.int32))
-        head = [Alloc(bar), _call(f"tc::pipe_init<{S}>", ref, const(self.threads)), Sync()]
-        body = seq(lp.issue_next(_call(f"tc::pipe_acquire<{S}>", ref, lp.nxt),
-                                 _call(f"tc::pipe_commit<{S}>", ref, lp.nxt)),
-                   _call(f"tc::pipe_wait<{S}>", ref, lp.ko), g)
-        return seq(*head, *lp.prologue(lambda t: _call(f"tc::pipe_commit<{S}>", ref, t)), lp.loop(body),
-                   _call("tc::cp_async_wait_all"), Sync(), _call(f"tc::pipe_inval<{S}>", ref), Sync())
+        g = lp.gemm(pipeline_hook=I.call(I.PipeRelease(S), ref, lp.ko))
+        head = [Alloc(bar), _call(I.PipeInit(S), ref, const(self.threads)), Sync()]
+        body = seq(lp.issue_next(_call(I.PipeAcquire(S), ref, lp.nxt),
+                                 _call(I.PipeCommit(S), ref, lp.nxt)),
+                   _call(I.PipeWait(S), ref, lp.ko), g)
+        return seq(*head, *lp.prologue(lambda t: _call(I.PipeCommit(S), ref, t)), lp.loop(body),
+                   _call(I.CpAsyncWaitAll()), Sync(), _call(I.PipeInval(S), ref), Sync())
 
     def _wgmma_async(self, lp):
         g = lp.gemm(async_groups=1)
-        body = seq(lp.wait, g, Sync(), lp.issue_next(), _call("tc::cp_async_commit"))
-        return seq(*lp.prologue(), self._drained(lp, body, g), _call("tc::cp_async_wait_all"), Sync())
+        body = seq(lp.wait, g, Sync(), lp.issue_next(), _call(I.CpAsyncCommit()))
+        return seq(*lp.prologue(), self._drained(lp, body, g), _call(I.CpAsyncWaitAll()), Sync())
 
     def _drained(self, lp, body, g):
         """The loop, then the wait for its last wgmma group.  A loop that may run zero times would
         reach the drain with accumulators no wgmma wrote, and ptxas then serialises every wgmma
         in the loop (C7515): such a loop and its drain go under `if (n > 0)`."""
-        drain = _call(f"tc::wgmma_drain<{self.layouts[g.c.buffer].num_regs}>", Ref(g.c.buffer, (const(0),)))
+        drain = _call(I.WgmmaDrain(self.layouts[g.c.buffer].num_regs), Ref(g.c.buffer, (const(0),)))
         main = seq(lp.loop(body), drain)
         return main if _static_ge(lp.n, 1) else If(binary("<", const(0), lp.n), main)
 
@@ -249,7 +242,8 @@ class _Pipeline(Mutator):
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
-        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape) or d not in self.hopper
+        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
+                or self.smem_layouts.get(d) != SWIZZLE_SM90
                 or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[1] * b.dtype.bytes) % 16
                 or tuple(src.extents) != tuple(d.shape)):
             return None
@@ -274,7 +268,7 @@ class _Pipeline(Mutator):
         for c in lp.producers:
             swizzle, boxes = self._tma_plan(c)
             desc = BuiltinVar(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
-            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))
+            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))  # as TmaDescriptor below
             loads.append((c, boxes, desc))
         return loads
 
@@ -283,11 +277,11 @@ class _Pipeline(Mutator):
         stage = binary("%", t, lp.stages)
         full = Ref(bar, (stage,))
         nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
-        calls = [_call("tc::tma_expect", full, const(nbytes))]
+        calls = [_call(I.TmaExpect(), full, const(nbytes))]
         for c, boxes, desc in loads:
             row0, col0 = substitute(c.src, {lp.ko: t}).starts
             base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
-            calls += [_call("tc::tma_load_tile", base, const(off), desc, full, binary("+", col0, c0),
+            calls += [_call(I.TmaLoadTile(), base, const(off), desc, full, binary("+", col0, c0),
                             binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
         return seq(*calls)
 
@@ -297,15 +291,15 @@ class _Pipeline(Mutator):
         bar = Buffer("tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
         tid0 = binary("==", thread_index(), 0)
         g = lp.gemm(async_groups=1, tma_fed=True)
-        wait = _call("tc::mbar_wait_parity", Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
+        wait = _call(I.MbarWaitParity(), Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
         body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), If(tid0, self._tma_issue(lp, loads, bar, lp.nxt))))
         bars = [Ref(bar, (const(s),)) for s in range(S)]
-        head = [Alloc(bar), If(tid0, seq(*[_call("tc::mbar_init", r, const(1)) for r in bars])), Sync()]
+        head = [Alloc(bar), If(tid0, seq(*[_call(I.MbarInit(), r, const(1)) for r in bars])), Sync()]
         prologue = []
         for s in range(S - 1):
             tile = If(tid0, self._tma_issue(lp, loads, bar, const(s)))
             prologue.append(tile if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), tile))
-        tail = [Sync(), If(tid0, seq(*[_call("tc::mbar_inval", r) for r in bars])), Sync()]
+        tail = [Sync(), If(tid0, seq(*[_call(I.MbarInval(), r) for r in bars])), Sync()]
         return seq(*head, *prologue, self._drained(lp, body, g), *tail)
 
     def _wgmma_ws(self, lp):
@@ -319,19 +313,19 @@ class _Pipeline(Mutator):
         empty = Buffer("tma_empty", (S,), dt.uint64, "shared", span=lp.f.span)
         warps = self.threads // 32
         t = Var(f"{ko.name}_load")
-        wait_empty = _call("tc::mbar_wait_parity", Ref(empty, (binary("%", t, S),)),
+        wait_empty = _call(I.MbarWaitParity(), Ref(empty, (binary("%", t, S),)),
                            binary("%", binary("+", binary("//", t, S), 1), 2))
         producer = For(t, const(0), n, "serial",
                        seq(If(binary(">=", t, S), wait_empty), self._tma_issue(lp, loads, full, t)), span=lp.f.span)
         g = lp.gemm(async_groups=1, tma_fed=True)
-        wait_full = _call("tc::mbar_wait_parity", Ref(full, (binary("%", ko, S),)),
+        wait_full = _call(I.MbarWaitParity(), Ref(full, (binary("%", ko, S),)),
                           binary("%", binary("//", ko, S), 2))
-        release = _call("tc::mbar_arrive_warp", Ref(empty, (binary("%", binary("+", ko, S - 1), S),)))
+        release = _call(I.MbarArriveWarp(), Ref(empty, (binary("%", binary("+", ko, S - 1), S),)))
         consumer = self._drained(lp, seq(wait_full, g, If(binary("<", const(0), ko), release)), g)
         tid0 = binary("==", thread_index(), 0)
-        inits = [_call("tc::mbar_init", Ref(full, (const(s),)), const(1)) for s in range(S)]
-        inits += [_call("tc::mbar_init", Ref(empty, (const(s),)), const(warps)) for s in range(S)]
-        invals = [_call("tc::mbar_inval", Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
+        inits = [_call(I.MbarInit(), Ref(full, (const(s),)), const(1)) for s in range(S)]
+        inits += [_call(I.MbarInit(), Ref(empty, (const(s),)), const(warps)) for s in range(S)]
+        invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
         head = [Alloc(full), Alloc(empty), If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
         return _Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
@@ -413,7 +407,7 @@ class _Loop:
         self.producers, self.staged = producers, staged  # the copies, and old tile -> staged tile
         self.n, self.ko = f.extent, f.var
         self.nxt = binary("+", self.ko, stages - 1)
-        self.wait = _call(f"tc::cp_async_wait<{stages - 2}>")
+        self.wait = _call(I.CpAsyncWait(stages - 2))
 
     def prologue(self, close=None) -> list:
         """Copies of tiles 0 .. S-2 (those past the loop's extent skipped).  Each is followed by a
@@ -424,7 +418,7 @@ class _Loop:
             tile = self.issue(const(s)) if close is None else seq(self.issue(const(s)), close(const(s)))
             out.append(tile if _static_ge(self.n, s + 1) else If(binary("<", const(s), self.n), tile))
             if close is None:
-                out.append(_call("tc::cp_async_commit"))
+                out.append(_call(I.CpAsyncCommit()))
         return out
 
     def issue_next(self, before=None, after=None):
@@ -432,10 +426,8 @@ class _Loop:
         return If(binary("<", self.nxt, self.n), seq(before, self.issue(self.nxt), after))
 
     def gemm(self, **fields):
-        """The loop's gemm (on stage ko) with `fields` set; plans follow the rebuilt node."""
-        g = replace(self.compute, **fields)
-        _Restage.renamed.setdefault(self.rest[0], []).append(g)
-        return g
+        """The loop's gemm (on stage ko) with `fields` set (its plan travels with it)."""
+        return replace(self.compute, **fields)
 
     def loop(self, body) -> For:
         f = self.f
@@ -460,25 +452,15 @@ class _ReplaceAllocs(Mutator):
 def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
-    swizzled = set(func.attr("swizzled", set()))
-    hopper = set(func.attr("swizzled_sm90", set()))
-    _Restage.renamed = {}
-    p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
-                  func.attr("pass_configs", {}))
+    st = func.lowering
+    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, func.attr("pass_configs", {}))
     body = p.visit(func.body)
+    notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:
-        return func.with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes)
+        return func.with_lowering(plan_notes=notes)
     body = _ReplaceAllocs(p.allocs).visit(body)
-    # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
-    plans = dict(func.attr("gemm_plans", {}))
-    for old, news in _Restage.renamed.items():
-        if old in plans:
-            for new in news:
-                plans[new] = plans[old]
-    out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
-           .with_attr("gemm_plans", plans).with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes))
-    if p.tma_descs:
-        index = {id(b): i for i, b in enumerate(func.params)}
-        out = out.with_attr("tma_descs", [{"param": index[id(b)], "box": list(box), "swizzle": sw}
-                                          for b, box, sw in p.tma_descs])
-    return out
+    index = {id(b): i for i, b in enumerate(func.params)}
+    descs = tuple(TmaDescriptor(index[id(b)], tuple(box), sw, b.name) for b, box, sw in p.tma_descs)
+    smem_layouts = {b: k for b, k in p.smem_layouts.items() if b not in p.allocs}  # the staged tiles replace theirs
+    return func.with_body(body).with_lowering(smem_layouts=smem_layouts, plan_notes=notes,
+                                              tma_descs=st.tma_descs + descs)

@@ -1,8 +1,9 @@
 """Choose shared-memory layouts (CUDA targets).
 
-Before: shared buffers are plain row-major.  After: the function attribute `swizzled` is the set
-of shared buffers stored with the XOR swizzle of `tc::swizzle_offset` (16-byte chunks permuted
-by row), which makes the ldmatrix reads of tensor-core gemms bank-conflict free.  The gemm that
+Before: shared buffers are plain row-major.  After: the lowering state's `smem_layouts` gives the
+swizzle of each shared tile a tensor-core gemm reads: SWIZZLE_SM80, the XOR swizzle of
+`tc::swizzle_offset` (16-byte chunks permuted by row), which makes ldmatrix reads bank-conflict
+free, or SWIZZLE_SM90 for wgmma operands (the hardware's own modes).  The gemm that
 reads a buffer decides (DESIGN.md), not the copy that fills it; `T.annotate_layout` with
 `T.make_swizzled_layout` asks for it explicitly.  A buffer is swizzled only when its rows are a
 power-of-two number (>= 2) of 16-byte chunks; otherwise the request is ignored (still correct).
@@ -12,7 +13,7 @@ from __future__ import annotations
 from ..ir import Annotate, Buffer, Gemm, collect
 from ..ir.func import PrimFunc
 from ..language.annotations import SwizzledLayout
-from .infer_layouts import is_wgmma_plan
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, is_wgmma
 
 
 def swizzle_ok(buf: Buffer) -> bool:
@@ -23,19 +24,19 @@ def swizzle_ok(buf: Buffer) -> bool:
 
 
 def plan_shared_layouts(func: PrimFunc, target) -> PrimFunc:
-    plans = func.attr("gemm_plans", {})
-    want, hopper = set(), set()
+    want, hopper = [], []
     for g in collect(func.body, lambda n: isinstance(n, Gemm)):
-        plan = plans.get(g)
-        if plan is None:
+        if g.plan is None:
             continue
         for r in (g.a, g.b):
             if r.buffer.scope == "shared" and r.covers_whole():
-                (hopper if is_wgmma_plan(plan) else want).add(r.buffer)
+                (hopper if is_wgmma(g.plan) else want).append(r.buffer)
     for a in collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "layout"):
         for buf, lay in a.value.items():
             if isinstance(lay, SwizzledLayout):
-                want.add(buf)
+                want.append(buf)
     # wgmma operands use the hardware's own swizzle modes (tc::swizzle_offset_sm90): same bytes as
     # tc::swizzle_offset for rows up to 128 bytes, 1024-byte panels for longer rows
-    return func.with_attr("swizzled", {b for b in want - hopper if swizzle_ok(b)}).with_attr("swizzled_sm90", hopper)
+    layouts = {b: SWIZZLE_SM80 for b in want if b not in hopper and swizzle_ok(b)}
+    layouts.update({b: SWIZZLE_SM90 for b in hopper})
+    return func.with_lowering(smem_layouts=layouts)

@@ -1,8 +1,8 @@
 """Place every shared buffer in the block's dynamic shared memory (CUDA targets).
 
-Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the attribute `smem_offsets`
-maps each shared buffer to its byte offset (128-byte aligned, which TMA and 16-byte vector
-accesses need) and `smem_bytes` is the total.
+Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the lowering state's
+`smem_offsets` maps each shared buffer to its byte offset (128-byte aligned, which TMA and
+16-byte vector accesses need; 1024 with wgmma tiles) and `smem_bytes` is the total.
 
 Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
 statements that touch the buffer (a loop counts as one statement, so everything a loop body uses
@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM90
 
 ALIGN = 128
 
@@ -81,7 +82,7 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
             if a.buffer.scope == "shared" and a.buffer not in bufs:
                 bufs.append(a.buffer)
         # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels
-        align = 1024 if any(b in func.attr("swizzled_sm90", set()) for b in bufs) else ALIGN
+        align = 1024 if any(func.lowering.smem_layouts.get(b) == SWIZZLE_SM90 for b in bufs) else ALIGN
         offs, size = _place(bufs, _lifetimes(k, bufs), align)
         offsets.update(offs)
         total = max(total, size)
@@ -92,4 +93,4 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
                 f"the kernel needs {size} bytes of shared memory per block but {target.arch} allows at most "
                 f"{limit} bytes: {listing}", k.span,
                 hint="use smaller tiles (block_M/block_N/block_K) or fewer pipeline stages (num_stages)")
-    return func.with_attr("smem_offsets", offsets).with_attr("smem_bytes", total)
+    return func.with_lowering(smem_offsets=offsets, smem_bytes=total)

@@ -77,9 +77,7 @@ class _Stage(Mutator):
 def stage_epilogue(func: PrimFunc, target) -> PrimFunc:
     if not func.attr("pass_configs", {}).get("tc.stage_epilogue", True):
         return func
-    plans = func.attr("gemm_plans", {})
-    accumulators = {g.c.buffer for g in collect(func.body, lambda n: isinstance(n, Gemm))
-                    if plans.get(g) is not None}
+    accumulators = {g.c.buffer for g in collect(func.body, lambda n: isinstance(n, Gemm)) if g.plan is not None}
     if not accumulators:
         return func
     return func.with_body(_Stage(accumulators, target.max_shared_memory).visit(func.body))

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Call, Copy, Evaluate, Fill, For, If, Load, Ref, Region, Store, binary,
-                   cast, const, seq, dtype as dt)
+from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, seq)
+from ...ir import intrinsics as I
 from ...layout.fragment import FragmentLayout
-from ...codegen.c_printer import C_TYPES as C_TYPES_REF
 from ..lower_tile_ops_cpu import region_indices
 from .ctx import Ctx, register, _whole_fragment
 
@@ -40,7 +39,7 @@ def lower_copy(op: Copy, ctx: Ctx):
             return Store(other.buffer, oidx, cast(Load(reg, (r,)), other.buffer.dtype))
         return ctx.per_slot(lay, body, op.span)
     vec = _strided_vector_width(s, d)
-    if vec > 1:
+    if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bytes >= 4):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)
     squeeze = not s.squeezed_shape()
@@ -106,14 +105,13 @@ def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):
         ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
         sref, dref = Ref(s.buffer, region_indices(s, ix)), Ref(d.buffer, region_indices(d, ix))
         if d.buffer.scope == "shared":
-            name = "tc::cp_async_pipelined_zfill" if op.mode == "async" else "tc::cp_async_zfill"
-            return Evaluate(Call(f"{name}<{nbytes}>", (dref, sref), dt.int32), span=op.span)
-        t = C_TYPES_REF[s.buffer.dtype.name]
-        return Evaluate(Call(f"tc::vec_store<{t}, {t}, {vec}>", (dref, sref), dt.int32), span=op.span)
+            cp = I.CpAsyncPipelinedZfill if op.mode == "async" else I.CpAsyncZfill
+            return I.evaluate(cp(nbytes), dref, sref, span=op.span)
+        t = s.buffer.dtype
+        return I.evaluate(I.VecStore(t, t, vec), dref, sref, span=op.span)
     loops = ctx.strided(tuple(shape), body, op.span)
     if d.buffer.scope == "shared" and op.mode != "async":
-        return seq(loops, Evaluate(Call("tc::cp_async_commit", (), dt.int32)),
-                   Evaluate(Call("tc::cp_async_wait_all", (), dt.int32)))
+        return seq(loops, I.evaluate(I.CpAsyncCommit()), I.evaluate(I.CpAsyncWaitAll()))
     return loops
 
 
@@ -126,16 +124,12 @@ def _vector_copy(lay, reg, into_frag: bool, other: Region, keep, vec, ctx: Ctx, 
     r = binary("*", g, vec)
     coords = ctx.coords(lay, r)
     oidx = region_indices(other, [coords[k] for k in keep])
-    src_t, dst_t = (other.buffer, reg) if into_frag else (reg, other.buffer)
-    from ...codegen.c_printer import C_TYPES
-    tname = lambda b: C_TYPES[b.dtype.name]  # noqa: E731
     if into_frag:
-        call = Call(f"tc::vec_load_zfill<{tname(reg)}, {tname(other.buffer)}, {vec}>",
-                    (Ref(reg, (r,)), Ref(other.buffer, oidx)), dt.int32)
+        body = I.evaluate(I.VecLoadZfill(reg.dtype, other.buffer.dtype, vec), Ref(reg, (r,)), Ref(other.buffer, oidx),
+                          span=span)
     else:
-        call = Call(f"tc::vec_store<{tname(other.buffer)}, {tname(reg)}, {vec}>",
-                    (Ref(other.buffer, oidx), Ref(reg, (r,))), dt.int32)
-    body = Evaluate(call, span=span)
+        body = I.evaluate(I.VecStore(other.buffer.dtype, reg.dtype, vec), Ref(other.buffer, oidx), Ref(reg, (r,)),
+                          span=span)
     ok = ctx.valid(lay, coords)
     return For(g, const(0), const(lay.num_regs // vec), "unroll", body if ok is None else If(ok, body), span=span)
 

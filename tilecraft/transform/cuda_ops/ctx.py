@@ -18,13 +18,12 @@ def register(op_cls):
 
 
 class Ctx:
-    def __init__(self, kernel: Kernel, layouts: dict, plans: dict, swizzled: set):
+    def __init__(self, kernel: Kernel, layouts: dict, swizzled: set):
         self.kernel = kernel
         self.threads = kernel.num_threads
         self.tid = thread_index()
         self.layouts = layouts
-        self.plans = plans
-        self.swizzled = swizzled
+        self.swizzled = swizzled  # shared tiles with the sm80 XOR swizzle (tc::gemm_ss SWZ_A / SWZ_B)
         self.regs: dict = {}
         self.n = 0
 

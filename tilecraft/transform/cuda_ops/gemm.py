@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Sync, Alloc, Buffer, Call, Evaluate, For, Gemm, Load, Ref, Store, binary, cast,
-                   const, seq, dtype as dt)
+from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cast, const, seq, dtype as dt)
+from ...ir import intrinsics as I
+from ...ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
 from ..lower_tile_ops_cpu import region_indices
 from .ctx import Ctx, register, _whole_fragment
@@ -26,31 +27,27 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     pre = None
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
-    plan = ctx.plans.get(g)
-    if g.async_groups and not (isinstance(plan, tuple) and plan[0] == "wgmma"):
+    plan = g.plan
+    if g.async_groups and not isinstance(plan, WgmmaPlan):
         raise TilecraftError("internal: asynchronous wgmma groups asked of a gemm not on the wgmma path", g.span)
-    if g.pipeline_hook is not None and not (isinstance(plan, tuple) and plan[0] != "wgmma" and g.a.buffer.scope == "shared"):
+    if g.pipeline_hook is not None and not (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
                              "mma.sync shared-shared path", g.span)
-    if plan is not None and plan[0] == "wgmma_rs":
+    if isinstance(plan, WgmmaRSPlan):
         return _wgmma_rs(ctx, g, plan, pre, c_reg, m, n, k)
-    if plan is not None and plan[0] == "wgmma":
-        t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+    if isinstance(plan, WgmmaPlan):
         # the tiles' row counts: the height of their column panels (gemm_sm90.h)
-        rows = f", {g.async_groups}, {g.a.buffer.shape[-2]}, {g.b.buffer.shape[-2]}"
-        name = (f"tc::gemm_ss_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_a).lower()}, "
-                f"{str(g.trans_b).lower()}, {t}{rows}>")
-        call_ = Call(name, (Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
-                     dt.int32)
+        intr = I.GemmSSSm90(m, n, k, plan.warpgroups, g.trans_a, g.trans_b, _elem(g), g.async_groups or 0,
+                            g.a.buffer.shape[-2], g.b.buffer.shape[-2])
+        call_ = I.evaluate(intr, Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
+                           span=g.span)
         if g.tma_fed:  # TMA writes are in the async proxy already, and each thread waited for them
-            return seq(pre, Evaluate(call_, span=g.span))
+            return seq(pre, call_)
         # the tensor cores read shared memory through the async proxy: every writer fences its
         # ordinary / cp.async writes into that proxy before the barrier that precedes the gemm
-        return seq(pre, Evaluate(Call("tc::fence_proxy_async_shared", (), dt.int32)), Sync(),
-                   Evaluate(call_, span=g.span))
-    if plan is not None:
-        wm, wn = plan
-        t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
+        return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
+    if isinstance(plan, Mma80Plan):
+        wm, wn = plan.warps_m, plan.warps_n
         swz_b = int(g.b.buffer in ctx.swizzled)
         b_ref = Ref(g.b.buffer, g.b.starts)
         if g.a.buffer.scope == "fragment":
@@ -64,17 +61,16 @@ def lower_gemm(g: Gemm, ctx: Ctx):
                     f"same block_M and warps along M only (policy=T.GemmWarpPolicy.FullRow). With {ctx.threads} "
                     f"threads the {m} rows must split over {warps} warps of 16 rows each"
                     + (f": use threads <= {max(32, m // 16 * 32)} for block_M={m}" if m < 16 * warps else ""), g.span)
-            name = f"tc::gemm_rs<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_b).lower()}, {swz_b}, {t}>"
-            c = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),))), dt.int32)
+            c = I.evaluate(I.GemmRS(m, n, k, wm, wn, g.trans_b, swz_b, _elem(g)),
+                           Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),)), span=g.span)
         else:
             swz_a = int(g.a.buffer in ctx.swizzled)
-            name = (f"tc::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {str(g.trans_a).lower()}, "
-                    f"{str(g.trans_b).lower()}, {swz_a}, {swz_b}, {t}>")
             args = (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),)))
             if g.pipeline_hook is not None:  # the pipeline's sync, run before the last k16 step
                 args += (g.pipeline_hook,)
-            c = Call(name, args, dt.int32)
-        return seq(pre, Evaluate(c, span=g.span))
+            c = I.evaluate(I.GemmSS(m, n, k, wm, wn, g.trans_a, g.trans_b, swz_a, swz_b, _elem(g)), *args,
+                           span=g.span)
+        return seq(pre, c)
     for x, what in ((g.a, "A"), (g.b, "B")):
         if x.buffer.scope == "fragment":
             raise TilecraftError(f"T.gemm: operand {what} ({x.buffer.name}, {x.buffer.dtype}) in registers needs "
@@ -105,8 +101,12 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
     if not lay.same_as(want):
         raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
                              g.span)
-    t = "tc::half_t" if g.a.buffer.dtype.name == "float16" else "tc::bfloat16_t"
-    name = f"tc::gemm_rs_sm90<{m}, {n}, {k}, {plan[1]}, {str(g.trans_b).lower()}, {t}, {g.b.buffer.shape[-2]}>"
-    call_ = Call(name, (Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),))),
-                 dt.int32)
-    return seq(pre, Evaluate(Call("tc::fence_proxy_async_shared", (), dt.int32)), Sync(), Evaluate(call_, span=g.span))
+    call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2]),
+                       Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
+                       span=g.span)
+    return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
+
+
+def _elem(g: Gemm):
+    """The tensor-core element type (the header's T): bfloat16 or float16."""
+    return dt.float16 if g.a.buffer.dtype.name == "float16" else dt.bfloat16

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Alloc, Buffer, Call, For, Let, Load, Reduce, Store, Var, binary,
+from ...ir import (Alloc, Buffer, For, Let, Load, Reduce, Store, Var, binary,
                    call, cast, const, select, seq, dtype as dt)
+from ...ir import intrinsics as I
 from ..lower_tile_ops_cpu import _combine, _identity
 from .ctx import Ctx, register
 
@@ -75,13 +76,12 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             else:
                 warp_digits.append(bit)
             bit *= 2
-    op_name = {"sum": "tc::SumOp", "max": "tc::MaxOp", "min": "tc::MinOp"}[base_kind]
     cur = list(accs)
     if lane_masks:
-        masks = ", ".join(str(m) for m in lane_masks)
+        shfl = I.ShflXorReduce(base_kind, tuple(lane_masks))
         for s in range(len(cur)):
             nv = Var(f"{cur[s].name}_w", acc_t)
-            stmts.append(Let(nv, Call(f"tc::shfl_xor_reduce<{op_name}, {masks}>", (cur[s],), acc_t)))
+            stmts.append(Let(nv, I.call(shfl, cur[s], dtype=acc_t)))
             cur[s] = nv
     if warp_digits:
         nd = len(cur)

@@ -1,0 +1,58 @@
+"""CUDA emitters of the typed intrinsics (tilecraft/ir/intrinsics): one per intrinsic class.
+
+Every intrinsic prints as a call of its header entry point, `entry<template args>(args)`; the
+template arguments are its parameters in the header's order, spelled for C++ here (bools as
+true/false, element types by their header names, combiners by their functor types).  Intrinsics
+whose spelling departs from that register their own emitter below."""
+from __future__ import annotations
+
+from ..ir import intrinsics as I
+from ..ir.dtype import DType
+from .c_printer import C_TYPES
+
+TARGET = "cuda"
+_COMBINER = {"sum": "tc::SumOp", "max": "tc::MaxOp", "min": "tc::MinOp"}
+
+
+def template_arg(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, DType):
+        return C_TYPES[v.name]
+    if isinstance(v, tuple):
+        return ", ".join(template_arg(x) for x in v)
+    return str(v)
+
+
+def template_call(intr: I.Intrinsic, targs, args) -> str:
+    t = ", ".join(targs)
+    return f"{intr.entry}<{t}>({', '.join(args)})" if targs else f"{intr.entry}({', '.join(args)})"
+
+
+def args_of(printer, call) -> list:
+    return [printer.expr(a) for a in call.args]
+
+
+def _generic(printer, call):
+    intr = call.intrinsic
+    return template_call(intr, [template_arg(v) for _, v in intr.params()], args_of(printer, call))
+
+
+@I.register_emitter(I.ShflXorReduce, TARGET)
+def _shfl_xor_reduce(printer, call):
+    r = call.intrinsic
+    return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args_of(printer, call))
+
+
+@I.register_emitter(I.PrintElem, TARGET)
+def _print_elem(printer, call):
+    msg, value, *coords = args_of(printer, call)
+    flat = coords[0] if coords else "0"
+    for c, n in zip(coords[1:], call.intrinsic.shape[1:]):
+        flat = f"({flat}) * {n} + ({c})"
+    return f"{call.intrinsic.entry}({msg}, {msg}, (long long)({flat}), {value})"
+
+
+for _cls in I.all_intrinsics():
+    if (_cls, TARGET) not in I.EMITTERS:
+        I.register_emitter(_cls, TARGET)(_generic)

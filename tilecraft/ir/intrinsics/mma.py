@@ -1,0 +1,64 @@
+"""Tensor-core gemms with mma.sync (sm_80+, device/include/tilecraft/gemm_sm80.h): ldmatrix from
+shared tiles (optionally XOR-swizzled), accumulators in registers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtype import DType
+from .base import HOOK, PTR, READ, READ_WRITE, Intrinsic, Operand, require
+
+_ELEMS = ("float16", "bfloat16")
+
+
+def _check_mma(g, name: str):
+    require(g.dtype.name in _ELEMS, g, "operands are float16 or bfloat16")
+    require(g.wm >= 1 and g.wn >= 1, g, "WM and WN must be >= 1")
+    require(g.m % (16 * g.wm) == 0, g, "M must be a multiple of 16*WM (m16 tiles per warp)")
+    require(g.n % (8 * g.wn) == 0, g, "N must be a multiple of 8*WN (n8 tiles per warp)")
+    require(g.k % 16 == 0, g, "K must be a multiple of 16 (mma k16 steps)")
+
+
+@dataclass(frozen=True)
+class GemmSS(Intrinsic):
+    """C[M][N] += A * B, A and B shared tiles; an optional hook object runs before the last k16
+    step (a software pipeline's synchronisation, transform/pipeline_copies.py)."""
+    entry = "tc::gemm_ss"
+    family = "mma.sync"
+    operands = (Operand("A", PTR, READ, ("shared",)), Operand("B", PTR, READ, ("shared",)),
+                Operand("C", PTR, READ_WRITE, ("local",)), Operand("hook", HOOK, optional=True))
+    m: int
+    n: int
+    k: int
+    wm: int
+    wn: int
+    trans_a: bool
+    trans_b: bool
+    swz_a: int
+    swz_b: int
+    dtype: DType
+
+    def check(self):
+        _check_mma(self, self.entry)
+        require(self.swz_a in (0, 1) and self.swz_b in (0, 1), self, "SWZ_A and SWZ_B must be 0 or 1")
+
+
+@dataclass(frozen=True)
+class GemmRS(Intrinsic):
+    """C[M][N] += A * B, A from registers (a gemm accumulator's layout), B a shared tile."""
+    entry = "tc::gemm_rs"
+    family = "mma.sync"
+    operands = (Operand("A", PTR, READ, ("local",)), Operand("B", PTR, READ, ("shared",)),
+                Operand("C", PTR, READ_WRITE, ("local",)))
+    m: int
+    n: int
+    k: int
+    wm: int
+    wn: int
+    trans_b: bool
+    swz_b: int
+    dtype: DType
+
+    def check(self):
+        _check_mma(self, self.entry)
+        require(self.wn == 1, self, "A in registers requires WN == 1 (warps only along M)")
+        require(self.swz_b in (0, 1), self, "SWZ_B must be 0 or 1")

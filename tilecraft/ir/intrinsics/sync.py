@@ -1,0 +1,28 @@
+"""Fences (device/include/tilecraft/gemm_sm90.h)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import Effects, Intrinsic, require
+
+
+@dataclass(frozen=True)
+class FenceProxyAsyncShared(Intrinsic):
+    """Order this thread's generic-proxy (and completed cp.async) shared-memory writes before
+    later async-proxy reads (wgmma, TMA store); a block barrier must follow for other threads."""
+    entry = "tc::fence_proxy_async_shared"
+    family = "fence"
+    effects = Effects(fences="generic -> async proxy (shared memory)")
+
+
+@dataclass(frozen=True)
+class ConsumerSync(Intrinsic):
+    """Barrier among the `threads` consumer threads of a warp-specialized block (named barrier 1;
+    __syncthreads would wait for the producer warpgroup, which never reaches it; header: tma.h)."""
+    entry = "tc::consumer_sync"
+    family = "fence"
+    effects = Effects(block_barrier=True, note="named barrier 1, consumer threads only")
+    threads: int
+
+    def check(self):
+        require(self.threads > 0 and self.threads % 32 == 0, self, "the consumers are whole warps (THREADS % 32 == 0)")
