@@ -251,7 +251,7 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=128, block_K=32, num_stages=4, threads=256),
-                dict(block_M=128, block_N=128, block_K=64, num_stages=2, threads=256),
+                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=4, threads=256),
                 dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256)]
 

@@ -39,12 +39,19 @@ def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: b
                           if is_causal else T.ceildiv(seq_len, block_N))
             for k in T.Pipelined(loop_range, num_stages=num_stages):
                 T.copy(K[bz, k * block_N:(k + 1) * block_N, by, :], K_shared)
+                # the mask costs a compare and select per score: only blocks that cross the
+                # diagonal (causal) or the end of the sequence (ragged) need it
                 if is_causal:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0.0, NEG)
-                else:
+                    if (k + 1) * block_N > bx * block_M:
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0.0, NEG)
+                    else:
+                        T.clear(acc_s)
+                elif seq_len % block_N:
                     for i, j in T.Parallel(block_M, block_N):
                         acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0.0, NEG)
+                else:
+                    T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(V[bz, k * block_N:(k + 1) * block_N, by, :], V_shared)
                 T.copy(m_cur, m_prev)
