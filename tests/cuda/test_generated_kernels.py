@@ -381,3 +381,20 @@ def test_readme_gemm_on_sm90a_is_tma_and_wgmma_by_default(dtype):
                 {"tc.warp_specialize": True})
     assert "USETMAXREG" in opcodes(big) and big.artifact.meta["block"][0] == 384
     assert "tc::warpgroup_reg_alloc<240>" in big.get_kernel_source()
+
+
+@needs_sass
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_flash_attention_on_sm90a_loads_k_and_v_by_tma(causal):
+    """The reference FlashAttention for sm_90a, as written: K and V tiles of the 4-D
+    [batch][seq][heads][dim] tensors by TMA (a 4-D tensor map per tensor, one box per 64-column
+    panel; UTMALDG), both gemms on wgmma (HGMMA, no HMMA), no spills."""
+    fn = attention.flash_attention.fn(2, 4, 1000, 128, is_causal=causal, block_M=128, block_N=128,
+                                      num_stages=2, threads=256)
+    k = build(fn, "sm_90a", {})
+    ops = opcodes(k)
+    assert {"UTMALDG", "HGMMA"} <= ops and "HMMA" not in ops, sorted(ops)
+    assert [t["box"] for t in k.artifact.meta["tma"]] == [[1, 128, 1, 64]] * 2
+    assert "TMA tile loads" in k.get_plan()
+    from tilecraft.compiler.sass import resource_usage
+    assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0

@@ -230,9 +230,9 @@ class CudaLauncher:
             key = (spec["param"], t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
             desc = self._tma_cache.get(key)
             if desc is None:
-                from .tma import tma_desc_2d
+                from .tma import tma_desc
                 try:
-                    desc = tma_desc_2d(t, tuple(spec["box"]), spec["swizzle"])
+                    desc = tma_desc(t, tuple(spec["box"]), spec["swizzle"])
                 except ValueError as e:
                     raise CudaError(f"kernel '{self.name}': parameter {self._param_names[spec['param']]} cannot be "
                                     f"loaded by TMA: {e} (compile without pass_configs tc.use_tma)") from None

@@ -193,6 +193,8 @@ class _Pipeline(Mutator):
         mma_ss = (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared" and g.b.buffer.scope == "shared")
         if mma_ss:
             return "mbarrier" if self.use_mbarrier else "barrier_in_gemm"
+        if self.use_tma and all(self._tma_plan(c) is not None for c in producers):
+            return "plain_tma"
         return "plain"
 
     def _plain(self, lp):
@@ -231,26 +233,34 @@ class _Pipeline(Mutator):
 
     def _tma_refusal(self, form, producers) -> str:
         """Why a loop asked to use TMA does not (for the plan notes)."""
-        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws"):
+        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma"):
             return ""
-        if form != "wgmma_async":
+        if form not in ("wgmma_async", "plain"):
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
         bad = [c.src.buffer.name for c in producers if self._tma_plan(c) is None]
-        return (f"; tc.use_tma: {', '.join(bad)} cannot be loaded by TMA (a whole tile of a 2-D tensor with a "
-                f"static shape, rows a multiple of 16 bytes and no type change is needed)")
+        return (f"; tc.use_tma: {', '.join(bad)} cannot be loaded by TMA (a whole tile, in the wgmma layout, of a "
+                f"tensor of 2 to 5 dims with a static shape, rows a multiple of 16 bytes and no type change is "
+                f"needed)")
 
     def _tma_plan(self, c: Copy):
-        """(swizzle, boxes) filling c's shared tile from its 2-D tensor by TMA, or None."""
+        """(swizzle, boxes, row dim) filling c's 2-D shared tile by TMA from its tensor of 2 to 5
+        dims, or None.  The copied region must be the tile: extent 1 in every tensor dim but the
+        last (the tile's columns, contiguous) and one other (the `row dim`, the tile's rows)."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
-        if (b.ndim != 2 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
+        if (not 2 <= b.ndim <= 5 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
                 or self.smem_layouts.get(d) != SWIZZLE_SM90
-                or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[1] * b.dtype.bytes) % 16
-                or tuple(src.extents) != tuple(d.shape)):
+                or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[-1] * b.dtype.bytes) % 16):
+            return None
+        ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
+        outer = [i for i in range(b.ndim - 1) if ext[i] != 1]
+        row_dim = outer[0] if len(outer) == 1 else b.ndim - 2 if not outer else None
+        if row_dim is None or (ext[row_dim], ext[-1]) != tuple(d.shape):
             return None
         try:
-            return sm90_tile_boxes(d.shape[0], d.shape[1], d.dtype.bytes)
+            swizzle, boxes = sm90_tile_boxes(d.shape[0], d.shape[1], d.dtype.bytes)
         except ValueError:
             return None
+        return swizzle, boxes, row_dim
 
     def _ws_pays(self, lp) -> bool:
         """Whether "auto" warp-specializes this loop: never, as measured on the H200 (2026-11-30,
@@ -266,10 +276,12 @@ class _Pipeline(Mutator):
         """(copy, boxes, tensor-map var) per producer copy; each copy becomes a kernel parameter."""
         loads = []
         for c in lp.producers:
-            swizzle, boxes = self._tma_plan(c)
+            swizzle, boxes, row_dim = self._tma_plan(c)
             desc = BuiltinVar(f"tc_tma_{len(self.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
-            self.tma_descs.append((c.src.buffer, (boxes[0][3], boxes[0][4]), swizzle))  # as TmaDescriptor below
-            loads.append((c, boxes, desc))
+            box = [1] * c.src.buffer.ndim                        # the box, one size per tensor dim
+            box[row_dim], box[-1] = boxes[0][3], boxes[0][4]
+            self.tma_descs.append((c.src.buffer, tuple(box), swizzle))  # as TmaDescriptor below
+            loads.append((c, boxes, desc, row_dim))
         return loads
 
     def _tma_issue(self, lp, loads, bar, t) -> Stmt:
@@ -278,21 +290,35 @@ class _Pipeline(Mutator):
         full = Ref(bar, (stage,))
         nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
         calls = [_call(I.TmaExpect(), full, const(nbytes))]
-        for c, boxes, desc in loads:
-            row0, col0 = substitute(c.src, {lp.ko: t}).starts
+        for c, boxes, desc, row_dim in loads:
+            starts = substitute(c.src, {lp.ko: t}).starts
             base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
-            calls += [_call(I.TmaLoadTile(), base, const(off), desc, full, binary("+", col0, c0),
-                            binary("+", row0, r0)) for off, r0, c0, _, _ in boxes]
+            for off, r0, c0, _, _ in boxes:
+                at = list(starts)
+                at[row_dim], at[-1] = binary("+", at[row_dim], r0), binary("+", at[-1], c0)
+                calls.append(_call(I.TmaLoadTile(), base, const(off), desc, full, *reversed(at)))  # innermost first
         return seq(*calls)
 
     def _wgmma_tma(self, lp, loads=None):
+        """Wait for tile ko, issue its wgmmas (tile ko-1's retire), barrier, then thread 0 refills
+        tile ko-1's stage with tile ko+S-1 while tile ko's wgmmas run."""
+        g = lp.gemm(async_groups=1, tma_fed=True)
+        return self._tma_loop(lp, lambda wait, issue: seq(wait, g, Sync(), issue),
+                              lambda body: self._drained(lp, body, g), loads)
+
+    def _plain_tma(self, lp):
+        """Any loop body (FlashAttention's, say) on TMA loads, in the order of the cp.async plain
+        form: wait for tile ko on its stage's mbarrier, barrier (everyone is done with tile ko-1),
+        thread 0 issues tile ko+S-1 into that stage, then the body runs while it loads."""
+        return self._tma_loop(lp, lambda wait, issue: seq(wait, Sync(), issue, lp.compute), lp.loop)
+
+    def _tma_loop(self, lp, order, close, loads=None):
         S, ko = lp.stages, lp.ko
         loads = self._tma_loads(lp) if loads is None else loads
         bar = Buffer("tma_bar", (S,), dt.uint64, "shared", span=lp.f.span)
         tid0 = binary("==", thread_index(), 0)
-        g = lp.gemm(async_groups=1, tma_fed=True)
         wait = _call(I.MbarWaitParity(), Ref(bar, (binary("%", ko, S),)), binary("%", binary("//", ko, S), 2))
-        body = seq(wait, g, Sync(), If(binary("<", lp.nxt, lp.n), If(tid0, self._tma_issue(lp, loads, bar, lp.nxt))))
+        body = order(wait, If(binary("<", lp.nxt, lp.n), If(tid0, self._tma_issue(lp, loads, bar, lp.nxt))))
         bars = [Ref(bar, (const(s),)) for s in range(S)]
         head = [Alloc(bar), If(tid0, seq(*[_call(I.MbarInit(), r, const(1)) for r in bars])), Sync()]
         prologue = []
@@ -300,7 +326,7 @@ class _Pipeline(Mutator):
             tile = If(tid0, self._tma_issue(lp, loads, bar, const(s)))
             prologue.append(tile if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), tile))
         tail = [Sync(), If(tid0, seq(*[_call(I.MbarInval(), r) for r in bars])), Sync()]
-        return seq(*head, *prologue, self._drained(lp, body, g), *tail)
+        return seq(*head, *prologue, close(body), *tail)
 
     def _wgmma_ws(self, lp):
         """The TMA loop split between a producer warpgroup and the consumers (module docstring).
@@ -340,6 +366,7 @@ _FORM_NOTES = {
     "mbarrier": "cp.async copies on per-stage mbarriers",
     "wgmma_async": "cp.async copies, one wgmma group kept in flight",
     "wgmma_tma": "TMA tile loads on per-stage mbarriers, one wgmma group kept in flight",
+    "plain_tma": "TMA tile loads issued a tile ahead on per-stage mbarriers, barrier per iteration",
     "wgmma_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
                  "mbarriers, consumer warpgroups keep one wgmma group in flight"),
 }

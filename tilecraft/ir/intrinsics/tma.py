@@ -18,10 +18,12 @@ class TmaExpect(Intrinsic):
 
 @dataclass(frozen=True)
 class TmaLoadTile(Intrinsic):
-    """One TMA box of the tensor `desc` describes, at (col, row), into `base + offset` elements of a
-    shared tile (a box of layout/tma.py::sm90_tile_boxes); its bytes complete on `bar`."""
+    """One TMA box of the tensor `desc` describes, at (col, row[, c2, c3, c4]) (coordinates innermost
+    first, one per tensor dim, 2 to 5), into `base + offset` elements of a shared tile (a box of
+    layout/tma.py::sm90_tile_boxes); its bytes complete on `bar`."""
     entry = "tc::tma_load_tile"
     family = "tma"
     operands = (Operand("base", PTR, WRITE, ("shared",)), Operand("offset", VALUE), Operand("desc", DESC),
-                Operand("bar", BARRIER), Operand("col", VALUE), Operand("row", VALUE))
+                Operand("bar", BARRIER), Operand("col", VALUE), Operand("row", VALUE), Operand("c2", VALUE),
+                Operand("c3", VALUE), Operand("c4", VALUE))
     effects = Effects(proxy=TMA, arrives=True, barrier="bar", pipeline_ordered=True, note="complete_tx: bytes landed")

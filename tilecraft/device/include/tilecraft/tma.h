@@ -81,10 +81,54 @@ TC_DEVICE void tma_load_2d(void* dst, const TmaDesc* desc, uint64_t* bar, int co
       : "memory");
 }
 
-// tma_load_2d into `base + offset` elements (a box of a tile, layout/tma.py::sm90_tile_boxes).
+// The same for tensors of 3, 4 and 5 dims: coordinates innermost first (c0 = column).  A box
+// whose outer dims are 1 lands as a 2-D [rows][cols] box (a tile of one head of a
+// [batch][seq][heads][dim] tensor, say).
+TC_DEVICE void tma_load_3d(void* dst, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n"
+      ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(desc)),
+        "r"(c0), "r"(c1), "r"(c2), "r"(detail::mbar_addr(bar))
+      : "memory");
+}
+TC_DEVICE void tma_load_4d(void* dst, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+      ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(desc)),
+        "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(detail::mbar_addr(bar))
+      : "memory");
+}
+TC_DEVICE void tma_load_5d(void* dst, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2, int c3,
+                           int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+      ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))), "l"(reinterpret_cast<uint64_t>(desc)),
+        "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(detail::mbar_addr(bar))
+      : "memory");
+}
+
+// A TMA box into `base + offset` elements (a box of a tile, layout/tma.py::sm90_tile_boxes), at
+// the coordinates given innermost first, for tensors of 2 to 5 dims.
 template <class T>
 TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t* bar, int col, int row) {
   tma_load_2d(base + offset, desc, bar, col, row);
+}
+template <class T>
+TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2) {
+  tma_load_3d(base + offset, desc, bar, c0, c1, c2);
+}
+template <class T>
+TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2,
+                             int c3) {
+  tma_load_4d(base + offset, desc, bar, c0, c1, c2, c3);
+}
+template <class T>
+TC_DEVICE void tma_load_tile(T* base, int offset, const TmaDesc* desc, uint64_t* bar, int c0, int c1, int c2,
+                             int c3, int c4) {
+  tma_load_5d(base + offset, desc, bar, c0, c1, c2, c3, c4);
 }
 
 #endif  // __CUDA_ARCH__ >= 900
