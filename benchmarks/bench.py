@@ -358,12 +358,13 @@ def g_flash_attention(rows):
             + ([("SDPA fp32 + cast", lambda qt=qt, kt=kt, vt=vt, c=causal: F.scaled_dot_product_attention(
                 qt.float(), kt.float(), vt.float(), is_causal=c).half())] if on_cpu() else []))
         configs = FA_CONFIGS[:1] if on_cpu() else FA_CONFIGS
-        for cfg, wgmma in [(c_, False) for c_ in configs] + [(c_, True) for c_ in configs if hopper()]:
+        rungs = {"mma.sync ": {"tc.use_wgmma": False}, "ws ": {"tc.warp_specialize": True}}
+        for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if hopper()]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
-                if wgmma:  # the rung below the default Hopper path: both gemms on mma.sync
+                if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized
                     import tilecraft as tl
                     kern = tl.compile(K.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
-                                      target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": False})
+                                      target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=rungs[wgmma])
                 else:
                     kern = K.flash_attention(b, h, s, d, is_causal=causal, **cfg)
                 o.fill_(float("nan"))
@@ -371,7 +372,7 @@ def g_flash_attention(rows):
 
             def ref(fn=ref_fn, ref_out=ref_out):
                 return fn, ref_out
-            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {'mma.sync ' if wgmma else ''}"
+            case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {wgmma}"
                        f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg['threads']}",
                  f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name=ref_name)
 

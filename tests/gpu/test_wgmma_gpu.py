@@ -49,16 +49,19 @@ def test_wgmma_gemm_matches_torch(m, n, k, cfg, dtype, mode):
 @pytest.mark.parametrize("s,d,cfg", [(200, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),
                                      (512, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),
                                      (200, 64, dict(block_M=64, block_N=64, num_stages=1, threads=128))])
-def test_flash_attention_on_wgmma_matches_torch(s, d, cfg, causal):
+@pytest.mark.parametrize("ws", [False, True], ids=["tma", "ws"])
+def test_flash_attention_on_wgmma_matches_torch(s, d, cfg, causal, ws):
     """FlashAttention with `tc.use_wgmma`: Q @ K^T on tc::gemm_ss_sm90 and P @ V on tc::gemm_rs_sm90 (P
     from the S accumulator's registers).  Written in session 3 without GPU time: first run here."""
     import math
     from tilecraft.kernels import attention
     b, h = 1, 3
     kern = tilelang.compile(attention.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
-                            target={"kind": "cuda", "arch": "sm_90a"}, pass_configs={"tc.use_wgmma": True})
+                            target={"kind": "cuda", "arch": "sm_90a"},
+                            pass_configs={"tc.use_wgmma": True, "tc.warp_specialize": ws})
     src = kern.get_kernel_source()
     assert "gemm_ss_sm90" in src and "gemm_rs_sm90" in src, "both gemms on wgmma"
+    assert ("warp-specialized" in kern.get_plan()) == (ws and cfg["num_stages"] >= 2)
     q, k, v = (torch.randn(b, s, h, d, device="cuda").half() for _ in range(3))
     o = torch.full((b, s, h, d), float("nan"), device="cuda").half()
     kern(q, k, v, o)

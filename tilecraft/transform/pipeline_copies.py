@@ -65,7 +65,7 @@ from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Mutator, Ref
 from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
-from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan, WgmmaRSPlan
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
@@ -175,9 +175,9 @@ class _Pipeline(Mutator):
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = self._form(rest, producers)
-        if (form == "wgmma_tma" and top_level and not self.ws_taken
+        if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
                 and (self.warp_specialize is True or self._ws_pays(loop))):
-            form, self.ws_taken = "wgmma_ws", True
+            form, self.ws_taken = form.replace("_tma", "_ws"), True
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
         return getattr(self, f"_{form}")(loop)
@@ -233,7 +233,7 @@ class _Pipeline(Mutator):
 
     def _tma_refusal(self, form, producers) -> str:
         """Why a loop asked to use TMA does not (for the plan notes)."""
-        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma"):
+        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma", "plain_ws"):
             return ""
         if form not in ("wgmma_async", "plain"):
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
@@ -306,11 +306,30 @@ class _Pipeline(Mutator):
         return self._tma_loop(lp, lambda wait, issue: seq(wait, g, Sync(), issue),
                               lambda body: self._drained(lp, body, g), loads)
 
-    def _plain_tma(self, lp):
+    def _plain_tma(self, lp, loads=None):
         """Any loop body (FlashAttention's, say) on TMA loads, in the order of the cp.async plain
         form: wait for tile ko on its stage's mbarrier, barrier (everyone is done with tile ko-1),
         thread 0 issues tile ko+S-1 into that stage, then the body runs while it loads."""
-        return self._tma_loop(lp, lambda wait, issue: seq(wait, Sync(), issue, lp.compute), lp.loop)
+        compute = self._fed(lp)
+        return seq(_call(I.FenceProxyAsyncShared()), Sync(),
+                   self._tma_loop(lp, lambda wait, issue: seq(wait, Sync(), issue, compute), lp.loop, loads))
+
+    def _fed(self, lp):
+        """The loop body with its wgmmas marked `tma_fed` where every shared operand is a tile
+        this loop loads by TMA or one nothing in the loop writes: such a gemm needs no proxy fence
+        and no barrier of its own (the stage's mbarrier wait orders the TMA writes; one fence and
+        barrier ahead of the loop, which the form puts there, order the writes before it)."""
+        written = {b for n in collect(lp.f.body, lambda n: isinstance(n, (Copy, Store)))
+                   for b in ([n.dst.buffer] if isinstance(n, Copy) else [n.buffer])}
+        staged = set(lp.staged.values())
+
+        class Feed(Mutator):
+            def visit_Gemm(self, g):
+                ops = [x.buffer for x in (g.a, g.b) if x.buffer.scope == "shared"]
+                if isinstance(g.plan, (WgmmaPlan, WgmmaRSPlan)) and all(b in staged or b not in written for b in ops):
+                    return replace(g, tma_fed=True)
+                return g
+        return Feed().visit(lp.compute)
 
     def _tma_loop(self, lp, order, close, loads=None):
         S, ko = lp.stages, lp.ko
@@ -329,12 +348,28 @@ class _Pipeline(Mutator):
         return seq(*head, *prologue, close(body), *tail)
 
     def _wgmma_ws(self, lp):
-        """The TMA loop split between a producer warpgroup and the consumers (module docstring).
-        Placed at the kernel's top level by `_place_warp_specialized`, which falls back to the
-        unsplit TMA loop when the kernel's other statements do not allow the split."""
-        S, ko, n = lp.stages, lp.ko, lp.n
+        """The TMA gemm loop split between a producer warpgroup and the consumers (module
+        docstring): a consumer warp releases tile ko-1's stage once its wgmmas retired."""
         loads = self._tma_loads(lp)
         fallback = self._wgmma_tma(lp, loads)
+        g = lp.gemm(async_groups=1, tma_fed=True)
+        return self._ws(lp, loads, fallback, lambda wait_full, release: self._drained(
+            lp, seq(wait_full, g, If(binary("<", const(0), lp.ko), release(binary("+", lp.ko, lp.stages - 1)))), g))
+
+    def _plain_ws(self, lp):
+        """Any TMA loop body split the same way: a consumer warp releases tile ko's stage after
+        the body (whose gemms are synchronous), so consumer warpgroups no longer meet at a block
+        barrier every iteration."""
+        loads = self._tma_loads(lp)
+        fallback = self._plain_tma(lp, loads)
+        compute = self._fed(lp)
+        return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
+            _call(I.FenceProxyAsyncShared()), Sync(), lp.loop(seq(wait_full, compute, release(lp.ko)))))
+
+    def _ws(self, lp, loads, fallback, consumer_of):
+        """Placed at the kernel's top level by `_place_warp_specialized`, which falls back to the
+        unsplit TMA loop when the kernel's other statements do not allow the split."""
+        S, ko, n = lp.stages, lp.ko, lp.n
         full = Buffer("tma_full", (S,), dt.uint64, "shared", span=lp.f.span)
         empty = Buffer("tma_empty", (S,), dt.uint64, "shared", span=lp.f.span)
         warps = self.threads // 32
@@ -343,11 +378,12 @@ class _Pipeline(Mutator):
                            binary("%", binary("+", binary("//", t, S), 1), 2))
         producer = For(t, const(0), n, "serial",
                        seq(If(binary(">=", t, S), wait_empty), self._tma_issue(lp, loads, full, t)), span=lp.f.span)
-        g = lp.gemm(async_groups=1, tma_fed=True)
         wait_full = _call(I.MbarWaitParity(), Ref(full, (binary("%", ko, S),)),
                           binary("%", binary("//", ko, S), 2))
-        release = _call(I.MbarArriveWarp(), Ref(empty, (binary("%", binary("+", ko, S - 1), S),)))
-        consumer = self._drained(lp, seq(wait_full, g, If(binary("<", const(0), ko), release)), g)
+
+        def release(tile):  # this warp is done with `tile`'s stage
+            return _call(I.MbarArriveWarp(), Ref(empty, (binary("%", tile, S),)))
+        consumer = consumer_of(wait_full, release)
         tid0 = binary("==", thread_index(), 0)
         inits = [_call(I.MbarInit(), Ref(full, (const(s),)), const(1)) for s in range(S)]
         inits += [_call(I.MbarInit(), Ref(empty, (const(s),)), const(warps)) for s in range(S)]
@@ -369,6 +405,8 @@ _FORM_NOTES = {
     "plain_tma": "TMA tile loads issued a tile ahead on per-stage mbarriers, barrier per iteration",
     "wgmma_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
                  "mbarriers, consumer warpgroups keep one wgmma group in flight"),
+    "plain_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
+                 "mbarriers, consumer warps release each stage after the body"),
 }
 
 
@@ -416,9 +454,10 @@ def _place_warp_specialized(k: Kernel, notes: list) -> Kernel:
     lets = [s for s in before if type(s).__name__ == "Let"]
     # Lets move ahead of the statements before them: only those that read nothing those write
     if any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets):
-        notes[sp.note] = notes[sp.note].replace(
-            _FORM_NOTES["wgmma_ws"], _FORM_NOTES["wgmma_tma"] + " (not warp-specialized: the loads need "
-            "values the kernel computes before the loop)")
+        for split, unsplit in (("wgmma_ws", "wgmma_tma"), ("plain_ws", "plain_tma")):
+            notes[sp.note] = notes[sp.note].replace(
+                _FORM_NOTES[split], _FORM_NOTES[unsplit] + " (not warp-specialized: the loads need "
+                "values the kernel computes before the loop)")
         return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
     rest = [s for s in before if s not in shared and s not in lets]
     producer_regs, consumer_regs = _register_budgets(sp.threads)

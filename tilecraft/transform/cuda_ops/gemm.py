@@ -104,6 +104,8 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
     call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2]),
                        Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
                        span=g.span)
+    if g.tma_fed:  # B came by TMA (async proxy, waited for by every thread)
+        return seq(pre, call_)
     return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
 
 
