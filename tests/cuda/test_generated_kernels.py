@@ -386,7 +386,7 @@ def test_readme_gemm_on_sm90a_is_tma_and_wgmma_by_default(dtype):
 @needs_sass
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_flash_attention_on_sm90a_loads_k_and_v_by_tma(causal):
-    """The reference FlashAttention for sm_90a, as written: K and V tiles of the 4-D
+    """The reference FlashAttention for sm_90a, as written (D128): K and V tiles of the 4-D
     [batch][seq][heads][dim] tensors by TMA (a 4-D tensor map per tensor, one box per 64-column
     panel; UTMALDG), both gemms on wgmma (HGMMA, no HMMA), no spills."""
     fn = attention.flash_attention.fn(2, 4, 1000, 128, is_causal=causal, block_M=128, block_N=128,
@@ -396,5 +396,7 @@ def test_flash_attention_on_sm90a_loads_k_and_v_by_tma(causal):
     assert {"UTMALDG", "HGMMA"} <= ops and "HMMA" not in ops, sorted(ops)
     assert [t["box"] for t in k.artifact.meta["tma"]] == [[1, 128, 1, 64]] * 2
     assert "TMA tile loads" in k.get_plan()
+    # alone on its SM (160 KB of tiles): warp-specialized by default, with setmaxnreg
+    assert "warp-specialized" in k.get_plan() and "USETMAXREG" in ops and k.artifact.meta["block"][0] == 384
     from tilecraft.compiler.sass import resource_usage
     assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0

@@ -115,8 +115,10 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, smem_layouts: dict, layouts: dict, configs: dict):
+    def __init__(self, smem_layouts: dict, layouts: dict, configs: dict, smem_limit: int):
         super().__init__()
+        self.smem_limit = smem_limit   # bytes of shared memory one block may use
+        self.kernel_smem = 0           # the kernel's shared buffers, unstaged
         self.layouts = layouts
         self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
         self.wgmma_async = configs.get("tc.wgmma_async")
@@ -132,6 +134,8 @@ class _Pipeline(Mutator):
 
     def visit_Kernel(self, k: Kernel):
         self.threads = k.num_threads
+        self.kernel_smem = sum(a.buffer.nbytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
+                               if a.buffer.scope == "shared")
         one_d = all(t == 1 for t in k.threads[1:])
         self.ws_loops = {id(s) for s in _flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
                          and self.warp_specialize and one_d and self.threads % 128 == 0}
@@ -176,7 +180,7 @@ class _Pipeline(Mutator):
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = self._form(rest, producers)
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
-                and (self.warp_specialize is True or self._ws_pays(loop))):
+                and (self.warp_specialize is True or self._ws_pays(loop, form))):
             form, self.ws_taken = form.replace("_tma", "_ws"), True
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
@@ -262,15 +266,24 @@ class _Pipeline(Mutator):
             return None
         return swizzle, boxes, row_dim
 
-    def _ws_pays(self, lp) -> bool:
-        """Whether "auto" warp-specializes this loop: never, as measured on the H200 (2026-11-30,
-        benchmarks/NOTES.md session 4).  The producer warpgroup and its register cap (one block
-        per SM) cost a second block's latency hiding where one would fit (128x128x64/3/256: 0.68x
-        cuBLAS against 0.90x unsplit), and where a block has its SM to itself anyway
-        (128x256x64/3/256) the split measured 0.93-0.97x against 0.96-1.00x for the unsplit TMA
-        loop, which already overlaps loads and wgmmas.  Without a persistent tile scheduler
-        there is no epilogue for the producer to hide; `tc.warp_specialize: True` still splits."""
-        return False
+    def _ws_pays(self, lp, form: str) -> bool:
+        """Whether "auto" warp-specializes this loop, as measured on the H200 (2026-11-30,
+        benchmarks/NOTES.md session 4): only a loop body that is more than one async gemm
+        (FlashAttention's) and only when a block has its SM to itself anyway.
+        - The producer warpgroup and its register cap (one block per SM) cost a second block's
+          latency hiding where one would fit: GEMM 128x128x64/3/256 0.68x cuBLAS split against
+          0.90x unsplit; FlashAttention D64 128x128/2/256 0.83x SDPA against 0.94x.
+        - A GEMM block alone on its SM (128x256x64/3/256) measured 0.93-0.97x split against
+          0.96-1.00x unsplit: the unsplit loop's thread 0 already refills a stage while the async
+          wgmmas run, and without a persistent tile scheduler there is no epilogue to hide.
+        - FlashAttention D128 (128x128/2/256, alone on its SM) gained: 0.82 -> 0.87x full,
+          0.83 -> 0.88x causal, its consumer warpgroups no longer meeting at a block barrier
+          between the synchronous gemms and the softmax.
+        `tc.warp_specialize: True` splits wherever it applies."""
+        if form != "plain_tma":
+            return False
+        staged = sum((lp.stages - 1) * c.dst.buffer.nbytes for c in lp.producers)
+        return 2 * (self.kernel_smem + staged) > self.smem_limit
 
     def _tma_loads(self, lp) -> list:
         """(copy, boxes, tensor-map var) per producer copy; each copy becomes a kernel parameter."""
@@ -519,7 +532,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
     st = func.lowering
-    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, func.attr("pass_configs", {}))
+    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, func.attr("pass_configs", {}), target.max_shared_memory)
     body = p.visit(func.body)
     notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:
