@@ -6,7 +6,7 @@ from ...ir import (Call, Copy, Evaluate, Fill, For, If, Load, Ref, Region, Store
                    cast, const, seq, dtype as dt)
 from ...layout.fragment import FragmentLayout
 from ...codegen.c_printer import C_TYPES as C_TYPES_REF
-from ..lower_tile_ops_cpu import region_indices
+from ...ir.semantics import region_indices
 from .ctx import Ctx, register, _whole_fragment
 
 
