@@ -18,7 +18,7 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Evaluate, For, If, Kernel, Load, Mutator, Store, binary, const, substitute
+from ..ir import Alloc, Const, Evaluate, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
@@ -41,6 +41,13 @@ class _Lower(Mutator):
         if a.buffer.scope == "fragment":
             return Alloc(self.ctx.reg(a.buffer), span=a.span)
         return a
+
+    def visit_Ref(self, r: Ref):
+        """`&frag[0]` left by an earlier pass (the wgmma drain of pipeline_copies) addresses the
+        fragment's register array: the same buffer the lowered ops use, so one C name."""
+        if r.buffer.scope == "fragment" and all(isinstance(i, Const) and i.value == 0 for i in r.indices):
+            return Ref(self.ctx.reg(r.buffer), (const(0),))
+        return Mutator.generic(self, r)
 
     def generic(self, node):
         fn = CUDA_LOWERING.get(type(node))
