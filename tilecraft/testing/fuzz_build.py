@@ -9,6 +9,7 @@ one `compiler.build` runs; only the compile step is shared.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
@@ -26,6 +27,7 @@ CUDA_VARIANTS = (
     ("sm_90a-mbarrier", "sm_90a", {"tc.mbarrier_pipeline": True}),
 )
 BATCH = 24
+_SERIAL = itertools.count()
 
 
 class Outcome:
@@ -87,7 +89,8 @@ def build_cpu(funcs: list, workdir: str) -> dict:
     names = sorted(sources)
 
     def load(chunk, binary, tag):
-        path = os.path.join(workdir, f"{tag}.so")
+        # a fresh file per library: a loaded library must never be overwritten in place
+        path = os.path.join(workdir, f"{tag}_{next(_SERIAL)}.so")
         with open(path, "wb") as f:
             f.write(binary)
         for n, name in enumerate(chunk):
