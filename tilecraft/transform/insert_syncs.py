@@ -9,6 +9,8 @@ only a little time.
 """
 from __future__ import annotations
 
+import threading
+
 from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, collect, seq
 from ..ir.func import PrimFunc
 
@@ -37,13 +39,19 @@ def _access(stmt) -> tuple[set, set]:
     return reads, writes
 
 
-_RANGES: dict = {}  # buffer -> (first byte, end byte) in shared memory, for the kernel being fixed
+_TLS = threading.local()  # per compiling thread: ranges = buffer -> (first byte, end byte) in shared memory
+
+
+def _ranges() -> dict:
+    """The shared-memory byte ranges of the kernel this thread is fixing (threads compile at once)."""
+    return _TLS.__dict__.setdefault("ranges", {})
 
 
 def _overlap(xs, ys) -> bool:
     """Whether two sets of shared buffers share any byte (buffers may reuse each other's memory)."""
     if xs & ys:
         return True
+    _RANGES = _ranges()
     for x in xs:
         rx = _RANGES.get(x)
         if rx is None:
@@ -133,6 +141,7 @@ def _stmts(s) -> list:
 
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:
+    _RANGES = _ranges()
     _RANGES.clear()
     for b, off in func.attr("smem_offsets", {}).items():
         _RANGES[b] = (off, off + b.nbytes)

@@ -55,6 +55,7 @@ Loops that do not fit (no producer copies, S < 2) stay serial loops with synchro
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 from ..errors import TilecraftError
@@ -70,10 +71,16 @@ def _call(name, *args):
     return Evaluate(Call(name, tuple(args), dt.int32))
 
 
+_TLS = threading.local()  # per compiling thread: renamed = old Gemm node -> rebuilt node (plans are keyed by node identity)
+
+
+def _renamed() -> dict:
+    """The gemms this thread's pipeline_copies call rebuilt (threads compile at once)."""
+    return _TLS.__dict__.setdefault("renamed", {})
+
+
 class _Restage(Mutator):
     """Point every use of a multi-buffered tile at the stage `stage`."""
-
-    renamed: dict = {}  # old Gemm node -> rebuilt node (plans are keyed by node identity)
 
     def __init__(self, staged: dict, stage):
         super().__init__()
@@ -82,7 +89,7 @@ class _Restage(Mutator):
     def visit_Gemm(self, g):
         out = Mutator.generic(self, g)
         if out is not g:
-            _Restage.renamed[g] = out
+            _renamed()[g] = out
         return out
 
     def visit_Region(self, r: Region):
@@ -320,7 +327,7 @@ class _Loop:
     def gemm(self, **fields):
         """The loop's gemm (on stage ko) with `fields` set; plans follow the rebuilt node."""
         g = replace(self.compute, **fields)
-        _Restage.renamed[self.rest[0]] = g
+        _renamed()[self.rest[0]] = g
         return g
 
     def loop(self, body) -> For:
@@ -348,7 +355,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
         return func
     swizzled = set(func.attr("swizzled", set()))
     hopper = set(func.attr("swizzled_sm90", set()))
-    _Restage.renamed = {}
+    _TLS.renamed = {}
     p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
                   func.attr("pass_configs", {}))
     body = p.visit(func.body)
@@ -357,7 +364,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     body = _ReplaceAllocs(p.allocs).visit(body)
     # the gemms now read stage slices: move their plans over to the rebuilt gemm nodes
     plans = dict(func.attr("gemm_plans", {}))
-    for old, new in _Restage.renamed.items():
+    for old, new in _renamed().items():
         if old in plans:
             plans[new] = plans[old]
     out = (func.with_body(body).with_attr("swizzled", swizzled).with_attr("swizzled_sm90", hopper)
