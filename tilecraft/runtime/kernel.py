@@ -8,6 +8,7 @@ target through the driver API on torch's current stream.  Introspection: `get_ke
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from ..compiler.build import Artifact
 from .args import ArgChecker, _load_torch, normalize_out_idx, param_infos
@@ -22,17 +23,26 @@ class _CpuLauncher:
         self.fn.restype = ctypes.c_int
         # No argtypes: the two ctypes arrays below are passed as pointers to their storage (what
         # the entry's `void**, int64_t*` parameters take) without per-call argument conversion.
+        # One pair per calling thread: two threads calling the kernel at once must not overwrite
+        # each other's arguments between the fill and the call.
         self.nparams = nparams
-        self.ptrs = (ctypes.c_void_p * max(1, nparams))()
-        self.dims = (ctypes.c_int64 * max(1, len(symbols)))()
         self.symbols = symbols
+        self._tls = threading.local()
+
+    def _arrays(self):
+        arrays = getattr(self._tls, "arrays", None)
+        if arrays is None:
+            arrays = self._tls.arrays = ((ctypes.c_void_p * max(1, self.nparams))(),
+                                         (ctypes.c_int64 * max(1, len(self.symbols)))())
+        return arrays
 
     def __call__(self, tensors, symbols, kernel_name):
-        self.ptrs[0:self.nparams] = [t.data_ptr() for t in tensors]
+        ptrs, dims = self._arrays()
+        ptrs[0:self.nparams] = [t.data_ptr() for t in tensors]
         if self.symbols:
             for i, s in enumerate(self.symbols):
-                self.dims[i] = symbols[s]
-        rc = self.fn(self.ptrs, self.dims)
+                dims[i] = symbols[s]
+        rc = self.fn(ptrs, dims)
         if rc != 0:
             raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
 
