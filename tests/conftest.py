@@ -6,6 +6,7 @@
 
   | marker         | needs                                             |
   | `gpu`          | a CUDA GPU (torch.cuda.is_available())            |
+  | `sm90`         | a compute capability 9.0 GPU (wgmma, TMA: sm_90a) |
   | `cuda_compile` | NVRTC, to compile CUDA without a GPU              |
   | `nvcc`         | the nvcc compiler                                 |
   | `sass`         | cuobjdump or nvdisasm, to read SASS               |
@@ -34,6 +35,15 @@ def _gpu() -> str:
     except ImportError:
         return "needs torch"
     return "" if torch.cuda.is_available() else "needs a CUDA GPU (torch.cuda.is_available() is False)"
+
+
+def _sm90() -> str:
+    why = _gpu()
+    if why:
+        return why
+    import torch
+    cap = torch.cuda.get_device_capability()
+    return "" if cap == (9, 0) else f"needs a compute capability 9.0 GPU (sm_90a code), this one is {cap}"
 
 
 def _nvrtc() -> str:
@@ -68,6 +78,7 @@ def _timing() -> str:
 
 REQUIREMENTS = {
     "gpu": (_gpu, "needs a CUDA GPU"),
+    "sm90": (_sm90, "needs a compute capability 9.0 GPU"),
     "cuda_compile": (_nvrtc, "compiles CUDA with NVRTC (no GPU needed)"),
     "nvcc": (_nvcc, "needs nvcc"),
     "sass": (_sass, "reads SASS with cuobjdump or nvdisasm"),
