@@ -40,14 +40,20 @@ class Outcome:
 
 def lower(func, target, configs) -> str:
     """Generated source of `func` for `target` (what `compiler.build` would compile)."""
+    return lower_with_meta(func, target, configs)[0]
+
+
+def lower_with_meta(func, target, configs) -> tuple:
+    """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them."""
     from ..transform.pipeline import run_pipeline
     configs = check_pass_configs(configs)
     lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
     if target.kind == "cpu":
-        from ..codegen.cpp import generate_cpp
-        return generate_cpp(lowered)
+        from ..codegen.cpp import ENTRY, generate_cpp
+        return generate_cpp(lowered), {"entry": ENTRY, "binary_name": "kernel.so"}
     from ..codegen.cuda import generate_cuda
-    return generate_cuda(lowered, target, configs)[0]
+    source, meta = generate_cuda(lowered, target, configs)
+    return source, dict(meta, binary_name="kernel.cubin", kernel=func.name)
 
 
 def _split(source: str):
@@ -68,69 +74,112 @@ def _batch_source(sources: list, cpu: bool) -> str:
 
 
 def _lower_all(funcs, target, configs) -> tuple:
-    outcomes, sources = {}, {}
+    outcomes, lowered = {}, {}
     for name, func in funcs:
         try:
-            sources[name] = lower(func, target, configs)
+            lowered[name] = lower_with_meta(func, target, configs)
         except TilecraftError as e:
             outcomes[name] = Outcome(refused=str(e).splitlines()[0])
         except Exception as e:  # noqa: BLE001 - an internal error is a finding, reported per program
             outcomes[name] = Outcome(failed=f"internal error while lowering: {type(e).__name__}: {e}")
-    return outcomes, sources
+    return outcomes, lowered
+
+
+# ---- compiling batches, in worker processes when there are cores to spare -------------------------
+
+def jobs() -> int:
+    """Worker processes for batch compiles: TILECRAFT_FUZZ_JOBS, else the cores (at most 16)."""
+    n = os.environ.get("TILECRAFT_FUZZ_JOBS")
+    return max(1, int(n)) if n else min(16, os.cpu_count() or 1)
+
+
+def _compile_one(job):
+    """(ok, bytes or error text) for one (kind, source, arch or name, configs) job; runs in a worker."""
+    kind, source, where, configs = job
+    try:
+        if kind == "cpu":
+            from ..compiler.cxx import compile_cxx
+            return True, compile_cxx(source, where)
+        from ..compiler.cuda import compile_cuda
+        return True, compile_cuda(source, where, configs, name=f"{where}.cu")
+    except Exception as e:  # noqa: BLE001 - reported per program by the caller
+        return False, str(e)[:3000]
+
+
+_POOL = None
+
+
+def _map(jobs_list):
+    global _POOL
+    if jobs() <= 1 or len(jobs_list) <= 1:
+        return [_compile_one(j) for j in jobs_list]
+    if _POOL is None:
+        import concurrent.futures
+        import multiprocessing
+        _POOL = concurrent.futures.ProcessPoolExecutor(jobs(), mp_context=multiprocessing.get_context("spawn"))
+    return list(_POOL.map(_compile_one, jobs_list))
+
+
+def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
+    """name -> (ok, binary or error, position in its batch, batch size), compiling BATCH programs per
+    translation unit and each program of a failed batch alone."""
+    names = sorted(lowered)
+    chunks = [names[b:b + BATCH] for b in range(0, len(names), BATCH)]
+    results = _map([(kind, _batch_source([lowered[n][0] for n in c], kind == "cpu"), where, configs)
+                    for c in chunks])
+    out, retry = {}, []
+    for chunk, (ok, binary) in zip(chunks, results):
+        if ok:
+            for i, n in enumerate(chunk):
+                out[n] = (True, binary, i, len(chunk))
+        else:
+            retry += chunk
+    if retry:
+        for n, (ok, binary) in zip(retry, _map([(kind, lowered[n][0], where if kind != "cpu" else n, configs)
+                                                for n in retry])):
+            out[n] = (ok, binary, 0, 1)
+    return out
 
 
 def build_cpu(funcs: list, workdir: str) -> dict:
     """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)]."""
-    from ..compiler.cxx import compile_cxx
     from ..runtime.kernel import JITKernel
     target = Target.resolve("cpu")
-    outcomes, sources = _lower_all(funcs, target, {})
+    outcomes, lowered = _lower_all(funcs, target, {})
     byname = dict(funcs)
-    names = sorted(sources)
-
-    def load(chunk, binary, tag):
-        # a fresh file per library: a loaded library must never be overwritten in place
-        path = os.path.join(workdir, f"{tag}_{next(_SERIAL)}.so")
-        with open(path, "wb") as f:
-            f.write(binary)
-        for n, name in enumerate(chunk):
-            entry = f"tc_entry_{n}" if len(chunk) > 1 else "tc_entry"
-            art = Artifact(target, sources[name], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
-            outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
-
-    for b in range(0, len(names), BATCH):
-        chunk = names[b:b + BATCH]
-        try:
-            load(chunk, compile_cxx(_batch_source([sources[n] for n in chunk], cpu=True), "fuzz"), f"cpu_{b}")
-        except Exception:  # noqa: BLE001 - find the program(s) that broke the batch
-            for name in chunk:
-                try:
-                    load([name], compile_cxx(sources[name], name), f"cpu_{name}")
-                except Exception as e:  # noqa: BLE001
-                    outcomes[name] = Outcome(failed=f"C++ compile error: {str(e)[:2000]}")
+    libs: dict = {}
+    for name, (ok, binary, pos, size) in _compile_batches("cpu", lowered, "fuzz", {}).items():
+        if not ok:
+            outcomes[name] = Outcome(failed=f"C++ compile error: {binary}")
+            continue
+        path = libs.get(id(binary))
+        if path is None:   # a fresh file per library: a loaded library must never be overwritten
+            path = libs[id(binary)] = os.path.join(workdir, f"fuzz_{os.getpid()}_{next(_SERIAL)}.so")
+            with open(path, "wb") as f:
+                f.write(binary)
+        entry = f"tc_entry_{pos}" if size > 1 else "tc_entry"
+        art = Artifact(target, lowered[name][0], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
+        outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
     return outcomes
 
 
-def compile_cuda_batch(funcs: list, variant: tuple) -> dict:
-    """name -> Outcome (kernel=True when it compiled) for one CUDA variant, without a GPU."""
-    from ..compiler.cuda import compile_cuda
+def compile_cuda_batch(funcs: list, variant: tuple, kernels: bool = False) -> dict:
+    """name -> Outcome for one CUDA variant: kernel=True when it compiled (no GPU needed), or with
+    `kernels` a JITKernel for the local GPU, loaded from the batch's cubin."""
     _, arch, configs = variant
     target = Target.resolve({"kind": "cuda", "arch": arch})
-    outcomes, sources = _lower_all(funcs, target, configs)
-    names = sorted(sources)
-    for b in range(0, len(names), BATCH):
-        chunk = names[b:b + BATCH]
-        try:
-            compile_cuda(_batch_source([sources[n] for n in chunk], cpu=False), target, configs, name="fuzz.cu")
-            for name in chunk:
-                outcomes[name] = Outcome(kernel=True)
-        except Exception:  # noqa: BLE001
-            for name in chunk:
-                try:
-                    compile_cuda(sources[name], target, configs, name=f"{name}.cu")
-                    outcomes[name] = Outcome(kernel=True)
-                except Exception as e:  # noqa: BLE001
-                    outcomes[name] = Outcome(failed=f"CUDA compile error ({arch}): {str(e)[:2000]}")
+    outcomes, lowered = _lower_all(funcs, target, configs)
+    byname = dict(funcs)
+    for name, (ok, binary, _, _) in _compile_batches("cuda", lowered, arch, configs).items():
+        if not ok:
+            outcomes[name] = Outcome(failed=f"CUDA compile error ({arch}): {binary}")
+        elif not kernels:
+            outcomes[name] = Outcome(kernel=True)
+        else:
+            from ..runtime.kernel import JITKernel
+            source, meta = lowered[name]
+            art = Artifact(target, source, meta, binary=binary)
+            outcomes[name] = Outcome(kernel=JITKernel(byname[name], art, pass_configs=configs))
     return outcomes
 
 
