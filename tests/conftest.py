@@ -9,7 +9,7 @@
   | `sm90`         | a compute capability 9.0 GPU (wgmma, TMA: sm_90a) |
   | `cuda_compile` | NVRTC, to compile CUDA without a GPU              |
   | `nvcc`         | the nvcc compiler                                 |
-  | `sass`         | cuobjdump or nvdisasm, to read SASS               |
+  | `sass`         | cuobjdump and nvdisasm, to read SASS              |
   | `cxx`          | a C++ compiler (the CPU target)                   |
 
   A test whose requirement is missing is skipped at collection with the reason; nothing else
@@ -62,7 +62,8 @@ def _nvcc() -> str:
 
 def _sass() -> str:
     from tilecraft.compiler.sass import find_cuda_tool
-    return "" if (find_cuda_tool("cuobjdump") or find_cuda_tool("nvdisasm")) else "needs cuobjdump or nvdisasm"
+    missing = [t for t in ("cuobjdump", "nvdisasm") if not find_cuda_tool(t)]
+    return f"needs {' and '.join(missing)} (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)" if missing else ""
 
 
 def _cxx() -> str:
@@ -81,7 +82,7 @@ REQUIREMENTS = {
     "sm90": (_sm90, "needs a compute capability 9.0 GPU"),
     "cuda_compile": (_nvrtc, "compiles CUDA with NVRTC (no GPU needed)"),
     "nvcc": (_nvcc, "needs nvcc"),
-    "sass": (_sass, "reads SASS with cuobjdump or nvdisasm"),
+    "sass": (_sass, "reads SASS with cuobjdump and nvdisasm"),
     "cxx": (_cxx, "needs a C++ compiler"),
     "timing": (_timing, "asserts on measured times (GPU tier, or TILECRAFT_TIMING_TESTS=1)"),
 }
