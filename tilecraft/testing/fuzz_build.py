@@ -73,15 +73,27 @@ def _batch_source(sources: list, cpu: bool) -> str:
     return "\n".join(includes) + "\n\n" + "\n\n".join(bodies) + "\n"
 
 
+def _lower_job(job) -> tuple:
+    """("ok", (source, meta)) | ("refused", why) | ("failed", why) for one (func, target, configs)."""
+    func, target, configs = job
+    try:
+        return "ok", lower_with_meta(func, target, configs)
+    except TilecraftError as e:
+        return "refused", str(e).splitlines()[0]
+    except Exception as e:  # noqa: BLE001 - an internal error is a finding, reported per program
+        return "failed", f"internal error while lowering: {type(e).__name__}: {e}"
+
+
 def _lower_all(funcs, target, configs) -> tuple:
+    """Lower every program (in the worker processes when there are many: the passes are Python)."""
+    jobs_list = [(func, target, configs) for _, func in funcs]
+    results = _map(jobs_list, _lower_job) if len(funcs) >= 4 * BATCH else [_lower_job(j) for j in jobs_list]
     outcomes, lowered = {}, {}
-    for name, func in funcs:
-        try:
-            lowered[name] = lower_with_meta(func, target, configs)
-        except TilecraftError as e:
-            outcomes[name] = Outcome(refused=str(e).splitlines()[0])
-        except Exception as e:  # noqa: BLE001 - an internal error is a finding, reported per program
-            outcomes[name] = Outcome(failed=f"internal error while lowering: {type(e).__name__}: {e}")
+    for (name, _), (kind, value) in zip(funcs, results):
+        if kind == "ok":
+            lowered[name] = value
+        else:
+            outcomes[name] = Outcome(**{kind: value})
     return outcomes, lowered
 
 
@@ -109,15 +121,17 @@ def _compile_one(job):
 _POOL = None
 
 
-def _map(jobs_list):
+def _map(jobs_list, fn=None):
+    """fn (default: _compile_one) over the jobs, in the worker processes when there are several."""
     global _POOL
+    fn = fn or _compile_one
     if jobs() <= 1 or len(jobs_list) <= 1:
-        return [_compile_one(j) for j in jobs_list]
+        return [fn(j) for j in jobs_list]
     if _POOL is None:
         import concurrent.futures
         import multiprocessing
         _POOL = concurrent.futures.ProcessPoolExecutor(jobs(), mp_context=multiprocessing.get_context("spawn"))
-    return list(_POOL.map(_compile_one, jobs_list))
+    return list(_POOL.map(fn, jobs_list, chunksize=max(1, len(jobs_list) // (4 * jobs()))))
 
 
 def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
