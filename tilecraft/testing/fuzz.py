@@ -137,7 +137,7 @@ def gpu_variants() -> tuple:
 
 
 def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=True, workdir=None,
-         out=sys.stdout, chunk: int = 96) -> Report:
+         out=sys.stdout, chunk: int = 96, shrink_tries: int = 150) -> Report:
     """Generate and check `count` programs of `seed`; returns the report (failures shrunk and
     saved under `save_dir` when given)."""
     workdir = workdir or tempfile.mkdtemp(prefix=f"tilecraft-fuzz-{seed}-")
@@ -157,7 +157,7 @@ def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=Tr
             if prog.name in seen:
                 continue
             seen.add(prog.name)
-            path = shrink_and_save(prog, tgt, why, workdir, save_dir, out=out)
+            path = shrink_and_save(prog, tgt, why, workdir, save_dir, out=out, max_tries=shrink_tries)
             print(f"[fuzz] {prog.name} on {tgt}: {why.splitlines()[0][:300]}\n[fuzz]   minimal program: {path}",
                   file=out)
     return report
@@ -172,11 +172,13 @@ def main(argv=None) -> int:
     ap.add_argument("--save-dir", default=None,
                     help="where minimal failing programs go (default: tests/fuzz_regressions of this checkout)")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--shrink-tries", type=int, default=150, help="candidate programs the shrinker may try per failure")
     ap.add_argument("--table", default=None, help="also write the results table (markdown) to this file")
     args = ap.parse_args(argv)
     save_dir = args.save_dir or _default_save_dir()
     t0 = time.perf_counter()
-    report = fuzz(args.count, args.seed, args.target, only=args.only, save_dir=save_dir, shrink=not args.no_shrink)
+    report = fuzz(args.count, args.seed, args.target, only=args.only, save_dir=save_dir, shrink=not args.no_shrink,
+                  shrink_tries=args.shrink_tries)
     seconds = time.perf_counter() - t0
     for (tgt, why), names in sorted(report.refusals.items()):
         print(f"[fuzz] refused on {tgt} ({len(names)}x, e.g. {names[0]}): {why}")

@@ -135,8 +135,8 @@ def _map(jobs_list, fn=None):
 
 
 def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
-    """name -> (ok, binary or error, position in its batch, batch size), compiling BATCH programs per
-    translation unit and each program of a failed batch alone."""
+    """name -> (ok, binary or error, position in its batch or None when compiled alone), compiling
+    BATCH programs per translation unit and each program of a failed batch alone."""
     names = sorted(lowered)
     chunks = [names[b:b + BATCH] for b in range(0, len(names), BATCH)]
     results = _map([(kind, _batch_source([lowered[n][0] for n in c], kind == "cpu"), where, configs)
@@ -145,13 +145,13 @@ def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dic
     for chunk, (ok, binary) in zip(chunks, results):
         if ok:
             for i, n in enumerate(chunk):
-                out[n] = (True, binary, i, len(chunk))
+                out[n] = (True, binary, i)
         else:
             retry += chunk
     if retry:
         for n, (ok, binary) in zip(retry, _map([(kind, lowered[n][0], where if kind != "cpu" else n, configs)
                                                 for n in retry])):
-            out[n] = (ok, binary, 0, 1)
+            out[n] = (ok, binary, None)
     return out
 
 
@@ -162,7 +162,7 @@ def build_cpu(funcs: list, workdir: str) -> dict:
     outcomes, lowered = _lower_all(funcs, target, {})
     byname = dict(funcs)
     libs: dict = {}
-    for name, (ok, binary, pos, size) in _compile_batches("cpu", lowered, "fuzz", {}).items():
+    for name, (ok, binary, pos) in _compile_batches("cpu", lowered, "fuzz", {}).items():
         if not ok:
             outcomes[name] = Outcome(failed=f"C++ compile error: {binary}")
             continue
@@ -171,7 +171,7 @@ def build_cpu(funcs: list, workdir: str) -> dict:
             path = libs[id(binary)] = os.path.join(workdir, f"fuzz_{os.getpid()}_{next(_SERIAL)}.so")
             with open(path, "wb") as f:
                 f.write(binary)
-        entry = f"tc_entry_{pos}" if size > 1 else "tc_entry"
+        entry = "tc_entry" if pos is None else f"tc_entry_{pos}"
         art = Artifact(target, lowered[name][0], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
         outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
     return outcomes
@@ -184,7 +184,7 @@ def compile_cuda_batch(funcs: list, variant: tuple, kernels: bool = False) -> di
     target = Target.resolve({"kind": "cuda", "arch": arch})
     outcomes, lowered = _lower_all(funcs, target, configs)
     byname = dict(funcs)
-    for name, (ok, binary, _, _) in _compile_batches("cuda", lowered, arch, configs).items():
+    for name, (ok, binary, _) in _compile_batches("cuda", lowered, arch, configs).items():
         if not ok:
             outcomes[name] = Outcome(failed=f"CUDA compile error ({arch}): {binary}")
         elif not kernels:

@@ -122,10 +122,11 @@ def _gist(why: str) -> str:
     return lines[0][:300] + (f"\n#   {err[:300]}" if err else "")
 
 
-def shrink_and_save(prog, target: str, why: str, workdir: str, save_dir: str | None, out=sys.stdout) -> str:
+def shrink_and_save(prog, target: str, why: str, workdir: str, save_dir: str | None, out=sys.stdout,
+                    max_tries: int = 150) -> str:
     """Shrink `prog` (a fuzz.Program failing on `target`) and write it to `save_dir`; the path."""
     spec = dict(prog.spec, data_seed=prog.data_seed)
-    small = shrink(spec, target, why, workdir)
+    small = shrink(spec, target, why, workdir, max_tries=max_tries)
     final = failure(small, target, workdir) or why
     text = render(small)
     header = (f"# A fuzzer finding, kept as a regression test (tests/fuzz_regressions/test_regressions.py).\n"
