@@ -32,7 +32,8 @@ INT_CONSTS = (1, 2, 3, -2, 5)
 
 
 def random_expr(rng: random.Random, leaves: dict, depth: int) -> list:
-    """A random expression over `leaves` (name -> dtype), at most `depth` operators deep."""
+    """A random expression over `leaves` (name -> "v": an input element, "vx": a computed value
+    conditions must not compare, "index": a loop index), at most `depth` operators deep."""
     if depth <= 0 or rng.random() < 0.25:
         return _leaf(rng, leaves)
     op = rng.choice(["add", "sub", "mul", "max", "min", "neg", "abs", "cast", "cast", "tanh", "sigmoid",
@@ -55,8 +56,8 @@ def _leaf(rng, leaves):
 def _cond(rng, leaves):
     names = sorted(leaves)
     idx = [n for n in names if leaves[n] == "index"]
-    vals = [n for n in names if leaves[n] != "index"]
-    kind = rng.choice(["gt", "gtc", "mod3"] if idx else ["gt", "gtc"])
+    vals = [n for n in names if leaves[n] == "v"]   # "vx": a computed value, never compared
+    kind = rng.choice(["gt", "gtc", "mod3"] if idx else ["gt", "gtc"]) if vals else "mod3"
     if kind == "mod3":
         return ["mod3", rng.choice(idx), rng.choice(idx)]
     if kind == "gt":

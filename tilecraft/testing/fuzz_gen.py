@@ -7,6 +7,8 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
   reads, with an optional serial or unrolled loop that folds more terms in;
 - ``reduce``: sum / max / min / abssum / absmax along either dim, clear or accumulate, one tile
   per block or a serial loop over column tiles;
+- ``rowwise``: softmax-shaped: a row reduction, an element-wise T.Parallel over the tile that
+  reads the row vector, and a row sum of the result (layout inference's row vectors);
 - ``cumsum``: prefix sums of shared tiles along either dim, forward or reverse, in place or not;
 - ``copy``: copies between tensors of different shapes with offsets, ragged edges and casts,
   through shared, fragment or straight from global to global;
@@ -31,7 +33,8 @@ from .fuzz_expr import TORCH, Printer, expr_dtypes, fill_consts, random_expr
 NAMES = ("k", "n", "m", "i", "j", "i1", "i2", "r", "e9", "tid", "int", "float", "half", "tc_tid",
          "tc_args", "tc_dims", "tc_entry", "threadIdx", "blockIdx", "blockDim", "acc", "red1", "x",
          "main", "C_local", "bx", "by", "kernel", "auto", "new", "delete", "template", "signed", "ko")
-KINDS = ("ewise", "ewise", "reduce", "reduce", "cumsum", "copy", "copy", "gemm", "gemm", "atomic")
+KINDS = ("ewise", "ewise", "reduce", "reduce", "rowwise", "rowwise", "cumsum", "copy", "copy", "gemm", "gemm",
+         "atomic")
 TILE = (8, 16, 32, 64)
 FLOATS = ("float32", "float16", "bfloat16")
 # tolerance class of a program: its least precise float dtype (fuzz_run.TOLERANCES)
@@ -126,7 +129,18 @@ def _gen_atomic(rng, s):
     s["form"] = rng.choice(("rows", "tile"))
 
 
-GEN = {"ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
+def _gen_rowwise(rng, s):
+    s["bm"], s["bn"] = rng.choice(TILE[:3]), rng.choice((16, 32, 64))
+    s["M"], s["N"] = _size(rng, s["bm"]), rng.randint(s["bn"] // 2 + 1, s["bn"])
+    s["dx"] = rng.choice(FLOATS)
+    s["dacc"] = rng.choice(("float32", "float32", s["dx"]))
+    s["op"] = rng.choice(("sum", "max", "min", "abssum", "absmax"))
+    exact = s["op"] in ("max", "min", "absmax")   # a sum's rounding differs between targets
+    s["expr"] = fill_consts(rng, random_expr(rng, {"x": "v", "r": "v" if exact else "vx", "lj": "index"},
+                                             rng.randint(1, 3)))
+
+
+GEN = {"rowwise": _gen_rowwise, "ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
        "gemm": _gen_gemm, "atomic": _gen_atomic}
 
 
@@ -453,5 +467,41 @@ def _render_atomic(sp, s):
     return {"outputs": [1], "dtypes": {d}}
 
 
-RENDER = {"ewise": _render_ewise, "reduce": _render_reduce, "cumsum": _render_cumsum, "copy": _render_copy,
+def _render_rowwise(sp, s):
+    """softmax-shaped: a row reduction, a T.Parallel over the tile using it (a replicated row vector),
+    a row sum of the result."""
+    X, Y, S, Xf, Rf, Yf, Sf, by, i, j = _names(sp, *"X Y S Xf Rf Yf Sf by i j".split())
+    bm, bn, M, N, d, a, op = sp["bm"], sp["bn"], sp["M"], sp["N"], sp["dx"], sp["dacc"], sp["op"]
+    pr = Printer({"x": (f"{Xf}[{i}, {j}]", "x", a), "r": (f"{Rf}[{i}]", "r", a), "lj": (j, "lj", "index")})
+    ek, er, _ = pr._as(pr.print(sp["expr"]), a)
+    s(0, "@T.prim_func")
+    s(0, f"def {sp['name']}({X}: T.Tensor(({M}, {N}), \"{d}\"), {Y}: T.Tensor(({M}, {N}), \"{a}\"), "
+         f"{S}: T.Tensor(({M},), \"{a}\")):")
+    s(1, f"with T.Kernel(T.ceildiv({M}, {bm}), threads={sp['threads']}) as {by}:")
+    for buf, shape in ((Xf, (bm, bn)), (Rf, (bm,)), (Yf, (bm, bn)), (Sf, (bm,))):
+        s(2, f"{buf} = T.alloc_fragment({shape}, \"{a}\")")
+    s(2, f"T.copy({X}[{by} * {bm}, 0], {Xf})")
+    s(2, f"T.reduce_{op}({Xf}, {Rf}, dim=1)")
+    s(2, f"for {i}, {j} in T.Parallel({bm}, {bn}):")
+    s(3, f"{Yf}[{i}, {j}] = {ek}")
+    s(2, f"T.reduce_sum({Yf}, {Sf}, dim=1)")
+    s(2, f"T.copy({Yf}, {Y}[{by} * {bm}, 0])")
+    s(2, f"T.copy({Sf}, {S}[{by} * {bm}])")
+    s(0, "")
+    s(0, "")
+    s(0, "def fz_inputs(g):")
+    s(1, f"return [rand(({M}, {N}), {_t(d)}, g), rand(({M}, {N}), {_t(a)}, g), rand(({M},), {_t(a)}, g)]")
+    s(0, "")
+    s(0, "")
+    s(0, "def fz_reference(X, Y, S):")
+    s(1, f"x = pad(X, {bm}, {bn}).to({_t(a)})   # zeros past the edges take part, as in the tile")
+    s(1, f"r = reduce({op!r}, x.to(acc_dtype(x.dtype)), 1).to({_t(a)})[:, None].expand(x.shape)")
+    s(1, f"li, lj, gi, gj = index_grids(x.shape[0], x.shape[1], {bm}, {bn})")
+    s(1, f"y = ({er}).to({_t(a)})")
+    s(1, f"s = y.to(acc_dtype(y.dtype)).sum(1).to({_t(a)})")
+    s(1, f"return {{1: y[:{M}, :{N}], 2: s[:{M}]}}")
+    return {"outputs": [1, 2], "dtypes": {d, a} | expr_dtypes(sp["expr"], pr.leaves)}
+
+
+RENDER = {"rowwise": _render_rowwise, "ewise": _render_ewise, "reduce": _render_reduce, "cumsum": _render_cumsum, "copy": _render_copy,
           "gemm": _render_gemm, "atomic": _render_atomic}
