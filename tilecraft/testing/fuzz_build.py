@@ -131,6 +131,8 @@ def _map(jobs_list, fn=None):
         import concurrent.futures
         import multiprocessing
         _POOL = concurrent.futures.ProcessPoolExecutor(jobs(), mp_context=multiprocessing.get_context("spawn"))
+        import atexit
+        atexit.register(_POOL.shutdown)   # before the interpreter tears its modules down
     return list(_POOL.map(fn, jobs_list, chunksize=max(1, len(jobs_list) // (4 * jobs()))))
 
 
