@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilecraft.compiler import CudaCompileError, disassemble, find_cuda_tool, find_nvcc
+from tilecraft.compiler import CudaCompileError, disassemble, find_cuda_tool
 from tilecraft.compiler.cuda import compile_cuda, cuda_options
 from tilecraft.target import Target
 
@@ -21,21 +21,13 @@ extern "C" __global__ void scale_add(const float* __restrict__ a, float* __restr
 """
 
 
-def _skip_unless_available(compiler: str):
-    if compiler == "nvcc" and find_nvcc() is None:
-        pytest.skip("nvcc not found")
-    if compiler == "nvrtc":
-        try:
-            from tilecraft.compiler import nvrtc_version
-            nvrtc_version()
-        except CudaCompileError as e:
-            pytest.skip(f"NVRTC unavailable: {e}")
+# each compiler's availability is its marker (tests/conftest.py): nvrtc -> cuda_compile, nvcc -> nvcc
+COMPILERS = [pytest.param("nvrtc", marks=pytest.mark.cuda_compile), pytest.param("nvcc", marks=pytest.mark.nvcc)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+@pytest.mark.parametrize("compiler", COMPILERS)
 def test_produces_cubin(monkeypatch, compiler, arch):
-    _skip_unless_available(compiler)
     monkeypatch.setenv("TILECRAFT_CUDA_COMPILER", compiler)
     cubin = compile_cuda(SRC, Target("cuda", arch), {})
     assert isinstance(cubin, bytes) and cubin[:4] == b"\x7fELF"
@@ -45,10 +37,9 @@ def test_produces_cubin(monkeypatch, compiler, arch):
         assert "scale_add" in sass
 
 
-@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+@pytest.mark.parametrize("compiler", COMPILERS)
 def test_compiler_choice_and_flags(monkeypatch, compiler):
     """The env knob picks the compiler; fast math and ptxas options reach it."""
-    _skip_unless_available(compiler)
     monkeypatch.setenv("TILECRAFT_CUDA_COMPILER", compiler)
     import tilecraft.compiler.nvcc as nvcc_mod
     import tilecraft.compiler.nvrtc as nvrtc_mod
@@ -69,11 +60,10 @@ def test_compiler_choice_and_flags(monkeypatch, compiler):
     assert "--register-usage-level=4" in seen["options"]
 
 
+@pytest.mark.cuda_compile
+@pytest.mark.sass
 def test_fast_math_changes_code():
     """--use_fast_math turns the IEEE division into an approximate one: the SASS must differ."""
-    _skip_unless_available("nvrtc")
-    if not find_cuda_tool("cuobjdump"):
-        pytest.skip("cuobjdump not found")
     plain = disassemble(compile_cuda(SRC, "sm_80", {}))
     fast = disassemble(compile_cuda(SRC, "sm_80", {"tl.enable_fast_math": True}))
     strip = lambda s: [ln.split("/*")[1] for ln in s.splitlines() if "/*0" in ln]  # noqa: E731
@@ -91,9 +81,8 @@ def test_options_per_compiler():
         cuda_options({"tl.ptxas_register_usage_level": 42}, "nvcc")
 
 
-@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+@pytest.mark.parametrize("compiler", COMPILERS)
 def test_error_is_cuda_compile_error(monkeypatch, compiler):
-    _skip_unless_available(compiler)
     monkeypatch.setenv("TILECRAFT_CUDA_COMPILER", compiler)
     with pytest.raises(CudaCompileError, match="undefined_name"):
         compile_cuda('extern "C" __global__ void k(int* x) { x[0] = undefined_name; }\n', "sm_80", {})

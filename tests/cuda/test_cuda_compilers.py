@@ -7,7 +7,7 @@ import pytest
 
 from tilecraft.compiler import (CompileError, CudaBinary, CudaCompileError, compile_cuda_nvcc,
                                 compile_cuda_nvrtc, cuda_include_dirs, disassemble, find_cuda_tool,
-                                find_nvcc, parse_arch, resource_usage)
+                                parse_arch, resource_usage)
 
 OK_SRC = 'extern "C" __global__ void add1(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }\n'
 
@@ -21,16 +21,7 @@ extern "C" __global__ void broken(float* x) {
 """
 
 
-def _nvrtc_or_skip():
-    try:
-        return compile_cuda_nvrtc(OK_SRC, "sm_80")
-    except CudaCompileError as e:
-        pytest.skip(f"NVRTC unavailable: {e}")
-
-
-def _nvcc_or_skip():
-    if find_nvcc() is None:
-        pytest.skip("nvcc not found")
+# NVRTC / nvcc availability: the cuda_compile / nvcc markers (tests/conftest.py)
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -47,16 +38,16 @@ def test_parse_arch_rejects_garbage(text):
         parse_arch(text)
 
 
+@pytest.mark.cuda_compile
 def test_cuda_include_dirs_hold_fp16_headers():
-    _nvrtc_or_skip()
     for d in cuda_include_dirs():
         assert os.path.isfile(os.path.join(d, "cuda_fp16.h")), d
     print("\nNVRTC CUDA headers:", cuda_include_dirs() or "(built into NVRTC)")
 
 
+@pytest.mark.cuda_compile
 @pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"])
 def test_nvrtc_real_archs_give_cubins(arch):
-    _nvrtc_or_skip()
     b = compile_cuda_nvrtc(OK_SRC, arch)
     assert isinstance(b, CudaBinary)
     assert b.cubin[:4] == b"\x7fELF" and b.arch == arch and b.compiler == "nvrtc"
@@ -65,8 +56,8 @@ def test_nvrtc_real_archs_give_cubins(arch):
     assert "bytes" in repr(b) and "\\x" not in repr(b)
 
 
+@pytest.mark.cuda_compile
 def test_nvrtc_options_are_passed(tmp_path):
-    _nvrtc_or_skip()
     (tmp_path / "extra.h").write_text("#define EXTRA_SCALE 3.0f\n")
     src = '#include "extra.h"\nextern "C" __global__ void k(float* x) { x[0] = SCALE * EXTRA_SCALE * __expf(x[1]); }\n'
     b = compile_cuda_nvrtc(src, "sm_90a", include_dirs=[str(tmp_path)], options=["-DSCALE=2.0f"],
@@ -76,8 +67,8 @@ def test_nvrtc_options_are_passed(tmp_path):
         compile_cuda_nvrtc(src, "sm_90a", include_dirs=[str(tmp_path)])
 
 
+@pytest.mark.cuda_compile
 def test_nvrtc_error_reports_line_and_source():
-    _nvrtc_or_skip()
     with pytest.raises(CudaCompileError) as info:
         compile_cuda_nvrtc(BAD_SRC, "sm_90a", name="broken.cu")
     err = info.value
@@ -90,16 +81,16 @@ def test_nvrtc_error_reports_line_and_source():
     assert err.source == BAD_SRC
 
 
+@pytest.mark.nvcc
 def test_nvcc_compiles_and_matches_nvrtc_kernel_names():
-    _nvcc_or_skip()
     b = compile_cuda_nvcc(OK_SRC, "sm_90a", options=["-DUNUSED=1"], lineinfo=True, fast_math=True)
     assert b.cubin[:4] == b"\x7fELF" and b.compiler == "nvcc" and b.arch == "sm_90a"
     if find_cuda_tool("cuobjdump"):
         assert "add1" in resource_usage(b.cubin)
 
 
+@pytest.mark.nvcc
 def test_nvcc_error_reports_line_and_source():
-    _nvcc_or_skip()
     with pytest.raises(CudaCompileError) as info:
         compile_cuda_nvcc(BAD_SRC, "sm_80", name="broken.cu")
     err = info.value
@@ -107,16 +98,14 @@ def test_nvcc_error_reports_line_and_source():
     assert "undefined_name" in str(err) and "tilecraft_nvcc_" not in str(err)  # temp path hidden
 
 
+@pytest.mark.cuda_compile
+@pytest.mark.sass
 def test_disassemble_and_resource_usage():
-    b = _nvrtc_or_skip()
-    try:
-        sass = disassemble(b.cubin)
-    except RuntimeError as e:  # no cuobjdump/nvdisasm installed
-        pytest.skip(str(e))
+    b = compile_cuda_nvrtc(OK_SRC, "sm_80")
+    sass = disassemble(b.cubin)
     assert "add1" in sass and "EXIT" in sass
-    if find_cuda_tool("cuobjdump"):
-        usage = resource_usage(b.cubin)["add1"]
-        assert usage["registers"] > 0 and usage["local_bytes"] == 0
+    usage = resource_usage(b.cubin)["add1"]
+    assert usage["registers"] > 0 and usage["local_bytes"] == 0
 
 
 def test_disassemble_without_tools_says_what_to_install(monkeypatch):

@@ -11,14 +11,13 @@ import sys
 
 import pytest
 
-from tilecraft.compiler import compile_cuda_nvrtc, find_cuda_tool
+from tilecraft.compiler import compile_cuda_nvrtc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemm_sm90_src import rs_cases, rs_module_source, rs_name  # noqa: E402
 
 CASES = rs_cases()
-needs_sass = pytest.mark.skipif(not (find_cuda_tool("cuobjdump") or find_cuda_tool("nvdisasm")),
-                                reason="cuobjdump/nvdisasm not installed")
+needs_sass = pytest.mark.sass   # cuobjdump and nvdisasm (tests/conftest.py)
 
 
 @functools.lru_cache(maxsize=None)

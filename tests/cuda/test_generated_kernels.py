@@ -13,7 +13,6 @@ import time
 import pytest
 
 import tilecraft as tilelang
-from tilecraft.compiler import find_cuda_tool
 from tilecraft.kernels import attention, gemm, norm
 
 ARCHS = ["sm_80", "sm_90a"]
@@ -22,15 +21,7 @@ ARCHS = ["sm_80", "sm_90a"]
 MMA_SYNC = {"tc.use_wgmma": False}
 
 
-def _have_sass() -> bool:
-    try:
-        return bool(find_cuda_tool("cuobjdump")) and bool(find_cuda_tool("nvdisasm"))
-    except Exception:  # noqa: BLE001 - tool discovery failing means: no SASS here
-        return False
-
-
-needs_sass = pytest.mark.skipif(not _have_sass(), reason="cuobjdump/nvdisasm not installed "
-                                                         "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
+needs_sass = pytest.mark.sass   # cuobjdump and nvdisasm (tests/conftest.py)
 
 
 def build(func, arch, configs=None):
@@ -89,8 +80,7 @@ def test_cold_compile_of_the_pipelined_gemm_is_fast(monkeypatch, tmp_path):
     assert seconds < 2.0  # goal is 1 s on the GPU host; CI's 2 slow cores get some slack
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not os.path.exists("/usr/local/cuda/bin/nvcc"),
-                    reason="nvcc not installed")
+@pytest.mark.nvcc
 def test_kernel_source_compiles_standalone_with_nvcc(tmp_path):
     k = build(gemm.matmul.fn(512, 512, 512, block_M=64, block_N=64, block_K=32, num_stages=2), "sm_80")
     src = tmp_path / "kernel.cu"

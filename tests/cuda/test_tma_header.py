@@ -10,15 +10,14 @@ import sys
 import pytest
 
 import tilecraft
-from tilecraft.compiler import compile_cuda_nvrtc, find_cuda_tool
+from tilecraft.compiler import compile_cuda_nvrtc
 from tilecraft.runtime.cuda_driver import ArgPacker
 from tilecraft.runtime.tma import check_tma_2d
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tma_src import CASES, TILE_CASES, case_id, kernel_source, tile_case_id, tile_fill_source  # noqa: E402
 
-needs_sass = pytest.mark.skipif(not (find_cuda_tool("cuobjdump") or find_cuda_tool("nvdisasm")),
-                                reason="cuobjdump/nvdisasm not installed")
+needs_sass = pytest.mark.sass   # cuobjdump and nvdisasm (tests/conftest.py)
 
 
 @needs_sass

@@ -11,7 +11,6 @@ torch = pytest.importorskip("torch")
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda")

@@ -12,11 +12,7 @@ from tilecraft.kernels import gemm
 pytestmark = pytest.mark.gpu
 
 
-def _hopper():
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-
-
-@pytest.mark.skipif(not _hopper(), reason="needs an sm_90 GPU")
+@pytest.mark.sm90
 @pytest.mark.parametrize("m,n,k", [(1024, 1024, 1024), (1000, 776, 520), (256, 512, 4096)])
 @pytest.mark.parametrize("cfg", [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                                  dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
@@ -44,7 +40,7 @@ def test_wgmma_gemm_matches_torch(m, n, k, cfg, dtype, mode):
     assert rel < 1e-2, f"relative error {rel:.3e}"
 
 
-@pytest.mark.skipif(not _hopper(), reason="needs an sm_90 GPU")
+@pytest.mark.sm90
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("s,d,cfg", [(200, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),
                                      (512, 128, dict(block_M=128, block_N=128, num_stages=2, threads=256)),

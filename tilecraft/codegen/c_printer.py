@@ -97,6 +97,10 @@ class CPrinter(_Dispatch):
             return "true" if e.value else "false"
         if d.is_float:
             return self.float_literal(e.value, d)
+        if d.kind == "int" and d.bits in (32, 64) and e.value == -(1 << (d.bits - 1)):
+            # the smallest value has no literal: `-2147483648` negates a long (C++), which then
+            # picks no overload of tc::max(int, int); spell it as an int expression
+            return f"(-{(1 << (d.bits - 1)) - 1}{'LL' if d.bits == 64 else ''} - 1)"
         if d.bits == 64:
             return f"{e.value}LL" if d.kind == "int" else f"{e.value}ULL"
         if d.kind == "uint":

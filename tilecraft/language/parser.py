@@ -15,6 +15,7 @@ import builtins
 import difflib
 import inspect
 import textwrap
+import threading
 
 from ..errors import TilecraftError
 from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
@@ -45,14 +46,19 @@ class Macro:
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, **kwargs):
-        parser = _ACTIVE_PARSER[-1] if _ACTIVE_PARSER else None
+        stack = _active_parsers()
+        parser = stack[-1] if stack else None
         if parser is None:
             raise TilecraftError(f"T.macro {self.__name__} can only be called inside a @T.prim_func body",
                                  caller_span())
         return parser.inline_macro(self, args, kwargs)
 
 
-_ACTIVE_PARSER: list = []
+_TLS = threading.local()  # per thread: the parsers active in it (threads may parse at once)
+
+
+def _active_parsers() -> list:
+    return _TLS.__dict__.setdefault("parsers", [])
 
 
 def macro(fn=None, **_):
@@ -130,13 +136,13 @@ class Parser(ExprMixin):
     def parse(self) -> PrimFunc:
         params = []
         with activate(self.builder):
-            _ACTIVE_PARSER.append(self)
+            _active_parsers().append(self)
             try:
                 for arg in self.node.args.args:
                     params.append(self.param(arg))
                 body = self.block(self.node.body)
             finally:
-                _ACTIVE_PARSER.pop()
+                _active_parsers().pop()
         return PrimFunc(self.func_name, tuple(params), body, source=self.source,
                         symbols=tuple(self.symbols), span=self.span(self.node))
 
@@ -412,14 +418,14 @@ class Parser(ExprMixin):
             sub.bind(k, v)
         sub._macro_return = []
         saved_span = self.builder.span
-        _ACTIVE_PARSER.append(sub)
+        _active_parsers().append(sub)
         try:
             for s in sub.node.body:
                 sub.stmt(s)
                 if sub._macro_return:
                     break
         finally:
-            _ACTIVE_PARSER.pop()
+            _active_parsers().pop()
             self.builder.span = saved_span
         return sub._macro_return[0] if sub._macro_return else None
 

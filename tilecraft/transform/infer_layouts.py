@@ -22,6 +22,7 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
+from ..ir.semantics import loop_dims, parallel_anchor
 from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
@@ -54,17 +55,6 @@ def fragment_accesses(body) -> list:
         if n.buffer.scope == "fragment":
             out.append((n.buffer, n.indices))
     return out
-
-
-def loop_dims(indices, loop_vars) -> tuple | None:
-    """Which loop variables index each dimension, when each index is exactly a loop variable."""
-    dims = []
-    for idx in indices:
-        hit = [k for k, v in enumerate(loop_vars) if idx is v]
-        if not hit:
-            return None
-        dims.append(hit[0])
-    return tuple(dims)
 
 
 def mma_capable(g: Gemm, threads: int) -> bool:
@@ -244,19 +234,12 @@ class _Inference:
                     changed |= self.set(op.dst, proj, f"T.reduce_{op.kind} of {op.src.name}", op.span)
         for vars_, extents, inner, loop in nests:
             accesses = fragment_accesses(inner)
-            anchor = None
-            for buf, idx in accesses:
-                dims = loop_dims(idx, vars_)
-                if buf in self.layouts and dims is not None and len(set(dims)) == len(dims):
-                    if anchor is None or len(dims) > len(anchor[1]):
-                        anchor = (buf, dims)
+            anchor = parallel_anchor(accesses, vars_, eligible=lambda b: b in self.layouts)
             if anchor is None:
-                continue
+                continue  # no laid-out fragment covers the whole nest (yet); leave the rest to defaults
             abuf, adims = anchor
             # a layout over the loop's full index space, re-expressed by loop variable position
             full = self.layouts[abuf]
-            if len(adims) != len(vars_):
-                continue  # anchor covers only part of the nest; leave the rest to defaults
             order = [adims.index(k) for k in range(len(vars_))]
             base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
                                   tuple(full.coords[o] for o in order))

@@ -15,6 +15,8 @@ pipelined cp.async, TMA) is left out, the pipeline having placed its own waits a
 """
 from __future__ import annotations
 
+import threading
+
 from ..ir import For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
@@ -46,13 +48,19 @@ def _access(stmt) -> tuple[set, set]:
     return reads, writes
 
 
-_RANGES: dict = {}  # buffer -> (first byte, end byte) in shared memory, for the kernel being fixed
+_TLS = threading.local()  # per compiling thread: ranges = buffer -> (first byte, end byte) in shared memory
+
+
+def _ranges() -> dict:
+    """The shared-memory byte ranges of the kernel this thread is fixing (threads compile at once)."""
+    return _TLS.__dict__.setdefault("ranges", {})
 
 
 def _overlap(xs, ys) -> bool:
     """Whether two sets of shared buffers share any byte (buffers may reuse each other's memory)."""
     if xs & ys:
         return True
+    _RANGES = _ranges()
     for x in xs:
         rx = _RANGES.get(x)
         if rx is None:
@@ -149,6 +157,7 @@ def _stmts(s) -> list:
 
 
 def insert_syncs(func: PrimFunc, target) -> PrimFunc:
+    _RANGES = _ranges()
     _RANGES.clear()
     for b, off in func.lowering.smem_offsets.items():
         _RANGES[b] = (off, off + b.nbytes)

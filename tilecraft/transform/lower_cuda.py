@@ -23,7 +23,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80
 from ..layout.fragment import FragmentLayout
 from .cuda_ops import CUDA_LOWERING, Ctx
-from .infer_layouts import loop_dims
+from ..ir.semantics import loop_dims, parallel_anchor
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -69,12 +69,7 @@ class _Lower(Mutator):
             cur = cur.body
         inner = self.visit(cur)  # lowers tile ops nested in the loop body, if any
         accesses = [(n.buffer, n.indices) for n in _frag_accesses(inner)]
-        anchor = None
-        for buf, idx in accesses:
-            dims = loop_dims(idx, vars_)
-            if dims is not None and len(set(dims)) == len(vars_) == len(dims):
-                anchor = (buf, dims)
-                break
+        anchor = parallel_anchor(accesses, vars_)
         if anchor is None:
             if accesses:
                 names = sorted({b.name for b, _ in accesses})

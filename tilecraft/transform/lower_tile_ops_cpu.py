@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
-                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, Visitor, binary, call,
+                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, Visitor, binary,
                   cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
-from ..language.math import infinity, max_value, min_value
+from ..ir.semantics import (FreshVars as _Names, gemm_accumulator_dtype, reduce_combine as _combine,
+                            reduce_identity as _identity, region_indices, scan_accumulator_dtype)
 
 CPU_LOWERING: dict = {}
 
@@ -24,24 +25,6 @@ def register(op_cls):
         CPU_LOWERING[op_cls] = fn
         return fn
     return deco
-
-
-class _Names:
-    def __init__(self):
-        self.n = 0
-
-    def var(self, base="i"):
-        self.n += 1
-        return Var(f"{base}{self.n}")
-
-
-def region_indices(region: Region, tile_idx: list) -> tuple:
-    """Full buffer indices of the element at `tile_idx` (indices over the non-unit extents)."""
-    it = iter(tile_idx)
-    out = []
-    for start, ext in zip(region.starts, region.extents):
-        out.append(start if ext == 1 else binary("+", start, next(it)))
-    return tuple(out)
 
 
 def tile_loops(shape, names: _Names, body_fn, kind="serial", span=None):
@@ -81,7 +64,7 @@ def _operand(region: Region, row, col, transposed):
 def lower_gemm(op: Gemm, names):
     m, n, k = op.mnk
     c_buf = op.c.buffer
-    acc_t = dt.float64 if c_buf.dtype is dt.float64 else dt.float32 if c_buf.dtype.is_float else c_buf.dtype
+    acc_t = gemm_accumulator_dtype(c_buf.dtype)
     i, kk, j = names.var(), names.var(), names.var()
     c_idx = region_indices(op.c, [i, j])
     a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
@@ -100,26 +83,10 @@ def _b_operand(op: Gemm, kk, j):
     return Load(op.b.buffer, region_indices(op.b, idx))
 
 
-def _identity(kind, d):
-    if kind in ("sum", "abssum", "absmax"):
-        return cast(0, d)
-    if kind == "max":
-        return -infinity(d) if d.is_float else min_value(d)
-    return infinity(d) if d.is_float else max_value(d)
-
-
-def _combine(kind, acc, v):
-    if kind in ("abssum", "absmax"):
-        v = call("abs", v)
-    if kind in ("sum", "abssum"):
-        return binary("+", acc, v)
-    return binary("max" if kind in ("max", "absmax") else "min", acc, v)
-
-
 @register(Reduce)
 def lower_reduce(op: Reduce, names):
     src, dst, d = op.src, op.dst, op.dim
-    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    acc_t = scan_accumulator_dtype(src.dtype)
     acc = Buffer(f"red{names.var().name}", (1,), acc_t, "local")
     keep = [s for i, s in enumerate(src.shape) if i != d] or [1]
     keepdim = dst.ndim == src.ndim
@@ -157,7 +124,7 @@ def lower_atomic(op: AtomicAdd, names):
 @register(Cumsum)
 def lower_cumsum(op: Cumsum, names):
     src, dst, d = op.src, op.dst, op.dim
-    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    acc_t = scan_accumulator_dtype(src.dtype)
     acc = Buffer(f"scan{names.var().name}", (1,), acc_t, "local")
     keep = [s for i, s in enumerate(src.shape) if i != d] or [1]
     n = src.shape[d]

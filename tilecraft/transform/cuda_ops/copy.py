@@ -5,7 +5,7 @@ from ...errors import TilecraftError
 from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, seq)
 from ...ir import intrinsics as I
 from ...layout.fragment import FragmentLayout
-from ..lower_tile_ops_cpu import region_indices
+from ...ir.semantics import region_indices
 from .ctx import Ctx, register, _whole_fragment
 
 

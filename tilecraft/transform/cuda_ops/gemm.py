@@ -6,7 +6,7 @@ from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cas
 from ...ir import intrinsics as I
 from ...ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
-from ..lower_tile_ops_cpu import region_indices
+from ...ir.semantics import gemm_accumulator_dtype, region_indices
 from .ctx import Ctx, register, _whole_fragment
 
 
@@ -77,7 +77,7 @@ def lower_gemm(g: Gemm, ctx: Ctx):
                                  f"the tensor-core path (float16/bfloat16 inputs, float32 accumulator, tile sizes "
                                  f"that split into 16x8 warp tiles); put it in shared memory instead", g.span)
     lay = ctx.layout(g.c.buffer, g.span)
-    acc_t = dt.float64 if c_reg.dtype is dt.float64 else dt.float32 if c_reg.dtype.is_float else c_reg.dtype
+    acc_t = gemm_accumulator_dtype(c_reg.dtype)
 
     def body(r, coords):
         i, j = coords

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (AtomicAdd, Buffer, Cumsum, If, Load, Print, Ref, Region, Sync, binary, cast, seq)
 from ...ir import intrinsics as I
-from ..lower_tile_ops_cpu import region_indices
+from ...ir.semantics import region_indices
 from .ctx import Ctx, register, _whole_fragment
 
 
@@ -34,8 +34,9 @@ def lower_atomic(op: AtomicAdd, ctx: Ctx):
 def lower_cumsum(op: Cumsum, ctx: Ctx):
     if op.src.scope != "shared" or op.dst.scope != "shared":
         raise TilecraftError("T.cumsum on CUDA supports shared tiles only for now", op.span)
-    from ..lower_tile_ops_cpu import _Names, lower_cumsum as cpu_scan
-    serial = cpu_scan(op, _Names())
+    from ...ir.semantics import FreshVars
+    from ..lower_tile_ops_cpu import lower_cumsum as cpu_scan
+    serial = cpu_scan(op, FreshVars())
     return seq(Sync(), If(binary("==", ctx.tid, 0), serial), Sync())
 
 
@@ -47,7 +48,8 @@ def lower_print(op: Print, ctx: Ctx):
             reg = ctx.reg(b)
             return ctx.per_slot(ctx.layout(b, op.span), lambda r, co: I.evaluate(
                 I.PrintElem(tuple(b.shape)), op.msg or b.name, Load(reg, (r,)), *co), op.span)
-        from ..lower_tile_ops_cpu import _Names, lower_print as cpu_print
-        return If(binary("==", ctx.tid, 0), cpu_print(op, _Names()))
+        from ...ir.semantics import FreshVars
+        from ..lower_tile_ops_cpu import lower_print as cpu_print
+        return If(binary("==", ctx.tid, 0), cpu_print(op, FreshVars()))
     return If(binary("==", ctx.tid, 0), I.evaluate(I.Print(), op.msg, op.value, span=op.span))
 

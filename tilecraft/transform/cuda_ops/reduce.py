@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ...errors import TilecraftError
 from ...ir import (Alloc, Buffer, For, Let, Load, Reduce, Store, Var, binary,
-                   call, cast, const, select, seq, dtype as dt)
+                   call, cast, const, select, seq)
 from ...ir import intrinsics as I
-from ..lower_tile_ops_cpu import _combine, _identity
+from ...ir.semantics import (reduce_base_kind, reduce_combine as _combine, reduce_identity as _identity,
+                             scan_accumulator_dtype)
 from .ctx import Ctx, register
 
 
@@ -18,7 +19,7 @@ def lower_reduce(op: Reduce, ctx: Ctx):
         raise TilecraftError(f"T.reduce_{op.kind}: a destination that keeps the reduced dimension is not "
                              f"supported on CUDA yet; give {dst.name} shape {tuple(s for i, s in enumerate(src.shape) if i != op.dim)}",
                              op.span)
-    acc_t = dt.float32 if src.dtype.is_float and src.dtype.bits < 32 else src.dtype
+    acc_t = scan_accumulator_dtype(src.dtype)
     dlay = ctx.layout(dst, op.span)
     dreg = ctx.reg(dst)
     if src.scope != "fragment":  # a shared tile: every thread reduces its own rows serially
@@ -27,8 +28,8 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             acc = Buffer(f"acc{kk.name}", (1,), acc_t, "local")
             full = list(coords[:op.dim]) + [kk] + list(coords[op.dim:])
             a0 = Load(acc, (const(0),))
-            fin = cast(a0, dst.dtype) if op.clear else cast(_combine(op.kind if op.kind not in ("abssum", "absmax")
-                                                                     else op.kind[3:], cast(Load(dreg, (r,)), acc_t), a0), dst.dtype)
+            fin = cast(a0, dst.dtype) if op.clear else cast(_combine(reduce_base_kind(op.kind), cast(Load(dreg, (r,)), acc_t), a0),
+                                                            dst.dtype)
             return seq(Alloc(acc), Store(acc, (const(0),), _identity(op.kind, acc_t)),
                        For(kk, const(0), const(src.shape[op.dim]), "serial",
                            Store(acc, (const(0),), _combine(op.kind, a0, cast(Load(src, tuple(full)), acc_t)))),
@@ -45,7 +46,7 @@ def lower_reduce(op: Reduce, ctx: Ctx):
         groups.setdefault(key, []).append(slot)
     accs = [Var(f"red{ctx.var().name}_{s}", acc_t) for s in range(dlay.num_regs)]
     stmts = []
-    base_kind = {"abssum": "sum", "absmax": "max"}.get(op.kind, op.kind)
+    base_kind = reduce_base_kind(op.kind)
     for s, acc in enumerate(accs):
         # a balanced tree: shallow expressions and independent operations for the scheduler
         vals = []

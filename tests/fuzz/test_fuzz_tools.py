@@ -1,0 +1,60 @@
+"""The fuzzer's own machinery: reproducible programs, a shrinker that really shrinks, and a
+mismatch check that really fails."""
+from __future__ import annotations
+
+import json
+import random
+
+import torch
+
+import tilecraft.testing.fuzz_ref as fuzz_ref
+from tilecraft.testing.fuzz import main
+from tilecraft.testing.fuzz_build import build_cpu
+from tilecraft.testing.fuzz_gen import NAMES, random_spec, render
+from tilecraft.testing.fuzz_run import load_module, mismatch, run_and_compare
+from tilecraft.testing.fuzz_shrink import PLAIN_NAMES
+
+
+def test_a_seed_and_index_give_the_same_program_every_time():
+    a = render(random_spec(random.Random("7:3"), "fz_7_3"))
+    b = render(random_spec(random.Random("7:3"), "fz_7_3"))
+    c = render(random_spec(random.Random("7:4"), "fz_7_3"))
+    assert a == b and a != c
+
+
+def test_names_come_from_a_pool_of_names_c_cuda_and_the_printers_use():
+    for name in ("k", "n", "i1", "tid", "int", "tc_tid", "threadIdx"):
+        assert name in NAMES
+    kinds = {random_spec(random.Random(f"1:{i}"), "x")["kind"] for i in range(60)}
+    assert kinds == {"ewise", "reduce", "rowwise", "cumsum", "copy", "gemm", "atomic"}
+
+
+def test_tolerances_catch_a_one_ulp_int_error_and_pass_float_rounding():
+    want = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+    got = want.clone()
+    assert mismatch(got, want, "int32") == ""
+    got[1, 2] += 1
+    assert "1 of 12 elements differ" in mismatch(got, want, "int32")
+    x = torch.randn(64)
+    assert mismatch(x.half().float(), x, "float16") == ""
+    assert mismatch(x.half().float(), x, "float32") != ""   # fp16 rounding is not fp32-accurate
+
+
+def test_a_wrong_reference_is_found_shrunk_and_saved(tmp_path, monkeypatch):
+    """Break the reference of the reductions: the run fails (exit 1), and the program saved is
+    smaller than the one generated, fails the same way, and names the command that found it."""
+    seed = 5
+    index = next(i for i in range(200) if random_spec(random.Random(f"5:{i}"), "x")["kind"] == "reduce")
+    right = fuzz_ref.reduce
+    monkeypatch.setattr(fuzz_ref, "reduce", lambda kind, x, dim: right(kind, x, dim) + 1)
+    assert main(["--seed", str(seed), "--only", str(index), "--target", "cpu-only", "--shrink-tries", "10",
+                 "--save-dir", str(tmp_path / "saved")]) == 1
+    saved = tmp_path / "saved" / f"fz_{seed}_{index}.py"
+    text = saved.read_text()
+    assert f"--seed {seed} --only {index}" in text and "Failed on cpu: CPU vs torch" in text
+    mod = load_module(str(saved))
+    big = random_spec(random.Random(f"{seed}:{index}"), "x")
+    small = json.loads(mod.FZ_SPEC)
+    assert small["names"] == PLAIN_NAMES and small["M"] * small["N"] <= big["M"] * big["N"]
+    out = build_cpu([(mod.FZ_FUNC.name, mod.FZ_FUNC)], str(tmp_path))[mod.FZ_FUNC.name]
+    assert run_and_compare(out.kernel, mod, mod.FZ_DATA_SEED) != ""

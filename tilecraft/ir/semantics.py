@@ -1,0 +1,124 @@
+"""The reference semantics both lowerings share (CPU and CUDA), in one neutral place.
+
+The CPU lowering (`transform/lower_tile_ops_cpu.py`) is the executable reference; the CUDA
+lowering (`transform/lower_cuda.py`, `transform/cuda_ops/`) must compute the same values.  The
+rules below are the ones where the two used to carry their own copies, which is where a
+mismatch between targets is born:
+
+- the dtype an operation accumulates in (`gemm_accumulator_dtype`, `scan_accumulator_dtype`);
+- the identity and the combiner of each reduction kind (`reduce_identity`, `reduce_combine`,
+  `reduce_base_kind`);
+- how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`);
+- which buffer access anchors a `T.Parallel` nest (`loop_dims`, `parallel_anchor`): its
+  indices are exactly the loop variables, each once, so the loop's iteration space is that
+  buffer's element space;
+- fresh loop variables for whole-tile loops (`FreshVars`).
+
+Neither lowering imports the other's private helpers; both import this module.
+"""
+from __future__ import annotations
+
+from . import dtype as dt
+from .expr import Var, binary, call, cast
+
+
+# ---- accumulator dtypes --------------------------------------------------------------------------
+
+def gemm_accumulator_dtype(c_dtype):
+    """`T.gemm` accumulates in float64 for a float64 C, float32 for any other float C (16-bit
+    products are summed in float32, then rounded once per store), and in C's own dtype otherwise."""
+    if c_dtype is dt.float64:
+        return dt.float64
+    return dt.float32 if c_dtype.is_float else c_dtype
+
+
+def scan_accumulator_dtype(src_dtype):
+    """`T.reduce_*` and `T.cumsum` accumulate 16-bit floats in float32, everything else in the
+    source dtype (int32 sums wrap as in C; float32 and float64 stay as they are)."""
+    return dt.float32 if src_dtype.is_float and src_dtype.bits < 32 else src_dtype
+
+
+# ---- reductions ----------------------------------------------------------------------------------
+
+REDUCE_KINDS = ("sum", "abssum", "max", "min", "absmax")
+
+
+def reduce_base_kind(kind: str) -> str:
+    """The combiner once |x| has been taken: abssum folds like sum, absmax like max."""
+    return {"abssum": "sum", "absmax": "max"}.get(kind, kind)
+
+
+def reduce_identity(kind: str, d):
+    """The value a reduction starts from (and what padding contributes): 0 for the sums and for
+    absmax (|x| >= 0), -inf / the smallest value for max, +inf / the largest value for min."""
+    from ..language.math import infinity, max_value, min_value
+    if kind in ("sum", "abssum", "absmax"):
+        return cast(0, d)
+    if kind == "max":
+        return -infinity(d) if d.is_float else min_value(d)
+    return infinity(d) if d.is_float else max_value(d)
+
+
+def reduce_combine(kind: str, acc, v):
+    """`acc` combined with one element `v` (|v| first for abssum / absmax)."""
+    if kind in ("abssum", "absmax"):
+        v = call("abs", v)
+    if kind in ("sum", "abssum"):
+        return binary("+", acc, v)
+    return binary("max" if kind in ("max", "absmax") else "min", acc, v)
+
+
+# ---- regions -------------------------------------------------------------------------------------
+
+def region_indices(region, tile_idx) -> tuple:
+    """Full buffer indices of the element at `tile_idx` of `region`; `tile_idx` indexes the
+    region's non-unit extents only (a unit extent stays at its start: `A[i, j:j+n]` is 1-D)."""
+    it = iter(tile_idx)
+    out = []
+    for start, ext in zip(region.starts, region.extents):
+        out.append(start if ext == 1 else binary("+", start, next(it)))
+    return tuple(out)
+
+
+# ---- T.Parallel nests ----------------------------------------------------------------------------
+
+def loop_dims(indices, loop_vars) -> tuple | None:
+    """Which loop variable (by position) indexes each dimension, when each index is exactly a
+    loop variable; None when some index is any other expression."""
+    dims = []
+    for idx in indices:
+        hit = [k for k, v in enumerate(loop_vars) if idx is v]
+        if not hit:
+            return None
+        dims.append(hit[0])
+    return tuple(dims)
+
+
+def parallel_anchor(accesses, loop_vars, eligible=None):
+    """The access that anchors a `T.Parallel` nest: the first (buffer, indices) of `accesses`
+    whose indices are the nest's loop variables, each exactly once (in any order), among the
+    buffers `eligible(buffer)` accepts (all when None).  Returns (buffer, dims) or None.
+
+    Both layout inference and the CUDA lowering use this one rule, so the fragment whose layout
+    a nest inherits is the fragment the lowered nest iterates over."""
+    for buf, idx in accesses:
+        if eligible is not None and not eligible(buf):
+            continue
+        dims = loop_dims(idx, loop_vars)
+        if dims is not None and len(dims) == len(loop_vars) == len(set(dims)):
+            return buf, dims
+    return None
+
+
+# ---- fresh variables -----------------------------------------------------------------------------
+
+class FreshVars:
+    """Numbered loop variables (`i1`, `i2`, ...) for the loops a whole-tile op lowers to; the
+    printers give every variable a unique C name, so numbering only has to be readable."""
+
+    def __init__(self):
+        self.n = 0
+
+    def var(self, base="i"):
+        self.n += 1
+        return Var(f"{base}{self.n}")

@@ -1,0 +1,213 @@
+"""Building fuzzed programs in batches: one g++ run (CPU) or one NVRTC run (per CUDA variant)
+compiles many programs at once, because each compile pays mostly for parsing the headers.
+
+Each program's generated source goes into its own C++ namespace inside one translation unit;
+the CPU entry points are renamed apart (`tc_entry_<n>`), CUDA kernels already have unique names
+(each program's function name is unique).  When a batch fails, its programs are compiled one by
+one so the failure lands on the right program.  The lowering itself (passes + printer) is the
+one `compiler.build` runs; only the compile step is shared.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+
+from ..compiler.build import Artifact, check_pass_configs
+from ..errors import TilecraftError
+from ..target import Target
+
+CPU = "cpu"
+# The CUDA variants every program is compiled for (and run on, with a GPU): the sm_80 path, and
+# the sm_90a paths a pass config selects.  (name, arch, pass_configs)
+CUDA_VARIANTS = (
+    ("sm_80", "sm_80", {}),
+    ("sm_90a", "sm_90a", {}),
+    ("sm_90a-wgmma-tma", "sm_90a", {"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.use_tma": True}),
+    ("sm_90a-mbarrier", "sm_90a", {"tc.mbarrier_pipeline": True}),
+)
+BATCH = 24
+_SERIAL = itertools.count()
+
+
+class Outcome:
+    """What happened to one program on one target: a kernel (or cubin), a refusal with a clear
+    error (TilecraftError: a known gap, not a wrong answer), or a failure (anything else)."""
+
+    def __init__(self, kernel=None, refused: str = "", failed: str = ""):
+        self.kernel, self.refused, self.failed = kernel, refused, failed
+
+
+def lower(func, target, configs) -> str:
+    """Generated source of `func` for `target` (what `compiler.build` would compile)."""
+    return lower_with_meta(func, target, configs)[0]
+
+
+def lower_with_meta(func, target, configs) -> tuple:
+    """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them."""
+    from ..transform.pipeline import run_pipeline
+    configs = check_pass_configs(configs)
+    lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
+    if target.kind == "cpu":
+        from ..codegen.cpp import ENTRY, generate_cpp
+        return generate_cpp(lowered), {"entry": ENTRY, "binary_name": "kernel.so"}
+    from ..codegen.cuda import generate_cuda
+    source, meta = generate_cuda(lowered, target, configs)
+    return source, dict(meta, binary_name="kernel.cubin", kernel=func.name)
+
+
+def _split(source: str):
+    inc = [ln for ln in source.splitlines() if ln.startswith("#include")]
+    body = [ln for ln in source.splitlines() if not ln.startswith("#include")]
+    return inc, "\n".join(body)
+
+
+def _batch_source(sources: list, cpu: bool) -> str:
+    includes, bodies = [], []
+    for n, src in enumerate(sources):
+        inc, body = _split(src)
+        includes += [i for i in inc if i not in includes]
+        if cpu:
+            body = re.sub(r"\btc_entry\(", f"tc_entry_{n}(", body)
+        bodies.append(f"namespace tcfz_{n} {{\n{body}\n}}  // namespace tcfz_{n}")
+    return "\n".join(includes) + "\n\n" + "\n\n".join(bodies) + "\n"
+
+
+def _lower_job(job) -> tuple:
+    """("ok", (source, meta)) | ("refused", why) | ("failed", why) for one (func, target, configs)."""
+    func, target, configs = job
+    try:
+        return "ok", lower_with_meta(func, target, configs)
+    except TilecraftError as e:
+        return "refused", str(e).splitlines()[0]
+    except Exception as e:  # noqa: BLE001 - an internal error is a finding, reported per program
+        return "failed", f"internal error while lowering: {type(e).__name__}: {e}"
+
+
+def _lower_all(funcs, target, configs) -> tuple:
+    """Lower every program (in the worker processes when there are many: the passes are Python)."""
+    jobs_list = [(func, target, configs) for _, func in funcs]
+    results = _map(jobs_list, _lower_job) if len(funcs) >= 4 * BATCH else [_lower_job(j) for j in jobs_list]
+    outcomes, lowered = {}, {}
+    for (name, _), (kind, value) in zip(funcs, results):
+        if kind == "ok":
+            lowered[name] = value
+        else:
+            outcomes[name] = Outcome(**{kind: value})
+    return outcomes, lowered
+
+
+# ---- compiling batches, in worker processes when there are cores to spare -------------------------
+
+def jobs() -> int:
+    """Worker processes for batch compiles: TILECRAFT_FUZZ_JOBS, else the cores (at most 16)."""
+    n = os.environ.get("TILECRAFT_FUZZ_JOBS")
+    return max(1, int(n)) if n else min(16, os.cpu_count() or 1)
+
+
+def _compile_one(job):
+    """(ok, bytes or error text) for one (kind, source, arch or name, configs) job; runs in a worker."""
+    kind, source, where, configs = job
+    try:
+        if kind == "cpu":
+            from ..compiler.cxx import compile_cxx
+            return True, compile_cxx(source, where)
+        from ..compiler.cuda import compile_cuda
+        return True, compile_cuda(source, where, configs, name=f"{where}.cu")
+    except Exception as e:  # noqa: BLE001 - reported per program by the caller
+        return False, str(e)[:3000]
+
+
+_POOL = None
+
+
+def _map(jobs_list, fn=None):
+    """fn (default: _compile_one) over the jobs, in the worker processes when there are several."""
+    global _POOL
+    fn = fn or _compile_one
+    if jobs() <= 1 or len(jobs_list) <= 1:
+        return [fn(j) for j in jobs_list]
+    if _POOL is None:
+        import concurrent.futures
+        import multiprocessing
+        _POOL = concurrent.futures.ProcessPoolExecutor(jobs(), mp_context=multiprocessing.get_context("spawn"))
+        import atexit
+        atexit.register(_POOL.shutdown)   # before the interpreter tears its modules down
+    return list(_POOL.map(fn, jobs_list, chunksize=max(1, len(jobs_list) // (4 * jobs()))))
+
+
+def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
+    """name -> (ok, binary or error, position in its batch or None when compiled alone), compiling
+    BATCH programs per translation unit and each program of a failed batch alone."""
+    names = sorted(lowered)
+    chunks = [names[b:b + BATCH] for b in range(0, len(names), BATCH)]
+    results = _map([(kind, _batch_source([lowered[n][0] for n in c], kind == "cpu"), where, configs)
+                    for c in chunks])
+    out, retry = {}, []
+    for chunk, (ok, binary) in zip(chunks, results):
+        if ok:
+            for i, n in enumerate(chunk):
+                out[n] = (True, binary, i)
+        else:
+            retry += chunk
+    if retry:
+        for n, (ok, binary) in zip(retry, _map([(kind, lowered[n][0], where if kind != "cpu" else n, configs)
+                                                for n in retry])):
+            out[n] = (ok, binary, None)
+    return out
+
+
+def build_cpu(funcs: list, workdir: str) -> dict:
+    """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)]."""
+    from ..runtime.kernel import JITKernel
+    target = Target.resolve("cpu")
+    outcomes, lowered = _lower_all(funcs, target, {})
+    byname = dict(funcs)
+    libs: dict = {}
+    for name, (ok, binary, pos) in _compile_batches("cpu", lowered, "fuzz", {}).items():
+        if not ok:
+            outcomes[name] = Outcome(failed=f"C++ compile error: {binary}")
+            continue
+        path = libs.get(id(binary))
+        if path is None:   # a fresh file per library: a loaded library must never be overwritten
+            path = libs[id(binary)] = os.path.join(workdir, f"fuzz_{os.getpid()}_{next(_SERIAL)}.so")
+            with open(path, "wb") as f:
+                f.write(binary)
+        entry = "tc_entry" if pos is None else f"tc_entry_{pos}"
+        art = Artifact(target, lowered[name][0], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
+        outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
+    return outcomes
+
+
+def compile_cuda_batch(funcs: list, variant: tuple, kernels: bool = False) -> dict:
+    """name -> Outcome for one CUDA variant: kernel=True when it compiled (no GPU needed), or with
+    `kernels` a JITKernel for the local GPU, loaded from the batch's cubin."""
+    _, arch, configs = variant
+    target = Target.resolve({"kind": "cuda", "arch": arch})
+    outcomes, lowered = _lower_all(funcs, target, configs)
+    byname = dict(funcs)
+    for name, (ok, binary, _) in _compile_batches("cuda", lowered, arch, configs).items():
+        if not ok:
+            outcomes[name] = Outcome(failed=f"CUDA compile error ({arch}): {binary}")
+        elif not kernels:
+            outcomes[name] = Outcome(kernel=True)
+        else:
+            from ..runtime.kernel import JITKernel
+            source, meta = lowered[name]
+            art = Artifact(target, source, meta, binary=binary)
+            outcomes[name] = Outcome(kernel=JITKernel(byname[name], art, pass_configs=configs))
+    return outcomes
+
+
+def build_gpu(func, variant: tuple) -> Outcome:
+    """One program compiled for the local GPU with `variant`'s pass configs (disk-cached)."""
+    import tilecraft
+    _, arch, configs = variant
+    try:
+        return Outcome(kernel=tilecraft.compile(func, target={"kind": "cuda", "arch": arch}, pass_configs=configs))
+    except TilecraftError as e:
+        if type(e).__name__ == "InternalCompilerError":
+            return Outcome(failed=str(e)[:2000])
+        return Outcome(refused=str(e).splitlines()[0])
+    except Exception as e:  # noqa: BLE001
+        return Outcome(failed=f"{type(e).__name__}: {str(e)[:2000]}")
