@@ -5,7 +5,7 @@ same computation on the CPU target, compiled for the CUDA paths, and (on a GPU) 
     python -m tilecraft.testing.fuzz --count 2000 --target cuda --seed 1 --table benchmarks/results/fuzz.md
 
 Targets: ``cpu`` runs every program on the CPU target and compiles it for every CUDA variant
-(fuzz_build.CUDA_VARIANTS: sm_80, sm_90a, sm_90a with async wgmma + TMA, sm_90a with mbarriers;
+(fuzz_build.CUDA_VARIANTS: sm_80, sm_90a (the Hopper defaults), sm_90a warp-specialized, sm_90a with mbarriers;
 NVRTC, no GPU); ``cpu-only`` skips the CUDA compiles; ``cuda`` also runs each program on the
 local GPU under every variant its arch allows and compares it with torch and with the CPU.
 
@@ -130,10 +130,14 @@ def check_programs(progs: list, target: str, report: Report, workdir: str, gpu_v
 
 
 def gpu_variants() -> tuple:
-    """The CUDA variants the local GPU can run: sm_80 code everywhere from sm_80 on, sm_90a only on 9.0."""
+    """The CUDA variants the local GPU can run: the sm_80 code path everywhere from sm_80 on
+    (compiled for the GPU's own plain arch: sm_80 machine code does not load on a newer GPU, and
+    without the `a` features the compiler takes the sm_80 path), sm_90a only on 9.0."""
     import torch
     major, minor = torch.cuda.get_device_capability()
-    return tuple(v for v in CUDA_VARIANTS if v[1] == "sm_80" or (major, minor) == (9, 0))
+    own = f"sm_{major}{minor}"
+    return tuple((name, own if arch == "sm_80" else arch, cfg) for name, arch, cfg in CUDA_VARIANTS
+                 if arch == "sm_80" or (major, minor) == (9, 0))
 
 
 def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=True, workdir=None,

@@ -23,8 +23,8 @@ CPU = "cpu"
 CUDA_VARIANTS = (
     ("sm_80", "sm_80", {}),
     ("sm_90a", "sm_90a", {}),
-    ("sm_90a-wgmma-tma", "sm_90a", {"tc.use_wgmma": True, "tc.wgmma_async": True, "tc.use_tma": True}),
-    ("sm_90a-mbarrier", "sm_90a", {"tc.mbarrier_pipeline": True}),
+    ("sm_90a-ws", "sm_90a", {"tc.warp_specialize": True}),
+    ("sm_90a-mbarrier", "sm_90a", {"tc.mbarrier_pipeline": True, "tl.disable_wgmma": True}),
 )
 BATCH = 24
 _SERIAL = itertools.count()
