@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 from . import language
 from .errors import TilecraftError, CompileError
 from .jit import jit, compile, JITFactory
+from .options import PassConfigKey, Options
 from .runtime.kernel import JITKernel
 from .target import Target
 from .device import include_dir

@@ -13,28 +13,11 @@ from dataclasses import dataclass, field
 
 from .. import env
 from ..ir.func import PrimFunc
+from ..options import _BY_KEY as PASS_CONFIG_FIELDS, Options
 from .cache import DiskCache, cache_key, compiler_version_hash
 
-# TileLang pass-config keys we honour (or accept as no-ops where the feature doesn't apply).
-KNOWN_PASS_CONFIGS = {
-    "tl.disable_tma_lower", "tl.disable_warp_specialized", "tl.enable_fast_math",
-    "tl.disable_fast_math", "tl.disable_safe_memory_legalize", "tl.disable_dynamic_tail_split",
-    "tl.dynamic_alignment", "tl.config_index_bitwidth", "tl.disable_vectorize_256",
-    "tl.enable_aggressive_shared_memory_merge", "tl.debug_merge_shared_memory_allocations",
-    "tl.disable_thread_storage_sync", "tl.ptxas_register_usage_level", "tl.enable_ptxas_verbose_output",
-    "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
-    # tilecraft's own: use the Hopper wgmma gemm (sm_90a). Opt-in: correct on the H200 (GPU tier),
-    # default once the whole GPU tier has run with it on (TILECRAFT_PASS_CONFIGS makes that one call).
-    "tc.use_wgmma",
-    # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
-    "tc.stage_epilogue",
-    # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
-    "tc.mbarrier_pipeline",
-    # tilecraft's own: keep one wgmma group in flight across a pipelined wgmma loop (opt-in, with tc.use_wgmma).
-    "tc.wgmma_async",
-    # tilecraft's own: that loop loads its tiles with TMA (opt-in, with tc.wgmma_async; not yet run on a GPU).
-    "tc.use_tma",
-}
+# Every key (TileLang's and tilecraft's own), its owner and what is done with it: tilecraft/options.py
+KNOWN_PASS_CONFIGS = set(PASS_CONFIG_FIELDS)
 
 
 @dataclass
@@ -52,28 +35,31 @@ class Artifact:
     extra: dict = field(default_factory=dict)
 
 
-def check_pass_configs(pass_configs) -> dict:
-    """The kernel's pass_configs over the environment's defaults (TILECRAFT_PASS_CONFIGS), checked."""
+def check_pass_configs(pass_configs, target_kind=None) -> Options:
+    """The kernel's pass_configs over the environment's defaults (TILECRAFT_PASS_CONFIGS), checked
+    and typed (unknown keys are errors; keys not acted on here warn once, see tilecraft/options.py)."""
     defaults = env.default_pass_configs()
-    unknown = sorted(k for k in defaults if k not in KNOWN_PASS_CONFIGS)
-    if unknown:
-        raise ValueError(f"TILECRAFT_PASS_CONFIGS: unknown key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
-    configs = dict(pass_configs or {})
-    unknown = sorted(k for k in configs if k not in KNOWN_PASS_CONFIGS)
-    if unknown:
-        raise ValueError(f"unknown pass_configs key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
-    return {**defaults, **configs}
+    try:
+        Options.make(defaults, warn=False)
+    except ValueError as e:
+        unknown = sorted(k for k in defaults if str(k) not in KNOWN_PASS_CONFIGS)
+        what = f"unknown key(s) {unknown}" if unknown else str(e)
+        raise ValueError(f"TILECRAFT_PASS_CONFIGS: {what}; known keys: {sorted(KNOWN_PASS_CONFIGS)}") from None
+    given = pass_configs.given if isinstance(pass_configs, Options) else (pass_configs or {}).items()
+    return Options.make({**defaults, **dict(given)}, target_kind)
 
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
-    configs = check_pass_configs(pass_configs)
+    configs = check_pass_configs(pass_configs, target.kind)
     ir_text = func.script()
-    key = cache_key("kernel", ir_text, str(target), sorted(configs.items()), compiler_version_hash())
+    key = cache_key("kernel", ir_text, str(target), configs.cache_token(), compiler_version_hash())
     cache = DiskCache("kernels")
     entry = cache.get(key)
     if entry is not None:
         meta = entry.meta
         name = meta["binary_name"]
+        if configs.kernels_output_dir:
+            _write_source(configs.kernels_output_dir, func.name, target, entry.read_text("source"))
         return Artifact(target, entry.read_text("source"), meta, ir=ir_text,
                         lowered_ir=entry.read_text("lowered_ir") if "lowered_ir" in entry else "",
                         binary=entry.read(name) if target.kind == "cuda" else b"",
@@ -101,7 +87,18 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
             for line in meta.get("plan", []):
                 print(f"[tilecraft]   {line}")
     lowered_text = lowered.script()
+    if configs.kernels_output_dir:
+        _write_source(configs.kernels_output_dir, func.name, target, source)
     stored = cache.put(key, {"source": source, "ir": ir_text, "lowered_ir": lowered_text,
                              meta["binary_name"]: binary, "meta_readable.json": json.dumps(meta, indent=1)}, meta)
     return Artifact(target, source, meta, ir=ir_text, lowered_ir=lowered_text, binary=binary,
                     binary_path=str(stored.file(meta["binary_name"])), compile_seconds=seconds)
+
+
+def _write_source(folder: str, name: str, target, source: str) -> None:
+    """cuda.kernels_output_dir / jit(debug_root_path=): keep the generated source in `folder`."""
+    import os
+    os.makedirs(folder, exist_ok=True)
+    ext = "cu" if target.kind == "cuda" else "cpp"
+    with open(os.path.join(folder, f"{name}.{ext}"), "w") as f:
+        f.write(source)

@@ -62,6 +62,7 @@ from ..ir import (Alloc, Buffer, Call, Copy, Evaluate, For, Gemm, If, Kernel, Lo
                   Seq, Store, Sync, Var, binary, collect, const, seq, substitute, where, dtype as dt)
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
+from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
@@ -120,12 +121,12 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: dict):
+    def __init__(self, swizzled: set, hopper: set, plans: dict, layouts: dict, configs: Options):
         super().__init__()
         self.plans, self.layouts = plans, layouts
-        self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
-        self.wgmma_async = configs.get("tc.wgmma_async")
-        self.use_tma = configs.get("tc.use_tma")
+        self.use_mbarrier = configs.mbarrier_pipeline
+        self.wgmma_async = configs.wgmma_async
+        self.use_tma = configs.use_tma
         self.notes: list = []  # one line per pipelined loop: the form chosen
         self.tma_descs: list = []  # (global buffer, (box rows, box cols), swizzle) per kernel parameter
         self.threads = 0
@@ -350,7 +351,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     hopper = set(func.attr("swizzled_sm90", set()))
     _Restage.renamed = {}
     p = _Pipeline(swizzled, hopper, func.attr("gemm_plans", {}), func.attr("fragment_layouts", {}),
-                  func.attr("pass_configs", {}))
+                  options_of(func))
     body = p.visit(func.body)
     if not p.allocs:
         return func.with_attr("plan_notes", list(func.attr("plan_notes", [])) + p.notes)
