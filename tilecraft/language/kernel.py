@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..ir import Alloc, Buffer, Sync, Var, as_expr, const, dtype as dt
 from ..ir.expr import Expr
-from .builder import current, error, require_kernel
+from .builder import current, error, require_kernel, warn_once
 
 
 @dataclass
@@ -72,6 +72,11 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
     _check_extent(stop, "T.Pipelined stop")
     if not isinstance(num_stages, int) or num_stages < 0:
         raise error(f"T.Pipelined num_stages must be a non-negative int, got {num_stages!r}")
+    for name, value in (("order", order), ("stage", stage), ("group", group), ("sync", sync)):
+        if value is not None:
+            warn_once(("T.Pipelined", name),
+                      f"T.Pipelined({name}=...) is ignored: tilecraft plans the stages of a pipelined loop "
+                      f"itself (num_stages={num_stages} is honoured); results do not change")
     return LoopSpec("pipelined", (as_expr(stop) - start if isinstance(stop, Expr) or isinstance(start, Expr)
                                   else stop - start,), start=start,
                     annotations=(("num_stages", num_stages),))

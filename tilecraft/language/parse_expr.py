@@ -62,6 +62,10 @@ class ExprMixin:
 
     def expr_Attribute(self, node):
         base = self.eval(node.value)
+        if node.attr == "astype" and (isinstance(base, Expr) or getattr(base, "scope", None) == "var"):
+            from .compat import astype
+            value = self.value(base, node)
+            return lambda dtype: astype(value, dtype)  # x.astype("float32")
         try:
             return getattr(base, node.attr)
         except AttributeError:

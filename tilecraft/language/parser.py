@@ -20,6 +20,7 @@ from ..errors import TilecraftError
 from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, binary, cast, const, dtype as dt)
 from .builder import Builder, activate, caller_span
+from .compat import AttrScope
 from .kernel import KernelSpec, LoopSpec, serial
 from .parse_expr import _BINOPS, ExprMixin
 from .types import TensorSpec
@@ -367,6 +368,9 @@ class Parser(ExprMixin):
             raise self.error(node, "use one context manager per `with` in a kernel body")
         item = node.items[0]
         spec = self.eval(item.context_expr)
+        if isinstance(spec, AttrScope):  # `with T.attr(...)`: a hint; the body is ordinary code
+            self.block_inline(node.body)
+            return
         if not isinstance(spec, KernelSpec):
             raise self.error(node, f"unsupported `with` target {ast.unparse(item.context_expr)}; only "
                                    f"`with T.Kernel(...) as ...:` is supported")

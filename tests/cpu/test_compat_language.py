@@ -1,0 +1,111 @@
+"""TileLang's dtype surface and options on every target (see conftest.py), against torch:
+`T.dtype`, callable dtypes (`T.float32(0)`), `x.astype(...)`, `T.Cast`, `T.clamp`, `with T.attr`,
+`T.Layout` annotations, and the options tilecraft accepts but does not act on (each warns once
+and leaves the result unchanged)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+
+@tilelang.jit(out_idx=[-1])
+def scaled_clamp(N, lo, hi, dtype: T.dtype = T.float16):
+    dtype = T.dtype(dtype)
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), dtype), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(N):
+                x = X[i].astype("float32") * T.float32(2.5) + T.Cast("float32", T.int32(1))
+                Y[i] = T.clamp(x, T.float32(lo), hi)
+    return main
+
+
+def test_dtype_surface_matches_torch(build, device):
+    x = torch.randn(128, device=device).half() * 3
+    y = build(scaled_clamp, 128, -2.0, 3.0, "float16")(x)
+    torch.testing.assert_close(y, (x.float() * 2.5 + 1).clamp(-2.0, 3.0))
+
+
+@tilelang.jit(out_idx=[-1])
+def int_casts(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            acc = T.alloc_var("int32")
+            acc = T.int32(7)
+            for i in T.Parallel(N):
+                Y[i] = X[i].astype(T.int32) + acc.astype("int32") * T.int32(0) + T.clamp(T.Cast("int32", X[i]), -3, 3)
+    return main
+
+
+def test_casts_truncate_toward_zero_like_torch(build, device):
+    x = torch.randn(64, device=device) * 5
+    y = build(int_casts, 64)(x)
+    xi = x.to(torch.int32)
+    torch.testing.assert_close(y, xi + xi.clamp(-3, 3))
+
+
+@tilelang.jit(out_idx=[-1])
+def copy_with_hints(M, N, block, order, layout):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            S = T.alloc_shared((block, N), "float32")
+            if layout:
+                T.annotate_layout({S: T.Layout((block, N), lambda i, j: [j, i])})
+            T.use_swizzle(4, order=order)
+            with T.attr(0, "async_scope", 1):
+                T.copy(A[bx * block, 0], S)
+            for k in T.Pipelined(1, num_stages=1, order=[0], stage=[0]):
+                for i, j in T.Parallel(block, N):
+                    B[bx * block + i, j] = S[i, j] * 2
+    return main
+
+
+def test_unhonoured_hints_warn_once_and_keep_results(build, device):
+    a = torch.randn(64, 32, device=device)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        kernel = build(copy_with_hints, 64, 32, 16, "col", True)
+    messages = " | ".join(str(x.message) for x in w)
+    for what in ("T.Pipelined(order=...)", "T.Pipelined(stage=...)", "T.use_swizzle(order='col')",
+                 "T.annotate_layout: the Layout given for the shared buffer"):
+        assert what in messages or _warned_before(what), messages
+    torch.testing.assert_close(kernel(a), a * 2)
+
+
+def _warned_before(what):
+    """warn_once already fired for this construct in this process (another target's param)."""
+    from tilecraft.language.builder import _WARNED
+    return any(what.split("(")[0].split(":")[0] in str(k) for k in _WARNED)
+
+
+def test_layout_objects_evaluate_their_maps():
+    lay = T.Layout((4, 8), lambda i, j: [j // 2, i, j % 2])
+    assert lay.map_forward_index([3, 5]) == [2, 3, 1]
+    assert lay.get_output_shape() == [4, 4, 2]
+    frag = T.Fragment((16, 16), forward_thread_fn=lambda i, j: (i % 8) * 4 + j // 4,
+                      forward_index_fn=lambda i, j: [i // 8 * 4 + j % 4])
+    assert frag.get_thread_size() == 32 and frag.map_forward_thread([9, 7]) == 5
+    from tilecraft.layout import Fragment, Layout, make_swizzled_layout  # the public module too
+    assert Layout is T.Layout and Fragment is T.Fragment and callable(make_swizzled_layout)
+
+
+def test_hopper_constructs_name_themselves():
+    from tilecraft.errors import TilecraftError
+
+    @tilelang.jit
+    def uses_barrier(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            with T.Kernel(1) as bx:
+                bar = T.alloc_barrier(arrive_count=128)
+        return main
+    with pytest.raises(TilecraftError, match="T.alloc_barrier is not supported"):
+        uses_barrier.get_tir(16)
