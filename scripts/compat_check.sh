@@ -25,8 +25,10 @@ gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].low
 tag=${TAG:-$gpu}
 logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}
 out="$repo/benchmarks/results/$(date -u +%Y-%m-%d)_compat_${tag}.md"
-# run.sh calls `python3`: make it the project's interpreter, with tilecraft importable
-bin=$(mktemp -d); ln -s "$py" "$bin/python3"
+# run.sh calls `python3`: make it the project's interpreter (a venv's own bin/ folder, so that its
+# site-packages are seen), with tilecraft importable
+bin=$(dirname "$py")
+if [ ! -x "$bin/python3" ]; then bin=$(mktemp -d); printf '#!/bin/sh\nexec "%s" "$@"\n' "$py" > "$bin/python3"; chmod +x "$bin/python3"; fi
 PATH="$bin:$PATH" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" IMPL=tilecraft LOGDIR="$logs" \
   EX_TIMEOUT=${EX_TIMEOUT:-300} "$corpus/run.sh" "${2:-}"
 "$py" "$repo/scripts/compat_table.py" "$logs" --out "$out" \

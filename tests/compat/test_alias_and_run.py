@@ -46,8 +46,26 @@ def test_install_is_idempotent_and_uninstall_removes_the_names(alias):
 
 
 def test_a_missing_submodule_says_what_is_missing(alias):
-    with pytest.raises(ModuleNotFoundError, match="tilelang.carver.*tilecraft.carver"):
-        import tilelang.carver  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="tilelang.quantize.*tilecraft.quantize"):
+        import tilelang.quantize  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="tilelang.carver.template.*tilecraft.compat.carver.template"):
+        import tilelang.carver.template  # noqa: F401
+
+
+def test_device_queries_of_contrib_and_carver(alias):
+    import torch
+    from tilelang.carver.arch import driver
+    from tilelang.contrib import nvcc
+    assert nvcc.parse_compute_version("9.0") == (9, 0)
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        assert nvcc.get_target_compute_version() == f"{major}.{minor}"
+        assert driver.get_num_sms() == torch.cuda.get_device_properties(0).multi_processor_count
+    else:
+        with pytest.raises(ValueError, match="no CUDA device"):
+            nvcc.get_target_compute_version()
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            driver.get_num_sms()
 
 
 PROGRAM = textwrap.dedent('''
