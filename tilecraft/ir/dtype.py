@@ -50,6 +50,14 @@ class DType:
     def __hash__(self):
         return hash(self.name)
 
+    def as_torch(self):
+        """The torch dtype (TileLang's `T.float16.as_torch()`)."""
+        return to_torch(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.bytes
+
     def __call__(self, value=None, span=None):
         """`T.float32(0)`, `T.int32(x)`: a constant of this dtype, or a cast of a kernel value."""
         from .expr import cast, const
