@@ -119,3 +119,31 @@ def test_tilecraft_run_reports_a_missing_program(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tilecraft", "run", str(tmp_path / "nope.py")],
                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=60)
     assert out.returncode == 2 and "no such program" in out.stderr
+
+
+def test_cuda_postproc_callback_rewrites_the_compiled_source(alias):
+    """tilelang.engine.callback: the registered function sees the generated CUDA source and its
+    result is what gets compiled (here: a define the kernel needs), and it is part of the cache key."""
+    import tilelang
+    import tilelang.language as T
+    from tilelang.engine import callback
+    from tilelang.engine.callback import register_cuda_postproc_callback
+
+    def program(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] + 1
+        return main
+    sm80 = {"kind": "cuda", "arch": "sm_80"}
+    plain = tilelang.compile(program(32), target=sm80).get_kernel_source()
+    try:
+        @register_cuda_postproc_callback
+        def add_marker(code, target):
+            return "// postprocessed for " + str(target) + "\n" + code
+        edited = tilelang.compile(program(32), target=sm80).get_kernel_source()
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    assert "// postprocessed for" not in plain and edited.startswith("// postprocessed for")
+    assert tilelang.compile(program(32), target=sm80).get_kernel_source() == plain

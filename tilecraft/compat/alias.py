@@ -22,7 +22,8 @@ TARGET = "tilecraft"
 
 
 # TileLang modules whose counterpart lives in tilecraft.compat (shims for TileLang-only APIs)
-REDIRECTS = {"tilelang.contrib": "tilecraft.compat.contrib", "tilelang.carver": "tilecraft.compat.carver"}
+REDIRECTS = {"tilelang.contrib": "tilecraft.compat.contrib", "tilelang.carver": "tilecraft.compat.carver",
+             "tilelang.engine": "tilecraft.compat.engine"}
 
 
 def target_name(name: str) -> str:

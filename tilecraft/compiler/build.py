@@ -52,7 +52,9 @@ def check_pass_configs(pass_configs, target_kind=None) -> Options:
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     configs = check_pass_configs(pass_configs, target.kind)
     ir_text = func.script()
-    key = cache_key("kernel", ir_text, str(target), configs.cache_token(), compiler_version_hash())
+    from ..compat.engine.callback import apply_cuda_postproc, cache_token as postproc_token
+    key = cache_key("kernel", ir_text, str(target), configs.cache_token(), compiler_version_hash(),
+                    *((postproc_token(),) if target.kind == "cuda" and postproc_token() else ()))
     cache = DiskCache("kernels")
     entry = cache.get(key)
     if entry is not None:
@@ -77,6 +79,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
         from ..codegen.cuda import generate_cuda
         from .cuda import compile_cuda
         source, meta = generate_cuda(lowered, target, configs)
+        source = apply_cuda_postproc(source, target)  # tilelang.engine.callback hooks, if any
         binary = compile_cuda(source, target, configs, name=f"{func.name}.cu")
         meta["binary_name"] = "kernel.cubin"
     seconds = time.perf_counter() - t0
