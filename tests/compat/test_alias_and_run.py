@@ -48,7 +48,7 @@ def test_install_is_idempotent_and_uninstall_removes_the_names(alias):
 def test_a_missing_submodule_says_what_is_missing(alias):
     with pytest.raises(ModuleNotFoundError, match="tilelang.quantize.*tilecraft.quantize"):
         import tilelang.quantize  # noqa: F401
-    with pytest.raises(ModuleNotFoundError, match="tilelang.carver.template.*tilecraft.compat.carver.template"):
+    with pytest.raises(ModuleNotFoundError, match="tilelang.carver.template.*tilecraft.carver.template"):
         import tilelang.carver.template  # noqa: F401
 
 

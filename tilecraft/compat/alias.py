@@ -21,17 +21,8 @@ ALIAS = "tilelang"
 TARGET = "tilecraft"
 
 
-# TileLang modules whose counterpart lives in tilecraft.compat (shims for TileLang-only APIs)
-REDIRECTS = {"tilelang.contrib": "tilecraft.compat.contrib", "tilelang.carver": "tilecraft.compat.carver",
-             "tilelang.engine": "tilecraft.compat.engine"}
-
-
 def target_name(name: str) -> str:
-    """`tilelang.utils.tensor` -> `tilecraft.utils.tensor` (`tilelang.contrib.nvcc` ->
-    `tilecraft.compat.contrib.nvcc`: see REDIRECTS)."""
-    for prefix, real in REDIRECTS.items():
-        if name == prefix or name.startswith(prefix + "."):
-            return real + name[len(prefix):]
+    """`tilelang.utils.tensor` -> `tilecraft.utils.tensor`."""
     return TARGET + name[len(ALIAS):]
 
 

@@ -52,7 +52,7 @@ def check_pass_configs(pass_configs, target_kind=None) -> Options:
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     configs = check_pass_configs(pass_configs, target.kind)
     ir_text = func.script()
-    from ..compat.engine.callback import apply_cuda_postproc, cache_token as postproc_token
+    from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
     key = cache_key("kernel", ir_text, str(target), configs.cache_token(), compiler_version_hash(),
                     *((postproc_token(),) if target.kind == "cuda" and postproc_token() else ()))
     cache = DiskCache("kernels")
