@@ -1,0 +1,60 @@
+"""How far does a TileLang program get on a machine without a GPU?  Runs it like `tilecraft run`,
+but every kernel whose target is "auto"/"cuda" is compiled for sm_90a (NVRTC, no GPU needed), and
+the program stops at its first kernel launch with the line
+
+    COMPAT-PROBE: reached the first launch; N kernel(s) compiled for sm_90a
+
+(exit status 3).  So a program that stops there parses, lowers and compiles every kernel it builds
+before its first launch; an error before that is a front-end / compiler gap visible without a GPU.
+A developer tool (scripts/), not part of the package: it patches target resolution for this process.
+
+    python scripts/compat_probe.py PROG.py [ARGS...]
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+ARCH = os.environ.get("COMPAT_PROBE_ARCH", "sm_90a")
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    from tilecraft.compat import run_program
+    from tilecraft.runtime.kernel import JITKernel
+    from tilecraft.target import Target
+
+    resolve = Target.resolve
+    compiled = []
+
+    def probe_resolve(spec=None):
+        if spec is None or spec == "auto" or (isinstance(spec, str) and spec.strip().startswith("cuda")):
+            spec = {"kind": "cuda", "arch": ARCH}
+        elif isinstance(spec, dict) and spec.get("kind", "cuda") == "cuda" and not spec.get("arch"):
+            spec = dict(spec, arch=ARCH)
+        return resolve(spec)
+
+    jit_module = sys.modules["tilecraft.jit"]
+    build = jit_module.build
+
+    def counting_build(func, target, pass_configs=None):
+        artifact = build(func, target, pass_configs)
+        compiled.append(func.name)
+        return artifact
+    jit_module.build = counting_build
+
+    def probe_call(self, *args, **kwargs):
+        print(f"COMPAT-PROBE: reached the first launch; {len(compiled)} kernel(s) compiled for {ARCH}", flush=True)
+        os._exit(3)
+
+    Target.resolve = staticmethod(probe_resolve)
+    JITKernel.__call__ = probe_call
+    from tilecraft.profiler.profiler import Profiler
+    Profiler.supply = probe_call  # the profiler's inputs are made for the launch
+    run_program(sys.argv[1], sys.argv[2:])
+    print(f"COMPAT-PROBE: finished without launching; {len(compiled)} kernel(s) compiled for {ARCH}")
+
+
+if __name__ == "__main__":
+    main()
