@@ -109,3 +109,51 @@ def test_hopper_constructs_name_themselves():
         return main
     with pytest.raises(TilecraftError, match="T.alloc_barrier is not supported"):
         uses_barrier.get_tir(16)
+
+
+@tilelang.jit(out_idx=[-1])
+def gemm_with_tilelang_options(M, N, K):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((M, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.copy(A, A_s, disable_tma=True, coalesced_width=8)
+            T.copy(B, B_s)
+            T.clear(C_f)
+            T.gemm(A_s, B_s, C_f, wg_wait=-1)
+            T.wait_wgmma(0)
+            T.atomic_add(C[0, 0], T.float32(0), memory_order="release")
+            for i, j in T.Parallel(M, N):
+                C[i, j] = C_f[i, j]
+    return main
+
+
+def test_gemm_copy_atomic_options_warn_once_and_keep_results(build, device):
+    from tilecraft.language.builder import _WARNED
+    for key in [k for k in _WARNED if k[0] in ("T.copy", "T.gemm", "T.atomic_add")]:
+        _WARNED.discard(key)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        kernel = build(gemm_with_tilelang_options, 32, 32, 32)
+    messages = " | ".join(str(x.message) for x in w)
+    for what in ("T.copy(disable_tma=True) is ignored", "T.copy(coalesced_width=8) is ignored",
+                 "T.gemm(wg_wait=-1) is ignored", "T.atomic_add(memory_order='release') is ignored"):
+        assert what in messages, messages
+    a, b = torch.randn(32, 32, device=device).half(), torch.randn(32, 32, device=device).half()
+    torch.testing.assert_close(kernel(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_atomic_return_prev_is_refused_by_name():
+    from tilecraft.errors import TilecraftError
+
+    @tilelang.jit
+    def returns_prev(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            with T.Kernel(1) as bx:
+                old = T.atomic_add(A[0], 1.0, return_prev=True)
+        return main
+    with pytest.raises(TilecraftError, match=r"return_prev=True\) is not supported"):
+        returns_prev.get_tir(4)

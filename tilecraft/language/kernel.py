@@ -59,6 +59,10 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
     """Element-wise loop nest over a tile; iterations are independent and spread over threads."""
     if not extents:
         raise error("T.Parallel needs at least one extent")
+    for name, value in (("coalesced_width", coalesced_width), ("loop_layout", loop_layout)):
+        if value is not None:
+            warn_once(("T.Parallel", name), f"T.Parallel({name}=...) is ignored: tilecraft maps the loop's "
+                                            f"iterations to threads itself; results do not change")
     for e in extents:
         _check_extent(e, "a T.Parallel extent")
     return LoopSpec("parallel", tuple(extents))
