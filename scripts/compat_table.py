@@ -44,7 +44,8 @@ def classify(ok: bool, rc: int, error: str) -> str:
         return "timeout"
     e = error
     if re.search(r"Torch not compiled with CUDA|CUDA is not available|no NVIDIA driver|No CUDA GPUs|"
-                 r"cudaGetDeviceCount|CUDA driver|needs a CUDA GPU|torch.cuda|device='cuda'", e):
+                 r"cudaGetDeviceCount|CUDA driver|needs a CUDA GPU|torch.cuda|device='cuda'|ATen_cuda|CUDA generator|"
+                 r"no CUDA device", e):
         return "needs-gpu"
     if re.search(r"is not supported by tilecraft|not supported by tilecraft yet", e):
         return "unsupported"

@@ -66,6 +66,11 @@ class ExprMixin:
             from .compat import astype
             value = self.value(base, node)
             return lambda dtype: astype(value, dtype)  # x.astype("float32")
+        if node.attr == "data" and isinstance(base, Buffer):
+            raise self.error(node, f"{base.name}.data (a buffer's storage, to view it with another shape as "
+                                   f"T.Tensor(shape, dtype, {base.name}.data)) is not supported by tilecraft yet",
+                             hint="index the original buffer, or pass the tensor reshaped by torch "
+                                  "(.view) as its own parameter")
         try:
             return getattr(base, node.attr)
         except AttributeError:
