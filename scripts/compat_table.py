@@ -64,23 +64,40 @@ def classify(ok: bool, rc: int, error: str) -> str:
     return "other"
 
 
-def table(logdir: str, title: str) -> str:
-    rows = [json.loads(l) for l in open(os.path.join(logdir, "results.jsonl")) if l.strip()]
-    out, counts = [], collections.Counter()
-    for r in rows:
+def results(logdir: str) -> dict:
+    """example -> (ok, seconds, class, error) for one run."""
+    out = {}
+    for line in open(os.path.join(logdir, "results.jsonl")):
+        if not line.strip():
+            continue
+        r = json.loads(line)
         log = os.path.join(logdir, r["example"].replace("/", "_") + ".log")
         text = open(log, errors="replace").read() if os.path.exists(log) else ""
         err = "" if r["ok"] else first_error(text) or r.get("last_error", "")
         if r["rc"] == 124:
-            err = err or r.get("last_error", "timeout")
-        cls = classify(r["ok"], r["rc"], err)
-        counts[cls] += 1
-        err = err.replace("|", "\\|").replace(os.path.expanduser("~"), "~")
-        out.append(f"| {r['example'].removeprefix('examples/')} | {'PASS' if r['ok'] else 'FAIL'} | "
-                   f"{r['seconds']:.1f} | {cls if not r['ok'] else ''} | {err[:200]} |")
-    summary = ", ".join(f"{k}: {v}" for k, v in counts.most_common())
-    head = [f"# {title}", "", f"{counts['pass']} of {len(rows)} pass ({summary}).", "",
-            "| example | result | seconds | class | first error |", "| --- | --- | --- | --- | --- |"]
+            err = r.get("last_error") or "timeout"
+        err = err.replace("|", "\\|").replace(os.path.expanduser("~"), "~")[:200]
+        out[r["example"].removeprefix("examples/")] = (r["ok"], r["seconds"], classify(r["ok"], r["rc"], err), err)
+    return out
+
+
+def table(logdir: str, title: str, before: str | None = None) -> str:
+    now = results(logdir)
+    old = results(before) if before else {}
+    counts = collections.Counter(c for _, _, c, _ in now.values())
+    head = [f"# {title}", "", f"{counts['pass']} of {len(now)} pass ({', '.join(f'{k}: {v}' for k, v in counts.most_common())})."]
+    if old:
+        oc = collections.Counter(c for _, _, c, _ in old.values())
+        head.append(f"Before: {oc['pass']} of {len(old)} pass ({', '.join(f'{k}: {v}' for k, v in oc.most_common())}).")
+    cols = "| example | result | seconds | class | first error |" + (" before: class | before: first error |" if old else "")
+    head += ["", cols, "|" + " --- |" * (5 + 2 * bool(old))]
+    out = []
+    for ex, (ok, sec, cls, err) in now.items():
+        row = f"| {ex} | {'PASS' if ok else 'FAIL'} | {sec:.1f} | {'' if ok else cls} | {err} |"
+        if old:
+            b = old.get(ex)
+            row += f" {b[2] if b else '-'} | {b[3] if b else ''} |"
+        out.append(row)
     return "\n".join(head + out) + "\n"
 
 
@@ -89,8 +106,9 @@ def main():
     ap.add_argument("logdir")
     ap.add_argument("--title", default="TileLang example corpus on tilecraft")
     ap.add_argument("--out")
+    ap.add_argument("--before", help="the LOGDIR of an earlier run: its class and error become two more columns")
     args = ap.parse_args()
-    text = table(args.logdir, args.title)
+    text = table(args.logdir, args.title, args.before)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
