@@ -18,6 +18,35 @@ import sys
 ARCH = os.environ.get("COMPAT_PROBE_ARCH", "sm_90a")
 
 
+def _tensors_on_cpu():
+    """Tensors the program makes on "cuda" are made on the CPU instead (the program stops at its
+    first kernel launch, so only shapes and dtypes matter up to there)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def is_cuda(d):
+        return d is not None and str(d).startswith("cuda")
+
+    class OnCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in (torch.Tensor.cuda,):
+                return args[0]
+            if is_cuda(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            if func is torch.Tensor.to:
+                args = tuple(a for a in args if not is_cuda(a) and not (isinstance(a, int) and not isinstance(a, bool)
+                                                                      and a is not args[0]))
+            return func(*args, **kwargs)
+
+    OnCpu().__enter__()
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.manual_seed = torch.cuda.manual_seed_all = lambda *a, **k: None
+    torch.cuda.is_available = lambda: True
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -48,6 +77,7 @@ def main():
         print(f"COMPAT-PROBE: reached the first launch; {len(compiled)} kernel(s) compiled for {ARCH}", flush=True)
         os._exit(3)
 
+    _tensors_on_cpu()
     Target.resolve = staticmethod(probe_resolve)
     JITKernel.__call__ = probe_call
     from tilecraft.profiler.profiler import Profiler
