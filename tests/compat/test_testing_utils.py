@@ -121,3 +121,21 @@ def test_standalone_do_bench_takes_tilelang_arguments():
     assert ms > 0
     with pytest.raises(ValueError, match="backend must be one of"):
         do_bench(lambda: None, backend="nsys")
+
+
+def test_dtype_as_torch_and_profiler_func():
+    import tilecraft.language as T
+    assert T.float16.as_torch() is torch.float16 and T.dtype("float8_e5m2").as_torch() is torch.float8_e5m2
+    assert T.bfloat16.itemsize == 2
+
+    @tilecraft.jit(out_idx=[-1], target="cpu")
+    def twice(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] * 2
+        return main
+    kernel = twice(32)
+    a = torch.randn(32)
+    torch.testing.assert_close(kernel.get_profiler().func(a), a * 2)

@@ -157,3 +157,25 @@ def test_atomic_return_prev_is_refused_by_name():
         return main
     with pytest.raises(TilecraftError, match=r"return_prev=True\) is not supported"):
         returns_prev.get_tir(4)
+
+
+@tilelang.jit(out_idx=[-1])
+def slices_through_names(H, D, block_H):
+    @T.prim_func
+    def main(Q: T.Tensor((4, H, D), "float32"), O: T.Tensor((4, H, D), "float32")):
+        with T.Kernel(4, H // block_H, threads=64) as (b, g):
+            S = T.alloc_shared((block_H, D), "float32")
+            off = T.alloc_var("int32")
+            off = g * block_H
+            H0 = g * block_H
+            H1 = H0 + block_H                        # a let: Q[b, H0:H1] has the static extent block_H
+            T.copy(Q[b, H0:H1, :], S)
+            for i, j in T.Parallel(block_H, D):
+                S[i, j] = S[i, j] * 3
+            T.copy(S, O[b, off:off + block_H, :])    # a scalar variable on both bounds
+    return main
+
+
+def test_slice_extents_see_through_lets_and_scalar_variables(build, device):
+    q = torch.randn(4, 64, 32, device=device)
+    torch.testing.assert_close(build(slices_through_names, 64, 32, 16)(q), q * 3)

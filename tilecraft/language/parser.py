@@ -100,6 +100,7 @@ class Parser(ExprMixin):
         self.func_name = fn.__name__
         self.symbols: list[Var] = []
         self.let_spans: dict = {}  # let-bound Var -> span of its `x = ...`
+        self.let_values: dict = {}  # let-bound Var -> its value (for static slice extents)
 
     # ---- spans and errors -------------------------------------------------------------------
     def span(self, node) -> Span:
@@ -248,6 +249,7 @@ class Parser(ExprMixin):
                 var = Var(self.builder.fresh_name(target.id), value.dtype)
                 self.builder.emit(Let(var, value, span=self.span(node)))
                 self.let_spans[var] = self.span(node)
+                self.let_values[var] = value
                 self.bind(target.id, var)
             else:
                 self.bind(target.id, value)
@@ -405,6 +407,7 @@ class Parser(ExprMixin):
         sub = Parser(m.fn)
         sub.builder = self.builder
         sub.let_spans = self.let_spans
+        sub.let_values = self.let_values
         sub.scopes = [{}]
         sig = inspect.signature(m.fn)
         try:
