@@ -6,7 +6,9 @@
 #     in the repository (git-ignored; copy ../shared/tilelang-examples there for a GPU machine),
 #     else ../shared/tilelang-examples beside the repository.
 #   PATTERN: only examples whose path contains it.   EX_TIMEOUT=300 seconds per example.
-#   TAG=name: the result file is benchmarks/results/<date>_compat_<TAG>.md (default: the GPU name or cpu).
+#   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: the GPU name or cpu);
+#   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs.
+#   A run in parts (one PATTERN each): merge with scripts/compat_table.py LOGDIR1 LOGDIR2 ... --out FILE.md
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 corpus=${1:-${COMPAT_CORPUS:-}}
@@ -24,7 +26,7 @@ py=${PYTHON:-$repo/.venv/bin/python}
 gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "cpu")' 2>/dev/null || echo cpu)
 tag=${TAG:-$gpu}
 logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}
-out="$repo/benchmarks/results/$(date -u +%Y-%m-%d)_compat_${tag}.md"
+out="${RESULTS_DIR:-$repo/benchmarks/results}/$(date -u +%Y-%m-%d)_compat_${tag}.md"
 # run.sh calls `python3`: make it the project's interpreter (a venv's own bin/ folder, so that its
 # site-packages are seen), with tilecraft importable
 bin=$(dirname "$py")

@@ -1,7 +1,7 @@
 """Turn a corpus run (run.sh's LOGDIR: results.jsonl and one log per program) into a markdown table:
 example, pass/fail, seconds, the error that ended the program, and its class.
 
-    python scripts/compat_table.py LOGDIR [--title TEXT] [--out FILE.md]
+    python scripts/compat_table.py LOGDIR [LOGDIR...] [--title TEXT] [--out FILE.md] [--before LOGDIR...]
 
 The error shown is the exception line of the log's last traceback (the one that stopped the
 program), not run.sh's last line containing "Error".  Classes (what a failure means):
@@ -64,9 +64,14 @@ def classify(ok: bool, rc: int, error: str) -> str:
     return "other"
 
 
-def results(logdir: str) -> dict:
-    """example -> (ok, seconds, class, error) for one run."""
-    out = {}
+def results(logdirs) -> dict:
+    """example -> (ok, seconds, class, error) over one or more runs (LOGDIRs; a later one wins)."""
+    if not isinstance(logdirs, str):
+        out = {}
+        for d in logdirs:
+            out.update(results(d))
+        return out
+    logdir, out = logdirs, {}
     for line in open(os.path.join(logdir, "results.jsonl")):
         if not line.strip():
             continue
@@ -103,10 +108,10 @@ def table(logdir: str, title: str, before: str | None = None) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logdir")
+    ap.add_argument("logdir", nargs="+", help="run.sh LOGDIR(s); several are merged (a corpus run in parts)")
     ap.add_argument("--title", default="TileLang example corpus on tilecraft")
     ap.add_argument("--out")
-    ap.add_argument("--before", help="the LOGDIR of an earlier run: its class and error become two more columns")
+    ap.add_argument("--before", nargs="+", help="the LOGDIR of an earlier run: its class and error become two more columns")
     args = ap.parse_args()
     text = table(args.logdir, args.title, args.before)
     if args.out:
