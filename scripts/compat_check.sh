@@ -26,6 +26,7 @@ py=${PYTHON:-$repo/.venv/bin/python}
 gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "cpu")' 2>/dev/null || echo cpu)
 tag=${TAG:-$gpu}
 logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}
+mkdir -p "${RESULTS_DIR:-$repo/benchmarks/results}"
 out="${RESULTS_DIR:-$repo/benchmarks/results}/$(date -u +%Y-%m-%d)_compat_${tag}.md"
 # run.sh calls `python3`: make it the project's interpreter (a venv's own bin/ folder, so that its
 # site-packages are seen), with tilecraft importable
