@@ -179,3 +179,25 @@ def slices_through_names(H, D, block_H):
 def test_slice_extents_see_through_lets_and_scalar_variables(build, device):
     q = torch.randn(4, 64, 32, device=device)
     torch.testing.assert_close(build(slices_through_names, 64, 32, 16)(q), q * 3)
+
+
+@tilelang.jit(out_idx=[-1])
+def column_sums(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), S: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            acc = T.alloc_reducer((N,), "float32", op="sum")
+            T.clear(acc)
+            for i, j in T.Parallel(M, N):
+                acc[j] += X[i, j]
+            T.finalize_reducer(acc)
+            for j in T.Parallel(N):
+                S[j] = acc[j]
+    return main
+
+
+@pytest.mark.cuda_gap("a reducer updated by several threads of one T.Parallel loop is refused on CUDA "
+                      "(no per-thread replicas yet)")
+def test_reducer_sums_columns(build, device):
+    x = torch.randn(64, 32, device=device)
+    torch.testing.assert_close(build(column_sums, 64, 32)(x), x.sum(0), rtol=1e-5, atol=1e-5)
