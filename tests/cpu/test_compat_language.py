@@ -201,3 +201,10 @@ def column_sums(M, N):
 def test_reducer_sums_columns(build, device):
     x = torch.randn(64, 32, device=device)
     torch.testing.assert_close(build(column_sums, 64, 32)(x), x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_kernel_outside_a_prim_func_says_which_style_is_missing():
+    from tilecraft.errors import TilecraftError
+    with pytest.raises(TilecraftError, match=r"outside a @T.prim_func body: TileLang's newer jit style"):
+        with T.Kernel(4, threads=32) as bx:  # noqa: F841
+            pass

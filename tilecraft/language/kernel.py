@@ -14,6 +14,19 @@ class KernelSpec:
     grid: tuple
     threads: tuple
 
+    def __enter__(self):
+        # only reached when Python itself runs the `with`: the body is not a @T.prim_func
+        from ..errors import TilecraftError
+        from .builder import caller_span
+        raise TilecraftError(
+            "`with T.Kernel(...)` runs outside a @T.prim_func body: TileLang's newer jit style (the kernel "
+            "body directly inside the @tilelang.jit function, tensors declared in the body, T.const / "
+            "T.empty) is not supported by tilecraft yet", caller_span(),
+            hint="put the body in a `@T.prim_func def main(A: T.Tensor(...), ...)` and return it from the factory")
+
+    def __exit__(self, *exc):
+        return False
+
 
 def Kernel(*grid, threads=128, is_cpu=False, prelude=None):  # noqa: N802 - TileLang spelling
     """A grid of `grid` blocks (1-3 extents) of `threads` threads each; used as
