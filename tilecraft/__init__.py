@@ -8,6 +8,9 @@ __version__ = "0.1.0"
 from . import language
 from .errors import TilecraftError, CompileError
 from .jit import jit, compile, JITFactory
+from .options import PassConfigKey, Options
+from . import math
+from .math import cdiv, next_power_of_2
 from .runtime.kernel import JITKernel
 from .target import Target
 from .device import include_dir
@@ -17,6 +20,12 @@ from .env import disable_cache, enable_cache, is_cache_enabled
 
 def __getattr__(name):
     # Heavier pieces load on first use so `import tilecraft` stays fast.
+    if name in ("testing", "utils", "layout", "compat"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    if name == "DataType":
+        from .ir.dtype import dtype
+        return dtype
     if name == "profiler":
         import importlib
         return importlib.import_module(".profiler", __name__)

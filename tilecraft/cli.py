@@ -5,6 +5,7 @@
     tilecraft bench [--quick] [--only G] [--list]   the benchmark suite (source checkout, GPU)
     tilecraft show FILE:FACTORY [ARGS...] [--what ir|lowered|source|host|sass|plan] [--target T]
     tilecraft cache info|clear
+    tilecraft run PROG.py [ARGS...]             run a TileLang program unchanged (`import tilelang` -> tilecraft)
 
 `show` imports FILE (a path to a .py file, or a dotted module name such as `tilecraft.kernels`),
 takes FACTORY from it (a `@tilelang.jit` factory, an `@autotune`-wrapped one, a plain function
@@ -398,7 +399,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
     p.add_argument("action", choices=["info", "clear"])
     p.set_defaults(fn=_cache)
+
+    p = sub.add_parser("run", help="run a TileLang program unchanged, `import tilelang[.X]` answered by tilecraft",
+                       description="Run PROG.py as `python PROG.py ARGS` would, with every `import tilelang[.X]` "
+                                   "answered by tilecraft's own modules (tilecraft.compat).")
+    p.add_argument("-m", dest="module", action="store_true", help="PROG is a module name (as `python -m`)")
+    p.add_argument("program", metavar="PROG.py")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's own arguments")
+    p.set_defaults(fn=_run)
     return parser
+
+
+def _run(args) -> int:
+    """`tilecraft run`: the program's own exceptions and exit status pass through unchanged."""
+    from .compat import run_module, run_program
+    try:
+        if args.module:
+            run_module(args.program, args.args)
+        else:
+            run_program(args.program, args.args)
+    except FileNotFoundError as e:
+        raise CliError(str(e)) from None
+    return 0
 
 
 def main(argv=None) -> int:

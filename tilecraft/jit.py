@@ -18,11 +18,43 @@ from .runtime.kernel import JITKernel
 from .target import Target
 
 
+_BACKENDS = ("auto", "dlpack", "ctypes", "cython", "nvrtc", "tvm_ffi", "torch", "cutedsl")
+_WARNED_BACKENDS: set = set()
+
+
+def jit_options(pass_configs=None, execution_backend=None, compile_flags=None, debug_root_path=None):
+    """TileLang's `jit`/`compile` options folded into pass_configs (none is dropped silently):
+    `compile_flags` become `tl.device_compile_flags` (CUDA compilers), `debug_root_path` becomes
+    `cuda.kernels_output_dir` (the generated source is written there); `execution_backend` names
+    TileLang's launch mechanisms: tilecraft always launches through its own runtime, so any choice
+    but "auto" / "nvrtc" (tilecraft's default compiler) is warned about once."""
+    configs = dict(pass_configs.given if hasattr(pass_configs, "given") else (pass_configs or {}))
+    if compile_flags:
+        flags = compile_flags.split() if isinstance(compile_flags, str) else list(compile_flags)
+        old = configs.get("tl.device_compile_flags") or []
+        configs["tl.device_compile_flags"] = (old.split() if isinstance(old, str) else list(old)) + flags
+    if debug_root_path:
+        configs.setdefault("cuda.kernels_output_dir", str(debug_root_path))
+    if execution_backend is not None:
+        if execution_backend not in _BACKENDS:
+            raise ValueError(f"execution_backend={execution_backend!r} is not one of TileLang's backends "
+                             f"{', '.join(_BACKENDS)}")
+        if execution_backend not in ("auto", "nvrtc") and execution_backend not in _WARNED_BACKENDS:
+            import warnings
+            from .options import UnhonouredOptionWarning
+            _WARNED_BACKENDS.add(execution_backend)
+            warnings.warn(f"execution_backend={execution_backend!r} is ignored: tilecraft launches every kernel "
+                          f"through its own runtime (CUDA driver API / a C++ shared object)",
+                          UnhonouredOptionWarning, stacklevel=3)
+    return configs or pass_configs
+
+
 def compile(func, out_idx=None, target="auto", pass_configs=None, execution_backend=None,  # noqa: A001
-            target_host=None, verbose=False) -> JITKernel:
+            target_host=None, verbose=False, compile_flags=None, debug_root_path=None) -> JITKernel:
     """Compile a parsed `@T.prim_func` for `target` and return the callable kernel."""
     if not isinstance(func, PrimFunc):
         raise TypeError(f"tilecraft.compile expects a @T.prim_func, got {type(func).__name__}")
+    pass_configs = jit_options(pass_configs, execution_backend, compile_flags, debug_root_path)
     tgt = Target.resolve(target)
     try:
         artifact = build(func, tgt, pass_configs)
@@ -53,7 +85,8 @@ class JITFactory:
 
     def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, **extra):
         self.fn = fn
-        self.compile_kwargs = {"out_idx": out_idx, "target": target, "pass_configs": pass_configs}
+        self.compile_kwargs = {"out_idx": out_idx, "target": target,
+                               "pass_configs": jit_options(pass_configs, **extra)}
         self.signature = inspect.signature(fn)
         self._kernels: dict = {}
         self._lock = threading.Lock()
@@ -91,10 +124,13 @@ class JITFactory:
 
 
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, execution_backend=None,
-        verbose=False, debug_root_path=None, compile_flags=None, **extra):
-    """Decorator: `@tilecraft.jit(out_idx=[-1])` above a factory returning a `@T.prim_func`."""
+        verbose=False, debug_root_path=None, compile_flags=None, target_host=None):
+    """Decorator: `@tilecraft.jit(out_idx=[-1])` above a factory returning a `@T.prim_func`.
+    `execution_backend`, `compile_flags`, `debug_root_path`: see `jit_options`."""
     def wrap(fn):
-        return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs)
+        return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs,
+                          execution_backend=execution_backend, compile_flags=compile_flags,
+                          debug_root_path=debug_root_path)
     if func is not None:
         return wrap(func)
     return wrap

@@ -269,6 +269,14 @@ def test_decorator_with_every_tuned_argument_given_just_compiles():
     assert tuned.last_result is None and kernel.fn is not None
 
 
+def test_decorator_with_a_tuned_argument_given_positionally_just_compiles():
+    """TileLang's examples call `tuned(batch, ..., BLOCK_N, BLOCK_H, ...)`: positional values of
+    tuned parameters are fixed too (no second value from a config, no search)."""
+    tuned = make_tuned(set())
+    kernel = tuned(M, N, K, 4)
+    assert tuned.last_result is None and kernel.fn is not None
+
+
 def test_set_autotune_inputs_context_manager_and_plain_call(monkeypatch):
     monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")  # tune each time, so kernels run
     seen = set()

@@ -15,6 +15,7 @@ are kept in memory per argument set (and on disk by the tuner), and ``.results``
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 from ..compiler.cache import cache_key
@@ -70,6 +71,7 @@ class AutoTuneImpl:
             configs = AutoTuner(self.factory, configs).set_kernel_parameters(args, kwargs)._resolve_configs()
         configs = list(configs)
         tuned = {k for c in configs for k in c}
+        args, kwargs = self._by_name(args, kwargs, tuned)
         fixed = {k: v for k, v in kwargs.items() if k in tuned}
         if tuned and tuned <= set(fixed):  # everything given: no search
             return self.factory(*args, **kwargs)
@@ -80,6 +82,19 @@ class AutoTuneImpl:
         result = tuner.run()
         self.results[key] = self.last_result = result
         return result.kernel
+
+    def _by_name(self, args: tuple, kwargs: dict, tuned: set) -> tuple[tuple, dict]:
+        """A tuned parameter given positionally (`f(1, 2, 64)` for `block_N`) is fixed like a keyword:
+        the call's arguments become keywords, so a config never gives it a second value."""
+        fn = getattr(self.factory, "fn", self.factory)
+        try:
+            bound = inspect.signature(fn).bind_partial(*args, **kwargs)
+        except (TypeError, ValueError):
+            return args, kwargs
+        if not tuned & set(bound.arguments) - set(kwargs) or any(
+                p.kind in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY) for p in bound.signature.parameters.values()):
+            return args, kwargs
+        return (), dict(bound.arguments)
 
     def get_tune_result(self, *args: Any, **kwargs: Any) -> AutotuneResult | None:
         """The stored result for this argument set, if it was tuned in this process."""

@@ -14,25 +14,11 @@ from dataclasses import dataclass, field
 
 from .. import env
 from ..ir.func import PrimFunc
+from ..options import _BY_KEY as PASS_CONFIG_FIELDS, Options
 from .cache import DiskCache, kernel_cache_key
 
-# TileLang pass-config keys we honour (or accept as no-ops where the feature doesn't apply).
-KNOWN_PASS_CONFIGS = {
-    "tl.disable_tma_lower", "tl.disable_warp_specialized", "tl.enable_fast_math",
-    "tl.disable_fast_math", "tl.disable_safe_memory_legalize", "tl.disable_dynamic_tail_split",
-    "tl.dynamic_alignment", "tl.config_index_bitwidth", "tl.disable_vectorize_256",
-    "tl.enable_aggressive_shared_memory_merge", "tl.debug_merge_shared_memory_allocations",
-    "tl.disable_thread_storage_sync", "tl.ptxas_register_usage_level", "tl.enable_ptxas_verbose_output",
-    "tl.disable_rdc", "tl.disable_wgmma", "tl.disable_cp_async",
-    # tilecraft's own Hopper switches (sm_90a; all default on there, Target.pass_config_defaults):
-    # wgmma gemms; one wgmma group in flight across a pipelined loop; TMA tile loads; a producer
-    # warpgroup issuing them (warp specialization).
-    "tc.use_wgmma", "tc.wgmma_async", "tc.use_tma", "tc.warp_specialize",
-    # tilecraft's own: stage gemm accumulator stores through shared memory (default on).
-    "tc.stage_epilogue",
-    # tilecraft's own: per-stage mbarriers in GEMM main loops (opt-in; pipeline_copies.py says why).
-    "tc.mbarrier_pipeline",
-}
+# Every key (TileLang's and tilecraft's own), its owner and what is done with it: tilecraft/options.py
+KNOWN_PASS_CONFIGS = set(PASS_CONFIG_FIELDS)
 
 
 @dataclass
@@ -50,29 +36,35 @@ class Artifact:
     extra: dict = field(default_factory=dict)
 
 
-def check_pass_configs(pass_configs) -> dict:
-    """The kernel's pass_configs over the environment's defaults (TILECRAFT_PASS_CONFIGS), checked."""
+def check_pass_configs(pass_configs, target_kind=None) -> Options:
+    """The kernel's pass_configs over the environment's defaults (TILECRAFT_PASS_CONFIGS), checked
+    and typed (unknown keys are errors; keys not acted on here warn once, see tilecraft/options.py)."""
     defaults = env.default_pass_configs()
-    unknown = sorted(k for k in defaults if k not in KNOWN_PASS_CONFIGS)
-    if unknown:
-        raise ValueError(f"TILECRAFT_PASS_CONFIGS: unknown key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
-    configs = dict(pass_configs or {})
-    unknown = sorted(k for k in configs if k not in KNOWN_PASS_CONFIGS)
-    if unknown:
-        raise ValueError(f"unknown pass_configs key(s) {unknown}; known keys: {sorted(KNOWN_PASS_CONFIGS)}")
-    return {**defaults, **configs}
+    try:
+        Options.make(defaults, warn=False)
+    except ValueError as e:
+        unknown = sorted(k for k in defaults if str(k) not in KNOWN_PASS_CONFIGS)
+        what = f"unknown key(s) {unknown}" if unknown else str(e)
+        raise ValueError(f"TILECRAFT_PASS_CONFIGS: {what}; known keys: {sorted(KNOWN_PASS_CONFIGS)}") from None
+    given = pass_configs.given if isinstance(pass_configs, Options) else (pass_configs or {}).items()
+    return Options.make({**defaults, **dict(given)}, target_kind)
 
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
-    configs = check_pass_configs(pass_configs)
-    configs = {**target.pass_config_defaults(configs), **configs}
+    given = check_pass_configs(pass_configs, target.kind)
+    # the target's defaults under what the program and TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)
+    configs = Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
     ir_text = func.script()
-    key = kernel_cache_key(ir_text, target, configs)
+    from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
+    post = (postproc_token(),) if target.kind == "cuda" and postproc_token() else ()
+    key = kernel_cache_key(ir_text, target, {"options": configs.cache_token(), "postproc": post})
     cache = DiskCache("kernels")
     entry = cache.get(key)
     if entry is not None:
         meta = entry.meta
         name = meta["binary_name"]
+        if configs.kernels_output_dir:
+            _write_source(configs.kernels_output_dir, func.name, target, entry.read_text("source"))
         return Artifact(target, entry.read_text("source"), meta, ir=ir_text,
                         lowered_ir=entry.read_text("lowered_ir") if "lowered_ir" in entry else "",
                         binary=entry.read(name) if target.kind == "cuda" else b"",
@@ -90,6 +82,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
         from ..codegen.cuda import generate_cuda
         from .cuda import compile_cuda
         source, meta = generate_cuda(lowered, target, configs)
+        source = apply_cuda_postproc(source, target)  # tilelang.engine.callback hooks, if any
         binary = compile_cuda(source, target, configs, name=f"{func.name}.cu")
         meta["binary_name"] = "kernel.cubin"
     seconds = time.perf_counter() - t0
@@ -100,7 +93,18 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
             for line in meta.get("plan", []):
                 print(f"[tilecraft]   {line}")
     lowered_text = lowered.script()
+    if configs.kernels_output_dir:
+        _write_source(configs.kernels_output_dir, func.name, target, source)
     stored = cache.put(key, {"source": source, "ir": ir_text, "lowered_ir": lowered_text,
                              meta["binary_name"]: binary, "meta_readable.json": json.dumps(meta, indent=1)}, meta)
     return Artifact(target, source, meta, ir=ir_text, lowered_ir=lowered_text, binary=binary,
                     binary_path=str(stored.file(meta["binary_name"])), compile_seconds=seconds)
+
+
+def _write_source(folder: str, name: str, target, source: str) -> None:
+    """cuda.kernels_output_dir / jit(debug_root_path=): keep the generated source in `folder`."""
+    import os
+    os.makedirs(folder, exist_ok=True)
+    ext = "cu" if target.kind == "cuda" else "cpp"
+    with open(os.path.join(folder, f"{name}.{ext}"), "w") as f:
+        f.write(source)

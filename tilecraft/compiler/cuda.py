@@ -12,7 +12,8 @@ see the same options:
   not): it changes results (flushed denormals, approximate division/exp), so never by default;
 - ``tl.enable_ptxas_verbose_output``: ptxas prints registers / spills / shared memory per kernel
   (printed to stdout after the compile);
-- ``tl.ptxas_register_usage_level``: forwarded as ``-Xptxas --register-usage-level=N`` (0..10).
+- ``tl.ptxas_register_usage_level``: forwarded as ``-Xptxas --register-usage-level=N`` (0..10);
+- ``tl.device_compile_flags`` (also ``jit(compile_flags=...)``): appended to the compiler options.
 
 The architecture is the target's (``sm_80`` ... ``sm_90a``); the tilecraft device headers are on
 the include path (both compilers add :func:`tilecraft.device.include_dir` first).
@@ -20,6 +21,7 @@ the include path (both compilers add :func:`tilecraft.device.include_dir` first)
 from __future__ import annotations
 
 from .. import env
+from ..options import as_options
 from .errors import CudaCompileError
 
 __all__ = ["compile_cuda", "cuda_options"]
@@ -35,21 +37,21 @@ def _arch_of(target) -> str:
 
 def cuda_options(configs: dict | None, compiler: str) -> tuple[bool, list[str]]:
     """``(fast_math, extra options)`` for ``compiler`` ("nvrtc" or "nvcc") from the pass configs."""
-    configs = configs or {}
-    fast_math = bool(configs.get("tl.enable_fast_math")) and not configs.get("tl.disable_fast_math")
+    opts = as_options(configs)
+    fast_math = opts.fast_math
     ptxas: list[str] = ["-O3"]
-    if configs.get("tl.enable_ptxas_verbose_output"):
+    if opts.enable_ptxas_verbose_output:
         ptxas.append("-v")
-    level = configs.get("tl.ptxas_register_usage_level")
+    level = opts.ptxas_register_usage_level
     if level is not None:
         level = int(level)
         if not 0 <= level <= 10:
             raise ValueError(f"tl.ptxas_register_usage_level must be in 0..10, got {level}")
         ptxas.append(f"--register-usage-level={level}")
-    opts = ["--dopt=on"] if compiler == "nvrtc" else []  # nvcc gets -O3 from compile_cuda_nvcc
+    flags = ["--dopt=on"] if compiler == "nvrtc" else []  # nvcc gets -O3 from compile_cuda_nvcc
     for flag in ptxas:
-        opts += ["-Xptxas", flag]
-    return fast_math, opts
+        flags += ["-Xptxas", flag]
+    return fast_math, flags + list(opts.device_compile_flags)
 
 
 def compile_cuda(source: str, target, configs: dict | None = None, *, name: str = "kernel.cu") -> bytes:
@@ -66,7 +68,7 @@ def compile_cuda(source: str, target, configs: dict | None = None, *, name: str 
     else:
         from .nvrtc import compile_cuda_nvrtc as compile_fn
     binary = compile_fn(source, arch, options=options, name=name, fast_math=fast_math, lineinfo=True)
-    if binary.log and ((configs or {}).get("tl.enable_ptxas_verbose_output") or env.verbose()):
+    if binary.log and (as_options(configs).enable_ptxas_verbose_output or env.verbose()):
         print(f"[tilecraft] {binary.compiler} {arch} ({binary.seconds * 1e3:.0f} ms):\n{binary.log}")
     warn_performance_notes(binary.log, name, arch)
     return binary.cubin

@@ -50,6 +50,23 @@ class DType:
     def __hash__(self):
         return hash(self.name)
 
+    def as_torch(self):
+        """The torch dtype (TileLang's `T.float16.as_torch()`)."""
+        return to_torch(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.bytes
+
+    def __call__(self, value=None, span=None):
+        """`T.float32(0)`, `T.int32(x)`: a constant of this dtype, or a cast of a kernel value."""
+        from .expr import cast, const
+        if value is None:
+            raise TypeError(f"T.{self.name}() needs a value, e.g. T.{self.name}(0)")
+        if isinstance(value, (bool, int, float, str)):
+            return const(value, self, span)
+        return cast(value, self, span)
+
 
 float16 = DType("float16", "float", 16)
 bfloat16 = DType("bfloat16", "float", 16)

@@ -111,3 +111,20 @@ def require_kernel(what: str):
     if b.kernel is None:
         raise error(f"{what} must be used inside `with T.Kernel(...)`")
     return b
+
+
+_WARNED: set = set()
+
+
+def warn_once(key, message: str, category=UserWarning) -> None:
+    """A warning about a construct at the user's current line, once per `key` per process
+    (an option tilecraft accepts but does not act on: never silently dropped)."""
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    import warnings
+    span = current_span() or caller_span()
+    if span is not None:
+        warnings.warn_explicit(message, category, span.file, span.line)
+    else:
+        warnings.warn(message, category, stacklevel=3)

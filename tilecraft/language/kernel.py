@@ -6,13 +6,26 @@ from dataclasses import dataclass
 
 from ..ir import Alloc, Buffer, Sync, Var, as_expr, const, dtype as dt
 from ..ir.expr import Expr
-from .builder import current, error, require_kernel
+from .builder import current, error, require_kernel, warn_once
 
 
 @dataclass
 class KernelSpec:
     grid: tuple
     threads: tuple
+
+    def __enter__(self):
+        # only reached when Python itself runs the `with`: the body is not a @T.prim_func
+        from ..errors import TilecraftError
+        from .builder import caller_span
+        raise TilecraftError(
+            "`with T.Kernel(...)` runs outside a @T.prim_func body: TileLang's newer jit style (the kernel "
+            "body directly inside the @tilelang.jit function, tensors declared in the body, T.const / "
+            "T.empty) is not supported by tilecraft yet", caller_span(),
+            hint="put the body in a `@T.prim_func def main(A: T.Tensor(...), ...)` and return it from the factory")
+
+    def __exit__(self, *exc):
+        return False
 
 
 def Kernel(*grid, threads=128, is_cpu=False, prelude=None):  # noqa: N802 - TileLang spelling
@@ -59,6 +72,10 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
     """Element-wise loop nest over a tile; iterations are independent and spread over threads."""
     if not extents:
         raise error("T.Parallel needs at least one extent")
+    for name, value in (("coalesced_width", coalesced_width), ("loop_layout", loop_layout)):
+        if value is not None:
+            warn_once(("T.Parallel", name), f"T.Parallel({name}=...) is ignored: tilecraft maps the loop's "
+                                            f"iterations to threads itself; results do not change")
     for e in extents:
         _check_extent(e, "a T.Parallel extent")
     return LoopSpec("parallel", tuple(extents))
@@ -72,6 +89,11 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
     _check_extent(stop, "T.Pipelined stop")
     if not isinstance(num_stages, int) or num_stages < 0:
         raise error(f"T.Pipelined num_stages must be a non-negative int, got {num_stages!r}")
+    for name, value in (("order", order), ("stage", stage), ("group", group), ("sync", sync)):
+        if value is not None:
+            warn_once(("T.Pipelined", name),
+                      f"T.Pipelined({name}=...) is ignored: tilecraft plans the stages of a pipelined loop "
+                      f"itself (num_stages={num_stages} is honoured); results do not change")
     return LoopSpec("pipelined", (as_expr(stop) - start if isinstance(stop, Expr) or isinstance(start, Expr)
                                   else stop - start,), start=start,
                     annotations=(("num_stages", num_stages),))

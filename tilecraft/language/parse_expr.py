@@ -62,6 +62,15 @@ class ExprMixin:
 
     def expr_Attribute(self, node):
         base = self.eval(node.value)
+        if node.attr == "astype" and (isinstance(base, Expr) or getattr(base, "scope", None) == "var"):
+            from .compat import astype
+            value = self.value(base, node)
+            return lambda dtype: astype(value, dtype)  # x.astype("float32")
+        if node.attr == "data" and isinstance(base, Buffer):
+            raise self.error(node, f"{base.name}.data (a buffer's storage, to view it with another shape as "
+                                   f"T.Tensor(shape, dtype, {base.name}.data)) is not supported by tilecraft yet",
+                             hint="index the original buffer, or pass the tensor reshaped by torch "
+                                  "(.view) as its own parameter")
         try:
             return getattr(base, node.attr)
         except AttributeError:
@@ -166,7 +175,7 @@ class ExprMixin:
                     raise self.error(node, f"slices of {buf.name} must have step 1")
                 lo = self.value(self.eval(it.lower), node) if it.lower is not None else 0
                 hi = self.value(self.eval(it.upper), node) if it.upper is not None else buf.shape[d]
-                ext = static_difference(hi, lo)
+                ext = self.static_extent(hi, lo)
                 if ext is None:
                     raise self.error(node, f"the slice {ast.unparse(it)} of {buf.name} (dimension {d}) must have a "
                                            f"compile-time extent", hint="write it as start:start + EXTENT")
@@ -190,6 +199,29 @@ class ExprMixin:
         if any_slice:
             return Region(buf, tuple(starts), tuple(extents), span=self.span(node))
         return Load(buf, tuple(starts), span=self.span(node))
+
+    def static_extent(self, hi, lo):
+        """`hi - lo` when it is a compile-time constant, also through the lets and scalar variables
+        the bounds are written with (`H1 = H0 + 64; X[H0:H1]`, `X[off + i*m : off + (i+1)*m]` with
+        `off` a T.alloc_var): both bounds are read at the same point, so equal names are equal values."""
+        ext = static_difference(hi, lo)
+        if ext is not None or not isinstance(hi, Expr) and not isinstance(lo, Expr):
+            return ext
+        from ..ir import Var
+        from ..ir.functor import Mutator
+        lets = getattr(self, "let_values", {})
+        canon: dict = {}
+
+        class _Expand(Mutator):
+            def visit_Var(self, v):
+                return self.visit(lets[v]) if v in lets else v
+
+            def visit_Load(self, ld):
+                if ld.buffer.scope == "var":
+                    return canon.setdefault(ld.buffer, Var(ld.buffer.name, ld.buffer.dtype))
+                return self.generic(ld)
+        hi, lo = (_Expand().visit(x) if isinstance(x, Expr) else x for x in (hi, lo))
+        return static_difference(hi, lo)
 
     def expr_Call(self, node):
         func = self.eval(node.func)

@@ -21,6 +21,7 @@ from ..errors import TilecraftError
 from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, binary, cast, const, dtype as dt)
 from .builder import Builder, activate, caller_span
+from .compat import AttrScope
 from .kernel import KernelSpec, LoopSpec, serial
 from .parse_expr import _BINOPS, ExprMixin
 from .types import TensorSpec
@@ -105,6 +106,7 @@ class Parser(ExprMixin):
         self.func_name = fn.__name__
         self.symbols: list[Var] = []
         self.let_spans: dict = {}  # let-bound Var -> span of its `x = ...`
+        self.let_values: dict = {}  # let-bound Var -> its value (for static slice extents)
 
     # ---- spans and errors -------------------------------------------------------------------
     def span(self, node) -> Span:
@@ -253,6 +255,7 @@ class Parser(ExprMixin):
                 var = Var(self.builder.fresh_name(target.id), value.dtype)
                 self.builder.emit(Let(var, value, span=self.span(node)))
                 self.let_spans[var] = self.span(node)
+                self.let_values[var] = value
                 self.bind(target.id, var)
             else:
                 self.bind(target.id, value)
@@ -373,6 +376,9 @@ class Parser(ExprMixin):
             raise self.error(node, "use one context manager per `with` in a kernel body")
         item = node.items[0]
         spec = self.eval(item.context_expr)
+        if isinstance(spec, AttrScope):  # `with T.attr(...)`: a hint; the body is ordinary code
+            self.block_inline(node.body)
+            return
         if not isinstance(spec, KernelSpec):
             raise self.error(node, f"unsupported `with` target {ast.unparse(item.context_expr)}; only "
                                    f"`with T.Kernel(...) as ...:` is supported")
@@ -407,6 +413,7 @@ class Parser(ExprMixin):
         sub = Parser(m.fn)
         sub.builder = self.builder
         sub.let_spans = self.let_spans
+        sub.let_values = self.let_values
         sub.scopes = [{}]
         sig = inspect.signature(m.fn)
         try:

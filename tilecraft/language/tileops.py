@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..ir import (AtomicAdd, Buffer, Copy, Cumsum, Expr, Fill, For, Gemm, Load, Print, Reduce,
                   Region, Store, Var, as_expr, binary, cast, const)
 from ..ir.tileop import REDUCE_KINDS
-from .builder import error, require_kernel
+from .builder import error, require_kernel, warn_once
 from .types import GemmWarpPolicy
 
 
@@ -93,6 +93,11 @@ def resolve_pair(src, dst) -> tuple[Region, Region]:
 
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
     b = require_kernel("T.copy")
+    _ignored_options("T.copy", coalesced_width=(coalesced_width, None, "tilecraft picks the vector width"),
+                     eviction_policy=(eviction_policy, None, "tilecraft emits default cache hints"),
+                     loop_layout=(loop_layout, None, "tilecraft maps the copy's threads itself"),
+                     disable_tma=(disable_tma, False, "TMA is chosen per loop under pass_configs tc.use_tma "
+                                                      "(tl.disable_tma_lower turns it off for the kernel)"))
     s, d = resolve_pair(src, dst)
     b.emit(Copy(s, d, span=b.span))
 
@@ -166,6 +171,9 @@ def _gemm_operand(x, what, allowed):
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0, use_wgmma=None):
     b = require_kernel("T.gemm")
+    _ignored_options("T.gemm", k_pack=(k_pack, 1, "k_pack packs operands for AMD matrix cores"),
+                     wg_wait=(wg_wait, 0, "tilecraft's T.gemm completes before the next statement"),
+                     use_wgmma=(use_wgmma, None, "wgmma is chosen per kernel with pass_configs tc.use_wgmma"))
     a = _gemm_operand(A, "A", ("shared", "fragment", "local"))
     bb = _gemm_operand(B, "B", ("shared", "fragment", "local"))
     c = _gemm_operand(C, "C", ("fragment", "local"))
@@ -272,16 +280,37 @@ def _atomic(kind, dst, value, memory_order=None, **_):
     b.emit(AtomicAdd(dr, cast(as_expr(value, dr.buffer.dtype), dr.buffer.dtype), kind, span=b.span))
 
 
+def _atomic_options(kind, memory_order, return_prev, use_tma=False):
+    if return_prev:
+        raise error(f"T.atomic_{kind}(return_prev=True) is not supported by tilecraft yet: its atomics "
+                    f"return nothing")
+    _ignored_options(f"T.atomic_{kind}",
+                     memory_order=(memory_order if memory_order != "relaxed" else None, None,
+                                   "tilecraft's atomics are relaxed; order them with T.sync_threads"),
+                     use_tma=(use_tma, False, "tilecraft adds tiles element by element"))
+
+
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    _atomic_options("add", memory_order, return_prev, use_tma)
     _atomic("add", dst, value)
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False):
+    _atomic_options("max", memory_order, return_prev)
     _atomic("max", dst, value)
 
 
 def atomic_min(dst, value, memory_order=None, return_prev=False):
+    _atomic_options("min", memory_order, return_prev)
     _atomic("min", dst, value)
+
+
+def _ignored_options(construct, **options):
+    """Warn once per (construct, option) for each option given a non-default value that tilecraft
+    does not act on: `name=(value, default, reason)`.  None of them changes what is computed."""
+    for name, (value, default, why) in options.items():
+        if value is not None and not (value is default or value == default):
+            warn_once((construct, name), f"{construct}({name}={value!r}) is ignored: {why}; results do not change")
 
 
 def cumsum(src, dst=None, dim=0, reverse=False):

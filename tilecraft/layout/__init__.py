@@ -1,4 +1,6 @@
-"""Layout objects users can name (`tilecraft.layout.make_swizzled_layout`)."""
+"""Layout objects users can name (`tilecraft.layout` / `tilelang.layout`): `Layout`, `Fragment`,
+`make_swizzled_layout` (the bank-conflict-free shared-memory swizzle)."""
 from ..language.annotations import SwizzledLayout, make_swizzled_layout
+from .layout import Fragment, Layout, make_cutlass_metadata_layout
 
-__all__ = ["SwizzledLayout", "make_swizzled_layout"]
+__all__ = ["SwizzledLayout", "make_swizzled_layout", "Layout", "Fragment", "make_cutlass_metadata_layout"]

@@ -42,6 +42,11 @@ class Profiler:
     # ------------------------------------------------------------------ parameters and inputs
 
     @property
+    def func(self) -> Any:
+        """The kernel this profiler runs (TileLang's `profiler.func(*tensors)`)."""
+        return self.kernel
+
+    @property
     def name(self) -> str:
         return getattr(self.kernel, "name", type(self.kernel).__name__)
 

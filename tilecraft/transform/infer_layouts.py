@@ -23,6 +23,7 @@ from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, 
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..ir.semantics import loop_dims, parallel_anchor
+from ..options import options_of
 from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
@@ -255,7 +256,7 @@ class _Inference:
 
 def infer_layouts(func: PrimFunc, target) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
-    use_wgmma = bool(func.attr("pass_configs", {}).get("tc.use_wgmma")) and target.has("wgmma")
+    use_wgmma = options_of(func).wgmma and target.has("wgmma")
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
         inference = _Inference(k, use_wgmma)
         lay, pl = inference.run(k.body)

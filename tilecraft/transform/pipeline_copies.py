@@ -66,6 +66,7 @@ from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan, WgmmaRSPlan
+from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 
@@ -115,15 +116,15 @@ def _producers(loop: For) -> list:
 
 
 class _Pipeline(Mutator):
-    def __init__(self, smem_layouts: dict, layouts: dict, configs: dict, smem_limit: int):
+    def __init__(self, smem_layouts: dict, layouts: dict, configs: Options, smem_limit: int):
         super().__init__()
         self.smem_limit = smem_limit   # bytes of shared memory one block may use
         self.kernel_smem = 0           # the kernel's shared buffers, unstaged
         self.layouts = layouts
-        self.use_mbarrier = configs.get("tc.mbarrier_pipeline")
-        self.wgmma_async = configs.get("tc.wgmma_async")
-        self.use_tma = configs.get("tc.use_tma")
-        self.warp_specialize = configs.get("tc.warp_specialize")
+        self.use_mbarrier = configs.mbarrier_pipeline
+        self.wgmma_async = configs.wgmma_async
+        self.use_tma = configs.use_tma and not configs.disable_tma_lower
+        self.warp_specialize = False if configs.disable_warp_specialized else configs.warp_specialize
         self.ws_loops: set = set()   # ids of the kernel's top-level T.Pipelined loops (may be split)
         self.ws_taken = False        # one warp-specialized loop per kernel
         self.notes: list = []  # one line per pipelined loop: the form chosen
@@ -532,7 +533,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
     st = func.lowering
-    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, func.attr("pass_configs", {}), target.max_shared_memory)
+    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target.max_shared_memory)
     body = p.visit(func.body)
     notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:

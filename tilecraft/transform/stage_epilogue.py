@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Mutator, Region, Seq, collect, const, seq
 from ..ir.func import PrimFunc
+from ..options import options_of
 
 PAD = 8  # elements: 16 bytes of fp16 / 32 bytes of fp32, 4 / 8 banks between consecutive rows
 
@@ -75,7 +76,7 @@ class _Stage(Mutator):
 
 
 def stage_epilogue(func: PrimFunc, target) -> PrimFunc:
-    if not func.attr("pass_configs", {}).get("tc.stage_epilogue", True):
+    if not options_of(func).stage_epilogue:
         return func
     accumulators = {g.c.buffer for g in collect(func.body, lambda n: isinstance(n, Gemm)) if g.plan is not None}
     if not accumulators:

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Run TileLang's example corpus unchanged on tilecraft and write the table (example, pass/fail,
+# seconds, first error, class) under benchmarks/results/.
+#   usage: scripts/compat_check.sh [CORPUS_DIR] [PATTERN]
+#   CORPUS_DIR (or $COMPAT_CORPUS): the folder holding run.sh and examples/; default: compat_corpus/
+#     in the repository (git-ignored; copy ../shared/tilelang-examples there for a GPU machine),
+#     else ../shared/tilelang-examples beside the repository.
+#   PATTERN: only examples whose path contains it.   EX_TIMEOUT=300 seconds per example.
+#   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: the GPU name or cpu);
+#   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs.
+#   A run in parts (one PATTERN each): merge with scripts/compat_table.py LOGDIR1 LOGDIR2 ... --out FILE.md
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+corpus=${1:-${COMPAT_CORPUS:-}}
+if [ -z "$corpus" ]; then
+  for c in "$repo/compat_corpus" "$repo/../shared/tilelang-examples" "/work/shared/tilelang-examples"; do
+    [ -x "$c/run.sh" ] && corpus=$c && break
+  done
+fi
+if [ -z "$corpus" ] || [ ! -x "$corpus/run.sh" ]; then
+  echo "compat_check: no corpus (a folder with run.sh and examples/); give it as the first argument" >&2
+  exit 2
+fi
+py=${PYTHON:-$repo/.venv/bin/python}
+[ -x "$py" ] || py=python3
+gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "cpu")' 2>/dev/null || echo cpu)
+tag=${TAG:-$gpu}
+logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}
+mkdir -p "${RESULTS_DIR:-$repo/benchmarks/results}"
+out="${RESULTS_DIR:-$repo/benchmarks/results}/$(date -u +%Y-%m-%d)_compat_${tag}.md"
+# run.sh calls `python3`: make it the project's interpreter (a venv's own bin/ folder, so that its
+# site-packages are seen), with tilecraft importable
+bin=$(dirname "$py")
+if [ ! -x "$bin/python3" ]; then bin=$(mktemp -d); printf '#!/bin/sh\nexec "%s" "$@"\n' "$py" > "$bin/python3"; chmod +x "$bin/python3"; fi
+PATH="$bin:$PATH" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" IMPL=tilecraft LOGDIR="$logs" \
+  EX_TIMEOUT=${EX_TIMEOUT:-300} "$corpus/run.sh" "${2:-}"
+"$py" "$repo/scripts/compat_table.py" "$logs" --out "$out" \
+  --title "TileLang v0.1.8 example corpus on tilecraft ($tag, $(date -u +%Y-%m-%d), $(git -C "$repo" rev-parse --short HEAD))" > /dev/null
+echo "table: $out (logs: $logs)"

@@ -1,0 +1,50 @@
+"""`tilelang.engine.callback`: functions that rewrite the generated CUDA source before it is compiled.
+
+    @register_cuda_postproc_callback
+    def edit(code: str, target) -> str: ...
+
+Honoured by `compiler.build` for every later CUDA compile; the callback's code is part of the
+kernel cache key, so changing it never serves a kernel built without it.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Callable
+
+_CUDA_POSTPROC: list[Callable] = []
+
+
+def register_cuda_postproc_callback(func: Callable | None = None, override: bool = True):
+    """Register `func(code, target) -> code` (as a decorator, with or without arguments).
+    `override=True` replaces a previously registered callback, as in TileLang."""
+    def register(f):
+        if override:
+            _CUDA_POSTPROC.clear()
+        _CUDA_POSTPROC.append(f)
+        return f
+    return register(func) if callable(func) else register
+
+
+def register_hip_postproc_callback(func: Callable | None = None, override: bool = True):
+    def register(f):
+        raise NotImplementedError("tilecraft has no HIP target: register_hip_postproc_callback does not apply")
+    return register(func) if callable(func) else register
+
+
+def apply_cuda_postproc(code: str, target) -> str:
+    for f in _CUDA_POSTPROC:
+        code = f(code, target)
+        if not isinstance(code, str):
+            raise TypeError(f"CUDA post-processing callback {getattr(f, '__qualname__', f)!r} must return the "
+                            f"source as a str, got {type(code).__name__}")
+    return code
+
+
+def cache_token() -> tuple:
+    """Identifies the registered callbacks by name and code (empty when none)."""
+    out = []
+    for f in _CUDA_POSTPROC:
+        code = getattr(f, "__code__", None)
+        digest = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16] if code else repr(f)
+        out.append((getattr(f, "__qualname__", repr(f)), digest))
+    return tuple(out)
