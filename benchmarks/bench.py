@@ -64,6 +64,13 @@ def sync():
         torch.cuda.synchronize()
 
 
+def rungs_wanted() -> bool:
+    """The rows that time the Hopper path's rungs (mma.sync, cp.async, unsplit, split) beside the
+    default one: on an sm_90 GPU, unless BENCH_RUNGS=0 (a shorter run)."""
+    import os
+    return hopper() and os.environ.get("BENCH_RUNGS", "1") != "0"
+
+
 def hopper() -> bool:
     return not on_cpu() and torch.cuda.get_device_capability() == (9, 0)
 
@@ -286,7 +293,7 @@ def g_gemm(rows):
                     return (lambda: k(a, b, c)), c
                 group.append(case(rows, f"gemm {short} {_cfg_name(cfg)}", f"{s}^3", build,
                                   lambda: (ref_fn, ref_out), 1e-2, flops=2 * s ** 3, ref_name=ref_name))
-            if hopper():  # the rungs below the default Hopper path, side by side
+            if rungs_wanted():  # the rungs below the default Hopper path, side by side
                 import tilecraft as tl
                 rungs = {"mma.sync": {"tc.use_wgmma": False},
                          "wgmma-async": {"tc.use_tma": False},
@@ -324,7 +331,7 @@ def g_gemm_bias_gelu(rows):
             return (lambda: kern(a, b, bias, c)), c
         case(rows, f"gemm+bias+gelu fp16 {_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name=ref_name)
-    if hopper():  # the default Hopper path's best tiles, and a rung below
+    if rungs_wanted():  # the default Hopper path's best tiles, and a rung below
         import tilecraft as tl
         for cfg, kind in [(c_, k_) for k_ in ("", "wgmma-async ") for c_ in WGMMA_CONFIGS]:
             def build(cfg=cfg, kind=kind):
@@ -359,7 +366,7 @@ def g_flash_attention(rows):
                 qt.float(), kt.float(), vt.float(), is_causal=c).half())] if on_cpu() else []))
         configs = FA_CONFIGS[:1] if on_cpu() else FA_CONFIGS
         rungs = {"mma.sync ": {"tc.use_wgmma": False}, "ws ": {"tc.warp_specialize": True}}
-        for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if hopper()]:
+        for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if rungs_wanted()]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
                 if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized
                     import tilecraft as tl
