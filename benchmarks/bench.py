@@ -465,6 +465,12 @@ def _context_alive() -> bool:
 
 
 def run_groups(groups, rows):
+    from tilecraft.target import default_target
+    with default_target("cpu" if on_cpu() else "auto"):   # library kernels follow --cpu
+        _run_groups(groups, rows)
+
+
+def _run_groups(groups, rows):
     for i, g in enumerate(groups):
         print(f"[bench] {g} ...", flush=True)
         t0 = time.perf_counter()
@@ -487,7 +493,8 @@ def _child(groups):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     cmd = [sys.executable, os.path.abspath(__file__), "--groups", ",".join(groups), "--rows-json", path,
-           "--copy-tbps", str(STATE["copy_tbps"] or 0)] + (["--quick"] if STATE["quick"] else [])
+           "--copy-tbps", str(STATE["copy_tbps"] or 0)] + (["--quick"] if STATE["quick"] else []) + (
+               ["--cpu"] if on_cpu() else [])
     subprocess.run(cmd)
     try:
         with open(path) as f:

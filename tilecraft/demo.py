@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from . import kernels as K
 from .profiler import do_bench
-from .target import Target
+from .target import Target, default_target
 
 
 def _rel(a, b) -> float:
@@ -142,6 +142,11 @@ HEADER = ("kernel", "size", "check vs fp32 ref", "compile s", "ours ms", "torch 
 def run(target: str = "auto", verbose: bool = True, only: list | None = None) -> list:
     """Run the demo; one dict per kernel (also printed as a table when `verbose`)."""
     tgt = Target.resolve(target)
+    with default_target(tgt):   # the library kernels compile for the demo's target
+        return _run(tgt, verbose, only)
+
+
+def _run(tgt, verbose: bool, only: list | None) -> list:
     device = tgt.device_type
     torch.manual_seed(0)
     rows = []

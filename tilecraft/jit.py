@@ -95,8 +95,11 @@ class JITFactory:
     def _key(self, args, kwargs):
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        # TILECRAFT_PASS_CONFIGS is read at every call, like every knob: a change means a new kernel
-        return _freeze(tuple(bound.arguments.items())), repr(sorted(env.default_pass_configs().items()))
+        # TILECRAFT_PASS_CONFIGS is read at every call, like every knob: a change means a new kernel;
+        # so is a pinned default target (target.default_target) when this factory says "auto"
+        from .target import default_target_key
+        return (_freeze(tuple(bound.arguments.items())), repr(sorted(env.default_pass_configs().items())),
+                default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None)
 
     def __call__(self, *args, **kwargs) -> JITKernel:
         try:

@@ -152,7 +152,7 @@ class Options:
                              "keep one wgmma group in flight across a pipelined loop (with tc.use_wgmma)")
     use_tma: bool = _opt("tc.use_tma", False, bool, "transform/pipeline_copies.py",
                          "load the tiles of that loop with TMA (with tc.wgmma_async)")
-    warp_specialize: Any = _opt("tc.warp_specialize", False, "any", "transform/pipeline_copies.py",
+    warp_specialize: Any = _opt("tc.warp_specialize", False, "choice", "transform/pipeline_copies.py",
                                 "a producer warpgroup issues the TMA loads: True, False or \"auto\" (decided per "
                                 "loop; the sm_90a default)", check=lambda v: _choice(v, (True, False, "auto")))
     mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/pipeline_copies.py",

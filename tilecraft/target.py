@@ -7,6 +7,8 @@ follow from the architecture.
 """
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 _SMEM_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
@@ -64,6 +66,9 @@ class Target:
         if isinstance(spec, Target):
             return spec
         if spec is None or spec == "auto":
+            pinned = _DEFAULT.get()
+            if pinned is not None:
+                return pinned
             return Target("cuda", current_cuda_arch()) if cuda_available() else Target("cpu")
         if isinstance(spec, dict):
             kind = spec.get("kind", "cuda")
@@ -111,3 +116,24 @@ def current_cuda_arch(default: str | None = None) -> str:
     if default is None:
         raise RuntimeError("no CUDA device is available to pick an arch from")
     return default
+
+
+_DEFAULT: contextvars.ContextVar = contextvars.ContextVar("tilecraft_default_target", default=None)
+
+
+@contextmanager
+def default_target(spec):
+    """Within the block "auto" means `spec`: kernels whose factories say target="auto" (the
+    library's, the user's) compile for it.  `tilecraft demo --target cpu` and `tilecraft bench
+    --cpu` run the CPU target this way on a machine that has a GPU."""
+    token = _DEFAULT.set(Target.resolve(spec))
+    try:
+        yield
+    finally:
+        _DEFAULT.reset(token)
+
+
+def default_target_key():
+    """What "auto" resolves to when a default target is pinned (for kernel caches), else None."""
+    pinned = _DEFAULT.get()
+    return None if pinned is None else str(pinned)

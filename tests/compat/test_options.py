@@ -36,7 +36,7 @@ def _a_value(key):
     f = _BY_KEY[key.value]
     kind = f.metadata["kind"]
     return {bool: not f.default, int: 4 if "register" in key.value else 64 if "bitwidth" in key.value else 8,
-            str: "/tmp/x", "flags": ["-DX=1"]}.get(kind, {"a": 1})
+            str: "/tmp/x", "flags": ["-DX=1"], "choice": "auto"}.get(kind, {"a": 1})
 
 
 def test_unknown_keys_and_bad_values_are_errors_naming_the_key():

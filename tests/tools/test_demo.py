@@ -45,3 +45,15 @@ def test_slower_rows_are_said_in_words():
     text = demo.format_table(rows, (9.0, 7.0), "cuda")
     assert "slower than torch here: GEMM fp16 (0.50x torch.matmul fp16)" in text
     assert "9.00 us vs torch.add 7.00 us" in text and "SLOWER than torch's" in text
+
+
+def test_a_pinned_target_reaches_the_library_kernels():
+    """`tilecraft demo --target cpu` on a GPU machine: the library kernels (target "auto") compile
+    for the pinned target, and their @jit caches keep the two apart."""
+    from tilecraft.kernels import elementwise
+    from tilecraft.target import Target, default_target
+    with default_target("cpu"):
+        k = elementwise.vector_add(256)
+        assert k.target.kind == "cpu" and Target.resolve("auto").kind == "cpu"
+    with default_target({"kind": "cuda", "arch": "sm_90a"}):
+        assert Target.resolve("auto").arch == "sm_90a" and elementwise.vector_add(256) is not k
