@@ -208,6 +208,10 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     hopper = func.lowering.hopper
     if not hopper:
         d.line("#define TC_NO_WGMMA  // this kernel uses no wgmma: skip parsing those wrappers")
+    else:  # parse only the wgmma shapes this kernel issues (device/gen_wgmma.py)
+        d.line("#define TC_WGMMA_ONLY")
+        for n in _wgmma_shapes(k):
+            d.line(f"#define TC_WGMMA_N{n}")
     d.line('#include "tilecraft/tilecraft.h"')
     d.line("")
     params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
@@ -250,3 +254,14 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     meta["plan"] = list(func.lowering.plan_notes)
     return d.text(), meta
 
+
+
+def _wgmma_shapes(k: Kernel) -> list:
+    """The wgmma n of every instruction the kernel's wgmma gemms issue: N in pieces of at most 256
+    (gemm_sm90.h, Sm90NPieces)."""
+    from ..ir.intrinsics import GemmRSSm90, GemmSSSm90, IntrinsicCall
+    ns = set()
+    for c in collect(k.body, lambda n: isinstance(n, IntrinsicCall) and isinstance(n.intrinsic, (GemmSSSm90, GemmRSSm90))):
+        n = c.intrinsic.n
+        ns.update(min(256, n - n0) for n0 in range(0, n, 256))
+    return sorted(ns)

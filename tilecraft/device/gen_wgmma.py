@@ -32,6 +32,8 @@ _PREAMBLE = """\
 // 0 = K-major (A stored [M][K], B stored [N][K]), 1 = MN-major (A stored [K][M], B stored
 // [K][N]); allowed for .f16/.bf16 with the operand in shared memory only.  NB: tilecraft's
 // TRANS_B (B stored [N][K]) is TNSP_B = 0.
+// Generated code that defines TC_WGMMA_ONLY gets only the shapes it names (TC_WGMMA_N<n>): the
+// wrappers cost NVRTC parsing time per translation unit.
 // The instruction is asynchronous: the caller brackets it with wgmma.fence before and
 // wgmma.commit_group / wgmma.wait_group after, and must not touch d in between.
 // Needs sm_90a (wgmma does not exist in plain sm_90 or any other target): the whole file is empty
@@ -92,7 +94,7 @@ def _shape(n: int) -> str:
     ops = ", ".join(f"TC_WG_D({i})" for i in range(0, nd, 4))
     tail = f'"%{nd}, %{nd + 1}, 1, 1, 1, %{nd + 2}, %{nd + 3}"'
     rs_tail = f'"{{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, %{nd + 4}, 1, 1, 1, %{nd + 5}"'
-    return (f"\ntemplate <>\nstruct WgmmaSS<{n}> {{\n"
+    return (f"\n#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N{n})\ntemplate <>\nstruct WgmmaSS<{n}> {{\n"
             "  template <bool BF16, int TNSP_A, int TNSP_B>\n"
             "  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {\n"
             f"    TC_WGMMA_BOTH({n}, {regs}, {tail}, {ops});\n"
@@ -101,7 +103,7 @@ def _shape(n: int) -> str:
             "  template <bool BF16, int TNSP_B>\n"
             "  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {\n"
             f"    TC_WGMMA_RS_BOTH({n}, {regs}, {rs_tail}, {ops});\n"
-            "  }\n};\n")
+            "  }\n};\n#endif\n")
 
 
 def render() -> str:

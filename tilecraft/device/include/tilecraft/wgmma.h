@@ -12,6 +12,8 @@
 // 0 = K-major (A stored [M][K], B stored [N][K]), 1 = MN-major (A stored [K][M], B stored
 // [K][N]); allowed for .f16/.bf16 with the operand in shared memory only.  NB: tilecraft's
 // TRANS_B (B stored [N][K]) is TNSP_B = 0.
+// Generated code that defines TC_WGMMA_ONLY gets only the shapes it names (TC_WGMMA_N<n>): the
+// wrappers cost NVRTC parsing time per translation unit.
 // The instruction is asynchronous: the caller brackets it with wgmma.fence before and
 // wgmma.commit_group / wgmma.wait_group after, and must not touch d in between.
 // Needs sm_90a (wgmma does not exist in plain sm_90 or any other target): the whole file is empty
@@ -82,6 +84,7 @@ struct WgmmaSS;
 template <int N>
 struct WgmmaRS;
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N8)
 template <>
 struct WgmmaSS<8> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -97,7 +100,9 @@ struct WgmmaRS<8> {
     TC_WGMMA_RS_BOTH(8, TC_WG_R0, "{%4, %5, %6, %7}, %8, 1, 1, 1, %9", TC_WG_D(0));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N16)
 template <>
 struct WgmmaSS<16> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -113,7 +118,9 @@ struct WgmmaRS<16> {
     TC_WGMMA_RS_BOTH(16, TC_WG_R0 ", " TC_WG_R4, "{%8, %9, %10, %11}, %12, 1, 1, 1, %13", TC_WG_D(0), TC_WG_D(4));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N24)
 template <>
 struct WgmmaSS<24> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -129,7 +136,9 @@ struct WgmmaRS<24> {
     TC_WGMMA_RS_BOTH(24, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8, "{%12, %13, %14, %15}, %16, 1, 1, 1, %17", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N32)
 template <>
 struct WgmmaSS<32> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -145,7 +154,9 @@ struct WgmmaRS<32> {
     TC_WGMMA_RS_BOTH(32, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12, "{%16, %17, %18, %19}, %20, 1, 1, 1, %21", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N40)
 template <>
 struct WgmmaSS<40> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -161,7 +172,9 @@ struct WgmmaRS<40> {
     TC_WGMMA_RS_BOTH(40, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16, "{%20, %21, %22, %23}, %24, 1, 1, 1, %25", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N48)
 template <>
 struct WgmmaSS<48> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -177,7 +190,9 @@ struct WgmmaRS<48> {
     TC_WGMMA_RS_BOTH(48, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20, "{%24, %25, %26, %27}, %28, 1, 1, 1, %29", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N56)
 template <>
 struct WgmmaSS<56> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -193,7 +208,9 @@ struct WgmmaRS<56> {
     TC_WGMMA_RS_BOTH(56, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24, "{%28, %29, %30, %31}, %32, 1, 1, 1, %33", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N64)
 template <>
 struct WgmmaSS<64> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -209,7 +226,9 @@ struct WgmmaRS<64> {
     TC_WGMMA_RS_BOTH(64, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28, "{%32, %33, %34, %35}, %36, 1, 1, 1, %37", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N72)
 template <>
 struct WgmmaSS<72> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -225,7 +244,9 @@ struct WgmmaRS<72> {
     TC_WGMMA_RS_BOTH(72, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32, "{%36, %37, %38, %39}, %40, 1, 1, 1, %41", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N80)
 template <>
 struct WgmmaSS<80> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -241,7 +262,9 @@ struct WgmmaRS<80> {
     TC_WGMMA_RS_BOTH(80, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36, "{%40, %41, %42, %43}, %44, 1, 1, 1, %45", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N88)
 template <>
 struct WgmmaSS<88> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -257,7 +280,9 @@ struct WgmmaRS<88> {
     TC_WGMMA_RS_BOTH(88, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40, "{%44, %45, %46, %47}, %48, 1, 1, 1, %49", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N96)
 template <>
 struct WgmmaSS<96> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -273,7 +298,9 @@ struct WgmmaRS<96> {
     TC_WGMMA_RS_BOTH(96, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44, "{%48, %49, %50, %51}, %52, 1, 1, 1, %53", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N104)
 template <>
 struct WgmmaSS<104> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -289,7 +316,9 @@ struct WgmmaRS<104> {
     TC_WGMMA_RS_BOTH(104, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48, "{%52, %53, %54, %55}, %56, 1, 1, 1, %57", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N112)
 template <>
 struct WgmmaSS<112> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -305,7 +334,9 @@ struct WgmmaRS<112> {
     TC_WGMMA_RS_BOTH(112, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52, "{%56, %57, %58, %59}, %60, 1, 1, 1, %61", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N120)
 template <>
 struct WgmmaSS<120> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -321,7 +352,9 @@ struct WgmmaRS<120> {
     TC_WGMMA_RS_BOTH(120, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56, "{%60, %61, %62, %63}, %64, 1, 1, 1, %65", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N128)
 template <>
 struct WgmmaSS<128> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -337,7 +370,9 @@ struct WgmmaRS<128> {
     TC_WGMMA_RS_BOTH(128, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60, "{%64, %65, %66, %67}, %68, 1, 1, 1, %69", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N136)
 template <>
 struct WgmmaSS<136> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -353,7 +388,9 @@ struct WgmmaRS<136> {
     TC_WGMMA_RS_BOTH(136, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64, "{%68, %69, %70, %71}, %72, 1, 1, 1, %73", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N144)
 template <>
 struct WgmmaSS<144> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -369,7 +406,9 @@ struct WgmmaRS<144> {
     TC_WGMMA_RS_BOTH(144, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68, "{%72, %73, %74, %75}, %76, 1, 1, 1, %77", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N152)
 template <>
 struct WgmmaSS<152> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -385,7 +424,9 @@ struct WgmmaRS<152> {
     TC_WGMMA_RS_BOTH(152, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72, "{%76, %77, %78, %79}, %80, 1, 1, 1, %81", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N160)
 template <>
 struct WgmmaSS<160> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -401,7 +442,9 @@ struct WgmmaRS<160> {
     TC_WGMMA_RS_BOTH(160, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76, "{%80, %81, %82, %83}, %84, 1, 1, 1, %85", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N168)
 template <>
 struct WgmmaSS<168> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -417,7 +460,9 @@ struct WgmmaRS<168> {
     TC_WGMMA_RS_BOTH(168, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80, "{%84, %85, %86, %87}, %88, 1, 1, 1, %89", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N176)
 template <>
 struct WgmmaSS<176> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -433,7 +478,9 @@ struct WgmmaRS<176> {
     TC_WGMMA_RS_BOTH(176, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84, "{%88, %89, %90, %91}, %92, 1, 1, 1, %93", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N184)
 template <>
 struct WgmmaSS<184> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -449,7 +496,9 @@ struct WgmmaRS<184> {
     TC_WGMMA_RS_BOTH(184, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88, "{%92, %93, %94, %95}, %96, 1, 1, 1, %97", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N192)
 template <>
 struct WgmmaSS<192> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -465,7 +514,9 @@ struct WgmmaRS<192> {
     TC_WGMMA_RS_BOTH(192, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92, "{%96, %97, %98, %99}, %100, 1, 1, 1, %101", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N200)
 template <>
 struct WgmmaSS<200> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -481,7 +532,9 @@ struct WgmmaRS<200> {
     TC_WGMMA_RS_BOTH(200, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96, "{%100, %101, %102, %103}, %104, 1, 1, 1, %105", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N208)
 template <>
 struct WgmmaSS<208> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -497,7 +550,9 @@ struct WgmmaRS<208> {
     TC_WGMMA_RS_BOTH(208, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100, "{%104, %105, %106, %107}, %108, 1, 1, 1, %109", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N216)
 template <>
 struct WgmmaSS<216> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -513,7 +568,9 @@ struct WgmmaRS<216> {
     TC_WGMMA_RS_BOTH(216, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104, "{%108, %109, %110, %111}, %112, 1, 1, 1, %113", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N224)
 template <>
 struct WgmmaSS<224> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -529,7 +586,9 @@ struct WgmmaRS<224> {
     TC_WGMMA_RS_BOTH(224, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108, "{%112, %113, %114, %115}, %116, 1, 1, 1, %117", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N232)
 template <>
 struct WgmmaSS<232> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -545,7 +604,9 @@ struct WgmmaRS<232> {
     TC_WGMMA_RS_BOTH(232, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112, "{%116, %117, %118, %119}, %120, 1, 1, 1, %121", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N240)
 template <>
 struct WgmmaSS<240> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -561,7 +622,9 @@ struct WgmmaRS<240> {
     TC_WGMMA_RS_BOTH(240, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116, "{%120, %121, %122, %123}, %124, 1, 1, 1, %125", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N248)
 template <>
 struct WgmmaSS<248> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -577,7 +640,9 @@ struct WgmmaRS<248> {
     TC_WGMMA_RS_BOTH(248, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120, "{%124, %125, %126, %127}, %128, 1, 1, 1, %129", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120));
   }
 };
+#endif
 
+#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N256)
 template <>
 struct WgmmaSS<256> {
   template <bool BF16, int TNSP_A, int TNSP_B>
@@ -593,6 +658,7 @@ struct WgmmaRS<256> {
     TC_WGMMA_RS_BOTH(256, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120 ", " TC_WG_R124, "{%128, %129, %130, %131}, %132, 1, 1, 1, %133", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120), TC_WG_D(124));
   }
 };
+#endif
 
 #undef TC_WGMMA
 #undef TC_WGMMA_BOTH
