@@ -56,11 +56,11 @@ Loops that do not fit (no producer copies, S < 2) stay serial loops with synchro
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Load, Mutator, Ref, Region,
-                  Seq, Stmt, Store, Sync, Var, WarpSpecialize, binary, collect, const, seq, substitute, where,
+                  Seq, Stmt, Store, Sync, Var, binary, collect, const, seq, substitute, where,
                   dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.expr import BuiltinVar, thread_index
@@ -69,6 +69,7 @@ from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, 
 from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
+from .warp_specialize import Split, flat, place_warp_specialized
 
 
 _call = I.evaluate
@@ -138,10 +139,10 @@ class _Pipeline(Mutator):
         self.kernel_smem = sum(a.buffer.nbytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
                                if a.buffer.scope == "shared")
         one_d = all(t == 1 for t in k.threads[1:])
-        self.ws_loops = {id(s) for s in _flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
+        self.ws_loops = {id(s) for s in flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
                          and self.warp_specialize and one_d and self.threads % 128 == 0}
         self.ws_taken = False
-        return _place_warp_specialized(Mutator.generic(self, k), self.notes)
+        return place_warp_specialized(Mutator.generic(self, k), self.notes, _UNSPLIT_NOTES)
 
     def visit_For(self, f: For):
         top_level = id(f) in self.ws_loops
@@ -381,7 +382,7 @@ class _Pipeline(Mutator):
             _call(I.FenceProxyAsyncShared()), Sync(), lp.loop(seq(wait_full, compute, release(lp.ko)))))
 
     def _ws(self, lp, loads, fallback, consumer_of):
-        """Placed at the kernel's top level by `_place_warp_specialized`, which falls back to the
+        """Placed at the kernel's top level by `warp_specialize.place_warp_specialized`, which falls back to the
         unsplit TMA loop when the kernel's other statements do not allow the split."""
         S, ko, n = lp.stages, lp.ko, lp.n
         full = Buffer("tma_full", (S,), dt.uint64, "shared", span=lp.f.span)
@@ -404,7 +405,7 @@ class _Pipeline(Mutator):
         invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
         head = [Alloc(full), Alloc(empty), If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
-        return _Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
+        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
 
     def visit_Alloc(self, a):
         return a
@@ -424,59 +425,7 @@ _FORM_NOTES = {
 }
 
 
-@dataclass(frozen=True, eq=False)
-class _Split(Stmt):
-    """A warp-specialized loop waiting to be placed at its kernel's top level."""
-    head: list
-    producer: Stmt
-    consumer: Stmt
-    tail: list
-    fallback: Stmt
-    threads: int
-    note: int    # index of the loop's plan note
-
-
-def _flat(s) -> list:
-    return [x for y in s.stmts for x in _flat(y)] if isinstance(s, Seq) else [s]
-
-
-def _register_budgets(threads: int) -> tuple:
-    """(producer, consumer) setmaxnreg budgets for `threads` consumer threads plus one producer
-    warpgroup, or (0, 0) when one consumer warpgroup can already have every register it may use.
-    The block holds cap = 65536 / (threads + 128) registers per thread at launch (rounded down to
-    8); the producer gives its share to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
-    wg = threads // 128
-    if wg < 2:
-        return 0, 0
-    cap = 65536 // (threads + 128) // 8 * 8
-    return 24, min(256, ((wg + 1) * cap - 24) // wg // 8 * 8)
-
-
-def _place_warp_specialized(k: Kernel, notes: list) -> Kernel:
-    """Split the kernel around its warp-specialized loop: shared allocations, the barriers' set-up
-    and the Lets the producer needs come first (both roles see them), then the producer and, as
-    the consumer, everything else in order.  When the producer would need a value computed by a
-    statement it does not run, the loop stays unsplit (the TMA loop) and its note says why."""
-    stmts = _flat(k.body)
-    splits = [i for i, s in enumerate(stmts) if isinstance(s, _Split)]
-    if not splits:
-        return k
-    i = splits[0]
-    sp = stmts[i]
-    before, after = stmts[:i], stmts[i + 1:]
-    shared = [s for s in before if isinstance(s, Alloc) and s.buffer.scope == "shared"]
-    lets = [s for s in before if type(s).__name__ == "Let"]
-    # Lets move ahead of the statements before them: only those that read nothing those write
-    if any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets):
-        for split, unsplit in (("wgmma_ws", "wgmma_tma"), ("plain_ws", "plain_tma")):
-            notes[sp.note] = notes[sp.note].replace(
-                _FORM_NOTES[split], _FORM_NOTES[unsplit] + " (not warp-specialized: the loads need "
-                "values the kernel computes before the loop)")
-        return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
-    rest = [s for s in before if s not in shared and s not in lets]
-    producer_regs, consumer_regs = _register_budgets(sp.threads)
-    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs)
-    return replace(k, body=seq(*shared, *lets, *sp.head, ws, *sp.tail))
+_UNSPLIT_NOTES = {_FORM_NOTES["wgmma_ws"]: _FORM_NOTES["wgmma_tma"], _FORM_NOTES["plain_ws"]: _FORM_NOTES["plain_tma"]}
 
 
 class _Loop:
