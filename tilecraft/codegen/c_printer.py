@@ -236,6 +236,13 @@ class CPrinter(_Dispatch):
         self.doc.dedent()
         self.doc.line("}")
 
+    def visit_While(self, s):
+        self.doc.line(f"while ({self.expr(s.cond)}) {{")
+        self.doc.indent()
+        self.stmt(s.body)
+        self.doc.dedent()
+        self.doc.line("}")
+
     def visit_If(self, s):
         self.doc.line(f"if ({self.expr(s.cond)}) {{")
         self.doc.indent()

@@ -157,16 +157,32 @@ def _alloc(shape, dtype, scope, what, init=None):
     return buf
 
 
+# TileLang's storage scope names (the `scope=` argument of the T.alloc_* calls) -> tilecraft's.
+_SCOPES = {"shared": "shared", "shared.dyn": "shared", "local.fragment": "fragment", "local": "local",
+           "local.var": "var"}
+
+
+def _scope(scope, what):
+    s = _SCOPES.get(scope) if isinstance(scope, str) else None
+    if s is None:
+        raise error(f"{what}: unknown scope {scope!r}; expected one of {', '.join(map(repr, _SCOPES))}")
+    if s == "var":
+        raise error(f"{what}: scope 'local.var' declares a scalar; use T.alloc_var(dtype)")
+    return s
+
+
 def alloc_shared(shape, dtype, scope="shared.dyn"):
-    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_shared"), "T.alloc_shared")
 
 
 def alloc_fragment(shape, dtype, scope="local.fragment"):
-    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+    """A tile spread over the block's threads; TileLang's `scope="local"` makes it a per-thread
+    buffer instead (as T.alloc_local), `"shared"` a shared one."""
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_fragment"), "T.alloc_fragment")
 
 
 def alloc_local(shape, dtype, scope="local"):
-    return _alloc(shape, dtype, "local", "T.alloc_local")
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_local"), "T.alloc_local")
 
 
 def alloc_var(dtype, init=None, scope="local.var"):
