@@ -160,6 +160,8 @@ class CPrinter(_Dispatch):
     def visit_Call(self, e):
         if e.op == "truncmod":
             return self.truncmod(e)
+        if e.op == "reinterpret":  # T.reinterpret: same-width bit copy (the headers' tc::bit_cast)
+            return f"tc::bit_cast<{self.type_name(e.dtype)}>({self.expr(e.args[0])})"
         args = ", ".join(self.expr(a) for a in e.args)
         if e.op in E.MATH_FUNCS:
             if e.dtype.is_float and e.dtype.bits < 32 and e.op not in ("isnan", "isinf", "isfinite"):

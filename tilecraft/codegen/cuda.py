@@ -78,6 +78,8 @@ class CudaPrinter(CPrinter):
     def visit_Call(self, e):
         if e.op == "truncmod":
             return self.truncmod(e)
+        if e.op == "reinterpret":
+            return super().visit_Call(e)
         if e.op in E.MATH_FUNCS:
             return f"tc::{e.op}({', '.join(self.expr(a) for a in e.args)})"
         return self.intrinsic(e)

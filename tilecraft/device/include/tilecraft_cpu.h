@@ -144,6 +144,14 @@ struct fp8_t {
 typedef fp8_t<4, 3, true> fp8_e4m3_t;
 typedef fp8_t<5, 2, false> fp8_e5m2_t;
 
+// T.reinterpret: the bits of `x` as a `To` of the same size.
+template <class To, class From> static inline To bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret needs types of the same width");
+  To y;
+  std::memcpy(&y, &x, sizeof(To));
+  return y;
+}
+
 template <class T> static inline T infinity() { return T(std::numeric_limits<float>::infinity()); }
 template <> inline double infinity<double>() { return std::numeric_limits<double>::infinity(); }
 template <class T> static inline T nan() { return T(std::numeric_limits<float>::quiet_NaN()); }

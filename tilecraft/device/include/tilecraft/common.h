@@ -138,6 +138,15 @@ TC_DEVICE To cast(From x) {
   return detail::Cast<To, From>::run(x);
 }
 
+// T.reinterpret: the bits of `x` as a `To` of the same size (compiles to a register move).
+template <class To, class From>
+TC_DEVICE To bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret needs types of the same width");
+  To y;
+  memcpy(&y, &x, sizeof(To));
+  return y;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Integer division with Python semantics: floordiv rounds toward -inf and floormod takes the sign
 // of the divisor (C's / and % truncate toward zero).  Generated index arithmetic uses these for
