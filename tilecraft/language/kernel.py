@@ -206,9 +206,27 @@ def get_block_binding(dim: int = 0):
     return b.kernel.block_vars[dim]
 
 
-def sync_threads():
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A barrier of the block; TileLang's `T.sync_threads(barrier_id, arrive_count)` is a named
+    barrier that only the `arrive_count` threads reaching it wait on (e.g. inside `if tx < n:`)."""
     b = require_kernel("T.sync_threads")
-    b.emit(Sync(span=b.span))
+    if barrier_id is None and arrive_count is None:
+        b.emit(Sync(span=b.span))
+        return
+    from ..ir import intrinsics as I
+    block = 1
+    for t in b.kernel.spec.threads:
+        block *= t
+    bid = 0 if barrier_id is None else barrier_id
+    count = block if arrive_count is None else arrive_count
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (bid, count)) \
+            or not 0 <= bid < 16 or count <= 0 or count % 32 or count > block:
+        raise error(f"T.sync_threads(barrier_id={barrier_id!r}, arrive_count={arrive_count!r}): the barrier id must "
+                    f"be an int in 0..15 and the count a compile-time multiple of 32 up to the block's {block} threads")
+    if bid == 0 and count == block:
+        b.emit(Sync(span=b.span))
+        return
+    b.emit(I.evaluate(I.NamedBarrierSync(bid, count), span=b.span))
 
 
 def get_thread_bindings():
