@@ -238,6 +238,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
         d.line(f"const int {p.name(v)} = threadIdx.{c}; (void){p.name(v)};")
     for i in range(len(tma)):
         d.line(f"const tc::TmaDesc* tc_tma_{i} = &tc_tma_desc_{i};")
+    if collect(k.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)):
+        d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: this thread's generator")
     grid = [p.expr(g) for g in k.grid]
     swz = [a for a in collect(k.body, lambda n: type(n).__name__ == "Annotate" and n.key == "use_swizzle")]
     if swz and len(k.block_vars) >= 2 and not func.symbols:
@@ -266,6 +268,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     text = d.text()
     if "fp8_e" in text:  # the 8-bit float types (common.h) are parsed only by kernels that use them
         text = text.replace('#include "tilecraft/tilecraft.h"', '#define TC_FP8\n#include "tilecraft/tilecraft.h"', 1)
+    if "tc::Philox4x32" in text:  # likewise the generator (random.h)
+        text = text.replace('#include "tilecraft/tilecraft.h"', '#define TC_RNG\n#include "tilecraft/tilecraft.h"', 1)
     return text, meta
 
 

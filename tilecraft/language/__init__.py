@@ -27,4 +27,5 @@ from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, Fragmen
                      annotate_producer_reg_dealloc, annotate_consumer_reg_alloc, alloc_tmem, gemm_sp, gemm_sp_v2)
 
 half = float16
+from .random import rng_init, rng_rand  # noqa: E402
 from ..layout.layout import Layout, Fragment  # noqa: E402

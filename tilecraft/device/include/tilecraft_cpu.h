@@ -144,6 +144,46 @@ struct fp8_t {
 typedef fp8_t<4, 3, true> fp8_e4m3_t;
 typedef fp8_t<5, 2, false> fp8_e5m2_t;
 
+// T.rng_init / T.rng_rand: Philox4x32-10 in cuRAND's stream layout (the CUDA twin and its notes:
+// tilecraft/random.h).  One generator per block: a block's statements run on one CPU thread.
+
+struct Philox4x32 {
+  uint32_t ctr[4], key[2], out[4];
+  uint32_t pos;  // next output word (0..3)
+
+  inline void block() {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; ++r) {
+      if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+      const uint32_t hi0 = (uint32_t)(((uint64_t)0xD2511F53u * c0) >> 32), lo0 = 0xD2511F53u * c0;
+      const uint32_t hi1 = (uint32_t)(((uint64_t)0xCD9E8D57u * c2) >> 32), lo1 = 0xCD9E8D57u * c2;
+      c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+  }
+  inline void advance(uint64_t n) {  // counter += n (128-bit)
+    const uint64_t lo = ((uint64_t)ctr[1] << 32 | ctr[0]) + n;
+    const uint32_t carry = lo < n ? 1u : 0u;
+    ctr[0] = (uint32_t)lo; ctr[1] = (uint32_t)(lo >> 32);
+    if (carry && ++ctr[2] == 0) ++ctr[3];
+  }
+  inline void init(uint64_t seed, uint64_t subsequence, uint64_t offset) {
+    key[0] = (uint32_t)seed; key[1] = (uint32_t)(seed >> 32);
+    ctr[0] = ctr[1] = 0; ctr[2] = (uint32_t)subsequence; ctr[3] = (uint32_t)(subsequence >> 32);
+    pos = (uint32_t)(offset & 3);
+    advance(offset >> 2);
+    block();
+  }
+  inline uint32_t next() {
+    const uint32_t r = out[pos];
+    if (++pos == 4) { pos = 0; advance(1); block(); }
+    return r;
+  }
+};
+inline void rng_init(Philox4x32& g, uint64_t seed, uint64_t seq, uint64_t off) { g.init(seed, seq, off); }
+inline uint32_t rng_rand(Philox4x32& g) { return g.next(); }
+
+
 // T.reinterpret: the bits of `x` as a `To` of the same size.
 template <class To, class From> static inline To bit_cast(const From& x) {
   static_assert(sizeof(To) == sizeof(From), "T.reinterpret needs types of the same width");
