@@ -169,14 +169,15 @@ def test_each_header_is_self_contained():
 
 
 def test_headers_use_no_host_includes():
-    """NVRTC has no host headers: only cuda_fp16.h / cuda_bf16.h and our own may be included."""
+    """NVRTC has no host headers: only the toolkit's float headers (cuda_fp16.h / cuda_bf16.h, and
+    cuda_fp8.h for kernels that define TC_FP8) and our own may be included."""
     root = os.path.join(include_dir(), "tilecraft")
     for h in os.listdir(root):
         with open(os.path.join(root, h)) as f:
             for line in f:
                 m = re.match(r'\s*#\s*include\s*[<"]([^>"]+)[>"]', line)
                 if m:
-                    assert m.group(1) in {"cuda_fp16.h", "cuda_bf16.h"} or \
+                    assert m.group(1) in {"cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h"} or \
                         os.path.exists(os.path.join(root, m.group(1))), (h, line)
 
 

@@ -160,6 +160,8 @@ class CPrinter(_Dispatch):
     def visit_Call(self, e):
         if e.op == "truncmod":
             return self.truncmod(e)
+        if e.op == "reinterpret":  # T.reinterpret: same-width bit copy (the headers' tc::bit_cast)
+            return f"tc::bit_cast<{self.type_name(e.dtype)}>({self.expr(e.args[0])})"
         args = ", ".join(self.expr(a) for a in e.args)
         if e.op in E.MATH_FUNCS:
             if e.dtype.is_float and e.dtype.bits < 32 and e.op not in ("isnan", "isinf", "isfinite"):
@@ -231,6 +233,13 @@ class CPrinter(_Dispatch):
         v = self.name(s.var)
         t = self.type_name(s.var.dtype)
         self.doc.line(f"for ({t} {v} = {self.expr(s.start)}; {v} < {self.expr(E.binary('+', s.start, s.extent))}; ++{v}) {{")
+        self.doc.indent()
+        self.stmt(s.body)
+        self.doc.dedent()
+        self.doc.line("}")
+
+    def visit_While(self, s):
+        self.doc.line(f"while ({self.expr(s.cond)}) {{")
         self.doc.indent()
         self.stmt(s.body)
         self.doc.dedent()

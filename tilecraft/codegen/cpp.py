@@ -56,7 +56,8 @@ class CppPrinter(CPrinter):
         pass
 
     def loop_pragma(self, s):
-        return "#pragma omp simd" if s.kind == "parallel" and _innermost(s) else None
+        # not around random draws: their order is the generator's state
+        return "#pragma omp simd" if s.kind == "parallel" and _innermost(s) and not _uses_rng(s) else None
 
     def visit_Alloc(self, s):
         b = s.buffer
@@ -97,6 +98,8 @@ class CppPrinter(CPrinter):
             d.line(f"const int {n} = {ex};")
         for n in names:
             d.line(f"(void){n};")
+        if _uses_rng(k):
+            d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: one generator per block")
         self.stmt(k.body)
         d.dedent()
         d.line("}")
@@ -105,6 +108,10 @@ class CppPrinter(CPrinter):
         d.dedent()
         d.line("}")
         self.kernel = outer
+
+
+def _uses_rng(node) -> bool:
+    return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)))
 
 
 def _innermost(loop) -> bool:
@@ -141,6 +148,19 @@ def _atomic(p: CppPrinter, call) -> str:
 
 for _cls in I.ATOMICS.values():
     I.register_emitter(_cls, "cpu")(_atomic)
+
+
+@I.register_emitter(I.NamedBarrierSync, "cpu")
+def _named_barrier(p: CppPrinter, call) -> str:
+    return "(void)0"  # one CPU thread runs the whole block: a barrier orders nothing
+
+
+def _rng(p: CppPrinter, call) -> str:
+    return f"{call.intrinsic.entry}({', '.join(['tc_rng'] + [p.expr(a) for a in call.args])})"
+
+
+for _cls in I.RNG:
+    I.register_emitter(_cls, "cpu")(_rng)
 
 
 @I.register_emitter(I.Print, "cpu")

@@ -53,6 +53,13 @@ def _print_elem(printer, call):
     return f"{call.intrinsic.entry}({msg}, {msg}, (long long)({flat}), {value})"
 
 
+def _rng(printer, call):  # the kernel's generator `tc_rng` (codegen/cuda.py declares it) comes first
+    return f"{call.intrinsic.entry}({', '.join(['tc_rng'] + args_of(printer, call))})"
+
+
+for _cls in I.RNG:
+    I.register_emitter(_cls, TARGET)(_rng)
+
 for _cls in I.all_intrinsics():
     if (_cls, TARGET) not in I.EMITTERS:
         I.register_emitter(_cls, TARGET)(_generic)

@@ -115,6 +115,12 @@ class Printer(_Dispatch):
         self.stmt(s.body)
         self.indent -= 1
 
+    def visit_While(self, s):
+        self.emit(f"while {self.expr(s.cond)}:")
+        self.indent += 1
+        self.stmt(s.body)
+        self.indent -= 1
+
     def visit_If(self, s):
         self.emit(f"if {self.expr(s.cond)}:")
         self.indent += 1

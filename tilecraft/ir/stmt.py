@@ -64,6 +64,16 @@ class If(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class While(Stmt):
+    """A serial loop that runs `body` while `cond` holds; `cond` is evaluated before every
+    iteration (it reads state the body updates: a buffer element, a T.alloc_var).  Every thread
+    of a block evaluates it: it must have the same value in all of them where the body contains
+    block-wide work (tile operations, barriers)."""
+    cond: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
 class Alloc(Stmt):
     """Declare an on-chip buffer (shared, fragment, local, var) for the rest of the kernel."""
     buffer: Buffer

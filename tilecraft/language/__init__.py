@@ -12,7 +12,7 @@ from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, re
                       cumsum, print)
 from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
                    floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod, atan2,
-                   max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select,
+                   max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select, reinterpret,
                    cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
                    bitwise_xor, shift_left, shift_right)
 from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
@@ -27,4 +27,5 @@ from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, Fragmen
                      annotate_producer_reg_dealloc, annotate_consumer_reg_alloc, alloc_tmem, gemm_sp, gemm_sp_v2)
 
 half = float16
+from .random import rng_init, rng_rand  # noqa: E402
 from ..layout.layout import Layout, Fragment  # noqa: E402

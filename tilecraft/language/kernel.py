@@ -157,16 +157,32 @@ def _alloc(shape, dtype, scope, what, init=None):
     return buf
 
 
+# TileLang's storage scope names (the `scope=` argument of the T.alloc_* calls) -> tilecraft's.
+_SCOPES = {"shared": "shared", "shared.dyn": "shared", "local.fragment": "fragment", "local": "local",
+           "local.var": "var"}
+
+
+def _scope(scope, what):
+    s = _SCOPES.get(scope) if isinstance(scope, str) else None
+    if s is None:
+        raise error(f"{what}: unknown scope {scope!r}; expected one of {', '.join(map(repr, _SCOPES))}")
+    if s == "var":
+        raise error(f"{what}: scope 'local.var' declares a scalar; use T.alloc_var(dtype)")
+    return s
+
+
 def alloc_shared(shape, dtype, scope="shared.dyn"):
-    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_shared"), "T.alloc_shared")
 
 
 def alloc_fragment(shape, dtype, scope="local.fragment"):
-    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+    """A tile spread over the block's threads; TileLang's `scope="local"` makes it a per-thread
+    buffer instead (as T.alloc_local), `"shared"` a shared one."""
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_fragment"), "T.alloc_fragment")
 
 
 def alloc_local(shape, dtype, scope="local"):
-    return _alloc(shape, dtype, "local", "T.alloc_local")
+    return _alloc(shape, dtype, _scope(scope, "T.alloc_local"), "T.alloc_local")
 
 
 def alloc_var(dtype, init=None, scope="local.var"):
@@ -190,9 +206,27 @@ def get_block_binding(dim: int = 0):
     return b.kernel.block_vars[dim]
 
 
-def sync_threads():
+def sync_threads(barrier_id=None, arrive_count=None):
+    """A barrier of the block; TileLang's `T.sync_threads(barrier_id, arrive_count)` is a named
+    barrier that only the `arrive_count` threads reaching it wait on (e.g. inside `if tx < n:`)."""
     b = require_kernel("T.sync_threads")
-    b.emit(Sync(span=b.span))
+    if barrier_id is None and arrive_count is None:
+        b.emit(Sync(span=b.span))
+        return
+    from ..ir import intrinsics as I
+    block = 1
+    for t in b.kernel.spec.threads:
+        block *= t
+    bid = 0 if barrier_id is None else barrier_id
+    count = block if arrive_count is None else arrive_count
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (bid, count)) \
+            or not 0 <= bid < 16 or count <= 0 or count % 32 or count > block:
+        raise error(f"T.sync_threads(barrier_id={barrier_id!r}, arrive_count={arrive_count!r}): the barrier id must "
+                    f"be an int in 0..15 and the count a compile-time multiple of 32 up to the block's {block} threads")
+    if bid == 0 and count == block:
+        b.emit(Sync(span=b.span))
+        return
+    b.emit(I.evaluate(I.NamedBarrierSync(bid, count), span=b.span))
 
 
 def get_thread_bindings():

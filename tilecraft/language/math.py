@@ -166,6 +166,34 @@ def truncmod(a, b):
     return call("truncmod", a, b, dtype=out)
 
 
+def _is_dtype(x) -> bool:
+    if isinstance(x, dt.DType):
+        return True
+    try:
+        return isinstance(x, str) and dt.dtype(x) is not None
+    except ValueError:
+        return False
+
+
+def reinterpret(value, dtype):
+    """The bits of `value` read as `dtype`, a type of the same width (TileLang's T.reinterpret,
+    e.g. a float32's IEEE bits as uint32).  TVM's argument order `(dtype, value)` is accepted too."""
+    if _is_dtype(value) and not _is_dtype(dtype):
+        value, dtype = dtype, value
+    try:
+        to = dt.dtype(dtype)
+    except ValueError as e:
+        raise error(f"T.reinterpret: {e}") from None
+    v = as_expr(value)
+    if v.dtype.is_bool or to.is_bool or v.dtype.bits != to.bits:
+        raise error(f"T.reinterpret: cannot reinterpret a {v.dtype} value as {to}: both types must be "
+                    f"numbers of the same width ({v.dtype.bits} vs {to.bits} bits)",
+                    hint=f"use T.cast to convert the value instead of its bits")
+    if v.dtype == to:
+        return v
+    return call("reinterpret", v, dtype=to)
+
+
 def if_then_else(cond, a, b):
     if isinstance(cond, bool) or (_py(cond) and not isinstance(cond, Expr)):
         return a if cond else b

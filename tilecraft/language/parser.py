@@ -18,8 +18,8 @@ import textwrap
 import threading
 
 from ..errors import TilecraftError
-from ..ir import (Buffer, Expr, For, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
-                  as_expr, binary, cast, const, dtype as dt)
+from ..ir import (Buffer, Expr, For, If, While, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
+                  as_expr, binary, cast, collect, const, dtype as dt)
 from .builder import Builder, activate, caller_span
 from .compat import AttrScope
 from .kernel import KernelSpec, LoopSpec, serial
@@ -403,7 +403,28 @@ class Parser(ExprMixin):
         grid = tuple(as_expr(g) for g in spec.grid)
         self.builder.emit(Kernel(grid, block_vars, spec.threads, body, frame.thread_vars, span=self.span(node)))
 
-    for _bad in ("While", "Break", "Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
+    def stmt_While(self, node):
+        """`while cond:` -- a serial loop whose condition is evaluated before every iteration."""
+        if node.orelse:
+            raise self.error(node, "while ... else is not supported in a kernel body")
+        cond = self.value(self.eval(node.test), node)
+        if not isinstance(cond, Expr):
+            if not cond:
+                return  # never entered
+            raise self.error(node, f"the condition of this while loop ({ast.unparse(node.test)}) is a "
+                                   f"Python value, fixed when the kernel is built: the loop would never end "
+                                   f"(`break` is not supported)",
+                             hint="make the condition read a buffer element or a T.alloc_var that the body "
+                                  "updates, e.g. `i = T.alloc_var('int32')` ... `while i < n: ...; i = i + 1`")
+        if not collect(cond, lambda n: isinstance(n, Load)):
+            raise self.error(node, f"the condition of this while loop ({ast.unparse(node.test)}) reads no "
+                                   f"buffer or T.alloc_var, so nothing in the body can change it",
+                             hint="keep the loop state in a T.alloc_var (or a buffer element) and update it in "
+                                  "the body")
+        body = self.block(node.body, new_scope=True)
+        self.builder.emit(While(cast(cond, dt.bool_), body, span=self.span(node)))
+
+    for _bad in ("Break", "Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
                  "Global", "Nonlocal", "Import", "ImportFrom"):
         locals()["stmt_" + _bad] = (lambda kind: lambda self, node: (_ for _ in ()).throw(
             self.error(node, f"`{kind.lower()}` is not supported inside a kernel body")))(_bad)

@@ -3,7 +3,8 @@
 Before: thread-level IR without barriers (except those lowering put inside reductions).  After:
 a `Sync` before every statement that reads a shared buffer written since the last barrier, or
 writes one read or written since then (read-after-write and write-after-read across threads),
-and at the end of a loop body whose accesses would conflict with the next iteration's.
+and at the end of a loop body (`For` or `While`, whose condition counts as the start of the next
+iteration) whose accesses would conflict with the next iteration's.
 Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
 only a little time.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from ..ir import For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, collect, seq
+from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
 
@@ -95,7 +96,7 @@ def _block(stmts, state: _State) -> list:
             state.clear()
             out.append(s)
             continue
-        if isinstance(s, For) and collect(s.body, lambda n: isinstance(n, (Load, Store, Ref))):
+        if isinstance(s, (For, While)) and collect(s.body, lambda n: isinstance(n, (Load, Store, Ref))):
             r, w = _access(s)
             if state.conflicts(r, w):
                 out.append(Sync())
@@ -106,12 +107,17 @@ def _block(stmts, state: _State) -> list:
             # Lowering's per-thread element loops (unrolled, or marked "once") write each element
             # once, from one thread: write-after-write between their iterations is not a race.
             first_r, first_w = _first_access(s.body)
-            once = s.kind == "unroll" or s.annotation("once", False)
+            if isinstance(s, While):  # the condition is read again before the next iteration
+                first_r = first_r | _access(Evaluate(s.cond))[0]
+            once = isinstance(s, For) and (s.kind == "unroll" or s.annotation("once", False))
             if inner.conflicts(first_r, first_w, waw=not once) and (inner.reads or inner.writes):
                 body.append(Sync())
                 inner.clear()
             state.add(r, w)
-            out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
+            if isinstance(s, While):
+                out.append(While(s.cond, seq(*body), span=s.span))
+            else:
+                out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
             continue
         if isinstance(s, WarpSpecialize):
             # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements

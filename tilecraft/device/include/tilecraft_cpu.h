@@ -76,6 +76,122 @@ struct bfloat16_t {
   }
 };
 
+// 8-bit floats (OCP FP8): E4M3 "fn" (bias 7, no infinities, NaN = S.1111.111, largest 448) and
+// E5M2 (bias 15, IEEE-like infinities/NaNs, largest 57344), stored as their bit patterns.
+// float -> fp8 rounds to nearest even and saturates to the largest finite value (NaN stays NaN),
+// as the CUDA target's __nv_fp8_* constructors do (__NV_SATFINITE); fp8 -> float is exact.
+template <int EXP, int MAN, bool FN>
+struct fp8_base {
+  static constexpr int BIAS = (1 << (EXP - 1)) - 1;
+  // the largest finite encoding (magnitude bits): E4M3FN S.1111.110, E5M2 S.11110.11
+  static constexpr uint8_t MAX_BITS = FN ? (uint8_t)0x7e : (uint8_t)(((((1 << EXP) - 2) << MAN) | ((1 << MAN) - 1)));
+  static constexpr uint8_t NAN_BITS = FN ? (uint8_t)0x7f : (uint8_t)(((1 << EXP) - 1) << MAN | (1 << (MAN - 1)));
+  static double decode(uint8_t b) {
+    const int e = (b >> MAN) & ((1 << EXP) - 1), m = b & ((1 << MAN) - 1);
+    const bool neg = (b & 0x80) != 0;
+    double v;
+    if (FN ? (e == (1 << EXP) - 1 && m == (1 << MAN) - 1) : (e == (1 << EXP) - 1 && m != 0))
+      v = std::numeric_limits<double>::quiet_NaN();
+    else if (!FN && e == (1 << EXP) - 1)
+      v = std::numeric_limits<double>::infinity();
+    else if (e == 0)
+      v = std::ldexp((double)m, 1 - BIAS - MAN);
+    else
+      v = std::ldexp((double)((1 << MAN) | m), e - BIAS - MAN);
+    return neg ? -v : v;
+  }
+  static uint8_t encode(double f) {
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+    if (std::isnan(f)) return (uint8_t)(sign | NAN_BITS);
+    const double a = std::fabs(f);
+    if (a >= decode(MAX_BITS)) return (uint8_t)(sign | MAX_BITS);  // saturate (inf included)
+    const double min_normal = std::ldexp(1.0, 1 - BIAS);
+    if (a < min_normal) {  // subnormal: multiples of 2^(1-BIAS-MAN), ties to even
+      const double q = std::nearbyint(std::ldexp(a, BIAS - 1 + MAN));
+      return (uint8_t)(sign | (uint8_t)q);  // q == 2^MAN is the smallest normal: same encoding
+    }
+    int e;
+    std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+    e -= 1;             // a in [2^e, 2^(e+1))
+    double m = std::nearbyint(std::ldexp(a, MAN - e));  // in [2^MAN, 2^(MAN+1)]
+    if (m >= (double)(2 << MAN)) { m = (double)(1 << MAN); e += 1; }
+    uint8_t b = (uint8_t)(((e + BIAS) << MAN) | ((int)m - (1 << MAN)));
+    if (b > MAX_BITS) b = MAX_BITS;
+    return (uint8_t)(sign | b);
+  }
+  static const float* table() {  // all 256 values, decoded once
+    static const std::vector<float> t = [] {
+      std::vector<float> v(256);
+      for (int i = 0; i < 256; ++i) v[i] = (float)decode((uint8_t)i);
+      return v;
+    }();
+    return t.data();
+  }
+};
+
+template <int EXP, int MAN, bool FN>
+struct fp8_t {
+  uint8_t bits;
+  fp8_t() = default;
+  fp8_t(float f) : bits(fp8_base<EXP, MAN, FN>::encode(f)) {}
+  fp8_t(double d) : bits(fp8_base<EXP, MAN, FN>::encode(d)) {}
+  fp8_t(int i) : bits(fp8_base<EXP, MAN, FN>::encode((double)i)) {}
+  fp8_t(int64_t i) : bits(fp8_base<EXP, MAN, FN>::encode((double)i)) {}
+  fp8_t(half_t h) : bits(fp8_base<EXP, MAN, FN>::encode((float)h)) {}
+  fp8_t(bfloat16_t h) : bits(fp8_base<EXP, MAN, FN>::encode((float)h)) {}
+  operator float() const { return fp8_base<EXP, MAN, FN>::table()[bits]; }
+};
+typedef fp8_t<4, 3, true> fp8_e4m3_t;
+typedef fp8_t<5, 2, false> fp8_e5m2_t;
+
+// T.rng_init / T.rng_rand: Philox4x32-10 in cuRAND's stream layout (the CUDA twin and its notes:
+// tilecraft/random.h).  One generator per block: a block's statements run on one CPU thread.
+
+struct Philox4x32 {
+  uint32_t ctr[4], key[2], out[4];
+  uint32_t pos;  // next output word (0..3)
+
+  inline void block() {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; ++r) {
+      if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+      const uint32_t hi0 = (uint32_t)(((uint64_t)0xD2511F53u * c0) >> 32), lo0 = 0xD2511F53u * c0;
+      const uint32_t hi1 = (uint32_t)(((uint64_t)0xCD9E8D57u * c2) >> 32), lo1 = 0xCD9E8D57u * c2;
+      c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+  }
+  inline void advance(uint64_t n) {  // counter += n (128-bit)
+    const uint64_t lo = ((uint64_t)ctr[1] << 32 | ctr[0]) + n;
+    const uint32_t carry = lo < n ? 1u : 0u;
+    ctr[0] = (uint32_t)lo; ctr[1] = (uint32_t)(lo >> 32);
+    if (carry && ++ctr[2] == 0) ++ctr[3];
+  }
+  inline void init(uint64_t seed, uint64_t subsequence, uint64_t offset) {
+    key[0] = (uint32_t)seed; key[1] = (uint32_t)(seed >> 32);
+    ctr[0] = ctr[1] = 0; ctr[2] = (uint32_t)subsequence; ctr[3] = (uint32_t)(subsequence >> 32);
+    pos = (uint32_t)(offset & 3);
+    advance(offset >> 2);
+    block();
+  }
+  inline uint32_t next() {
+    const uint32_t r = out[pos];
+    if (++pos == 4) { pos = 0; advance(1); block(); }
+    return r;
+  }
+};
+inline void rng_init(Philox4x32& g, uint64_t seed, uint64_t seq, uint64_t off) { g.init(seed, seq, off); }
+inline uint32_t rng_rand(Philox4x32& g) { return g.next(); }
+
+
+// T.reinterpret: the bits of `x` as a `To` of the same size.
+template <class To, class From> static inline To bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret needs types of the same width");
+  To y;
+  std::memcpy(&y, &x, sizeof(To));
+  return y;
+}
+
 template <class T> static inline T infinity() { return T(std::numeric_limits<float>::infinity()); }
 template <> inline double infinity<double>() { return std::numeric_limits<double>::infinity(); }
 template <class T> static inline T nan() { return T(std::numeric_limits<float>::quiet_NaN()); }
@@ -137,6 +253,9 @@ static inline float abs(float x) { return std::fabs(x); }
 static inline double abs(double x) { return std::fabs(x); }
 static inline half_t abs(half_t x) { half_t r; r.bits = x.bits & 0x7fffu; return r; }
 static inline bfloat16_t abs(bfloat16_t x) { bfloat16_t r; r.bits = x.bits & 0x7fffu; return r; }
+template <int E, int M, bool FN> static inline fp8_t<E, M, FN> abs(fp8_t<E, M, FN> x) {
+  fp8_t<E, M, FN> r; r.bits = x.bits & 0x7fu; return r;
+}
 template <class T> static inline bool isnan(T x) { return std::isnan((double)(float)x); }
 static inline bool isnan(double x) { return std::isnan(x); }
 template <class T> static inline bool isinf(T x) { return std::isinf((double)(float)x); }
@@ -174,6 +293,8 @@ static inline void print_value(double v) { std::printf("%g", v); }
 static inline void print_value(float v) { std::printf("%g", (double)v); }
 static inline void print_value(half_t v) { std::printf("%g", (double)(float)v); }
 static inline void print_value(bfloat16_t v) { std::printf("%g", (double)(float)v); }
+static inline void print_value(fp8_e4m3_t v) { std::printf("%g", (double)(float)v); }
+static inline void print_value(fp8_e5m2_t v) { std::printf("%g", (double)(float)v); }
 static inline void print_value(bool v) { std::printf("%s", v ? "true" : "false"); }
 static inline void print_value(int v) { std::printf("%d", v); }
 static inline void print_value(int64_t v) { std::printf("%lld", (long long)v); }

@@ -23,7 +23,8 @@ from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, Pipe
 from .mma import GemmRS, GemmSS
 from .reduce import ShflXorReduce
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
-from .sync import ConsumerSync, FenceProxyAsyncShared
+from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync
+from .random import RNG, RngInit, RngRand
 from .tma import TmaExpect, TmaLoadTile
 from .vector import VecLoadZfill, VecStore
 from .wgmma import GemmRSSm90, GemmSSSm90, WgmmaDrain

@@ -16,6 +16,22 @@ class FenceProxyAsyncShared(Intrinsic):
 
 
 @dataclass(frozen=True)
+class NamedBarrierSync(Intrinsic):
+    """`T.sync_threads(barrier_id, arrive_count)`: the `threads` threads that reach it wait on
+    hardware barrier `barrier_id` (bar.sync id, count; header: memory.h).  It orders only those
+    threads, so insert_syncs does not count it as a block barrier."""
+    entry = "tc::named_barrier_sync"
+    family = "fence"
+    effects = Effects(note="named barrier, the `threads` threads that reach it")
+    barrier_id: int
+    threads: int
+
+    def check(self):
+        require(0 <= self.barrier_id < 16, self, "barrier ids are 0..15")
+        require(self.threads > 0 and self.threads % 32 == 0, self, "the threads are whole warps (THREADS % 32 == 0)")
+
+
+@dataclass(frozen=True)
 class ConsumerSync(Intrinsic):
     """Barrier among the `threads` consumer threads of a warp-specialized block (named barrier 1;
     __syncthreads would wait for the producer warpgroup, which never reaches it; header: tma.h)."""

@@ -6,6 +6,9 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#ifdef TC_FP8  // defined by generated code that uses 8-bit floats (keeps the others fast to parse)
+#include <cuda_fp8.h>
+#endif
 
 // Every device helper is force-inlined: they are one or a few instructions, and a call would cost
 // the ABI register shuffle plus block the compiler from scheduling across it.
@@ -36,6 +39,12 @@ typedef __half half_t;
 typedef __nv_bfloat16 bfloat16_t;
 typedef __half2 half2_t;
 typedef __nv_bfloat162 bfloat162_t;
+#ifdef TC_FP8
+// OCP 8-bit floats.  Conversions into them round to nearest even and saturate to the largest
+// finite value (the __nv_fp8_* constructors' __NV_SATFINITE); the CPU target does the same.
+typedef __nv_fp8_e4m3 fp8_e4m3_t;
+typedef __nv_fp8_e5m2 fp8_e5m2_t;
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // tc::cast<To>(x): value conversion between float/double/half/bf16/integer types.
@@ -88,11 +97,54 @@ template <> struct Cast<bool, half_t> {
 template <> struct Cast<bool, bfloat16_t> {
   static TC_DEVICE bool run(bfloat16_t x) { return __bfloat162float(x) != 0.0f; }
 };
+#ifdef TC_FP8
+// 8-bit floats go through float both ways (their conversion operators are explicit).
+#define TC_FP8_CASTS(F8)                                                                      \
+  template <class From> struct Cast<F8, From> {                                               \
+    static TC_DEVICE F8 run(From x) { return F8(static_cast<float>(x)); }                     \
+  };                                                                                          \
+  template <class To> struct Cast<To, F8> {                                                   \
+    static TC_DEVICE To run(F8 x) { return static_cast<To>(static_cast<float>(x)); }          \
+  };                                                                                          \
+  template <> struct Cast<F8, F8> {                                                           \
+    static TC_DEVICE F8 run(F8 x) { return x; }                                               \
+  };                                                                                          \
+  template <> struct Cast<F8, half_t> {                                                       \
+    static TC_DEVICE F8 run(half_t x) { return F8(__half2float(x)); }                         \
+  };                                                                                          \
+  template <> struct Cast<F8, bfloat16_t> {                                                   \
+    static TC_DEVICE F8 run(bfloat16_t x) { return F8(__bfloat162float(x)); }                 \
+  };                                                                                          \
+  template <> struct Cast<half_t, F8> {                                                       \
+    static TC_DEVICE half_t run(F8 x) { return __float2half_rn(static_cast<float>(x)); }      \
+  };                                                                                          \
+  template <> struct Cast<bfloat16_t, F8> {                                                   \
+    static TC_DEVICE bfloat16_t run(F8 x) { return __float2bfloat16_rn(static_cast<float>(x)); } \
+  };
+TC_FP8_CASTS(fp8_e4m3_t)
+TC_FP8_CASTS(fp8_e5m2_t)
+#undef TC_FP8_CASTS
+template <> struct Cast<fp8_e4m3_t, fp8_e5m2_t> {
+  static TC_DEVICE fp8_e4m3_t run(fp8_e5m2_t x) { return fp8_e4m3_t(static_cast<float>(x)); }
+};
+template <> struct Cast<fp8_e5m2_t, fp8_e4m3_t> {
+  static TC_DEVICE fp8_e5m2_t run(fp8_e4m3_t x) { return fp8_e5m2_t(static_cast<float>(x)); }
+};
+#endif
 }  // namespace detail
 
 template <class To, class From>
 TC_DEVICE To cast(From x) {
   return detail::Cast<To, From>::run(x);
+}
+
+// T.reinterpret: the bits of `x` as a `To` of the same size (compiles to a register move).
+template <class To, class From>
+TC_DEVICE To bit_cast(const From& x) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret needs types of the same width");
+  To y;
+  memcpy(&y, &x, sizeof(To));
+  return y;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -143,3 +195,7 @@ TC_DEVICE double floormod(double a, double b) { return a - ::floor(a / b) * b; }
 // The 16-bit float names are also visible unqualified: generated code declares buffers with them.
 using tc::half_t;
 using tc::bfloat16_t;
+#ifdef TC_FP8
+using tc::fp8_e4m3_t;
+using tc::fp8_e5m2_t;
+#endif

@@ -59,5 +59,9 @@ TC_DEVICE void sync_warp(unsigned mask = 0xffffffffu) { __syncwarp(mask); }
 TC_DEVICE void named_barrier_sync(int id, int nthreads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
 }
+template <int ID, int THREADS>
+TC_DEVICE void named_barrier_sync() {  // T.sync_threads(ID, THREADS)
+  asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+}
 
 }  // namespace tc

@@ -17,3 +17,4 @@
 #include "atomic.h"
 #include "print.h"
 #include "vector.h"
+#include "random.h"
