@@ -11,7 +11,8 @@ mismatch between targets is born:
 - how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`);
 - which buffer access anchors a `T.Parallel` nest (`loop_dims`, `parallel_anchor`): its
   indices are exactly the loop variables, each once, so the loop's iteration space is that
-  buffer's element space;
+  buffer's element space; and which other accesses the nest may make with uniform indices
+  (`mixed_dims`: the same element in every thread, e.g. a serial loop variable);
 - fresh loop variables for whole-tile loops (`FreshVars`).
 
 Neither lowering imports the other's private helpers; both import this module.
@@ -91,6 +92,30 @@ def loop_dims(indices, loop_vars) -> tuple | None:
         if not hit:
             return None
         dims.append(hit[0])
+    return tuple(dims)
+
+
+def mixed_dims(indices, loop_vars) -> tuple | None:
+    """Like `loop_dims`, but a dimension may also be indexed by a *uniform* expression: one that
+    names no loop variable of the nest, no thread index and no fragment element (a serial loop
+    variable, a block index, a constant), so every thread means the same element there.  Such a
+    dimension maps to None; an index that mixes loop variables into an expression makes the
+    whole answer None.  `lse[k, j]` inside `for j in T.Parallel(N)` within `for k in T.serial(S)`
+    gives (None, 0)."""
+    from .expr import BuiltinVar, Load
+    from .functor import collect
+    lv = {id(v) for v in loop_vars}
+    dims = []
+    for idx in indices:
+        hit = [k for k, v in enumerate(loop_vars) if idx is v]
+        if hit:
+            dims.append(hit[0])
+            continue
+        bad = collect(idx, lambda n: id(n) in lv or isinstance(n, BuiltinVar) or
+                      (isinstance(n, Load) and n.buffer.scope == "fragment"))
+        if bad:
+            return None
+        dims.append(None)
     return tuple(dims)
 
 

@@ -10,8 +10,10 @@ their warp partition; a gemm whose result feeds another gemm's A operand (FlashA
 P @ V) is partitioned along M only, so P's registers can be reused as A fragments. (2) Layouts
 flow through fragment-to-fragment copies, reductions (row vectors are projections) and
 `T.Parallel` loops (every fragment a loop touches takes the layout of the loop's anchor, or its
-projection).  (3) A fragment still without a layout gets the default one, chosen for 16-byte
-vector access, and propagation resumes.  A conflict is an error at the user's line naming both
+projection; dimensions a loop indexes uniformly, `lse[k, j]` with k a serial loop variable,
+stay whole in every thread's registers).  A fragment accessed outside every `T.Parallel` loop
+is replicated: every thread holds it whole.  (3) A fragment still without a layout gets the
+default one, chosen for 16-byte vector access, and propagation resumes.  A conflict is an error at the user's line naming both
 buffers.
 """
 from __future__ import annotations
@@ -22,9 +24,9 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
-from ..ir.semantics import loop_dims, parallel_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor
 from ..options import options_of
-from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
+from ..layout.fragment import (FragmentLayout, default_layout, extend_uniform, replicated_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
@@ -47,6 +49,25 @@ def parallel_nests(body) -> list:
 
     _V().visit(body)
     return nests
+
+
+def outside_parallel_fragments(body) -> list:
+    """(buffer, span) of the first element access of each fragment that is read or written
+    outside every T.Parallel loop (in a condition, a serial loop, a scalar statement)."""
+    found: dict = {}
+
+    class _V(Visitor):
+        def visit_For(self, f: For):
+            if f.kind != "parallel":
+                return Visitor.generic(self, f)
+
+        def generic(self, n):
+            if isinstance(n, (Load, Store)) and n.buffer.scope == "fragment":
+                found.setdefault(n.buffer, n.span)
+            return Visitor.generic(self, n)
+
+    _V().visit(body)
+    return list(found.items())
 
 
 def fragment_accesses(body) -> list:
@@ -110,7 +131,7 @@ class _Inference:
     def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
         old = self.layouts.get(buf)
         if old is not None:
-            if not old.same_as(layout):
+            if not old.equivalent(layout):
                 raise TilecraftError(
                     f"conflicting register layouts for {buf.name}: {self.reasons[buf]} gives it "
                     f"{old.describe()}, but {why} needs {layout.describe()}", span,
@@ -161,6 +182,10 @@ class _Inference:
             self._note(g, f"mma.sync, {wm}x{wn} warps" + why_not)
             self.set(g.c.buffer, mma_accumulator_layout((m, n), self.threads, wm, wn),
                      f"T.gemm accumulator (line {g.span.line if g.span else '?'})", g.span)
+        for buf, span in outside_parallel_fragments(body):
+            # read or written outside any T.Parallel loop: every thread must hold every element
+            self.set(buf, replicated_layout(buf.shape, self.threads),
+                     f"the access outside a T.Parallel loop (line {span.line if span else '?'})", span)
         nests = parallel_nests(body)
         ops = collect(body, lambda n: isinstance(n, (Copy, Reduce)))
         frags = [a.buffer for a in collect(body, lambda n: type(n).__name__ == "Alloc")
@@ -245,8 +270,22 @@ class _Inference:
             base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
                                   tuple(full.coords[o] for o in order))
             for buf, idx in accesses:
+                if buf in self.layouts:
+                    continue
                 dims = loop_dims(idx, vars_)
-                if dims is None or buf in self.layouts or len(set(dims)) != len(dims):
+                if dims is None:
+                    # uniform indices in some dimensions (`lse[k, j]`, `m[0]`): those dimensions
+                    # live in every thread's registers, the others follow the loop
+                    dims = mixed_dims(idx, vars_)
+                    loop_pos = [k for k in dims or () if k is not None]
+                    if dims is None or len(set(loop_pos)) != len(loop_pos):
+                        continue
+                    ext = extend_uniform(base, buf.shape, dims)
+                    if ext is not None:
+                        changed |= self.set(buf, ext, f"the T.Parallel loop using {abuf.name} "
+                                            f"(uniform indices in {buf.name})", loop.span)
+                    continue
+                if len(set(dims)) != len(dims):
                     continue
                 proj = base.project(dims)
                 if tuple(proj.shape) == tuple(buf.shape):

@@ -16,7 +16,7 @@ def lower_copy(op: Copy, ctx: Ctx):
         _whole_fragment(s, "T.copy", op.span)
         _whole_fragment(d, "T.copy", op.span)
         ls, ld = ctx.layout(s.buffer, op.span), ctx.layout(d.buffer, op.span)
-        if not ls.same_as(ld):
+        if not ls.equivalent(ld):
             raise TilecraftError(f"T.copy between fragments {s.buffer.name} and {d.buffer.name} with different "
                                  f"register layouts is not supported on CUDA yet", op.span)
         rs, rd = ctx.reg(s.buffer), ctx.reg(d.buffer)

@@ -1,0 +1,95 @@
+"""Layout-inference shapes TileLang's example corpus relies on (issue 10, item 3), on every target
+(see conftest.py): each program is a minimal reproduction of a corpus pattern the CUDA target used
+to refuse, checked against torch on the CPU and compiled for sm_90a without a GPU (the ``cuda``
+param runs it on a GPU; these are unverified there until the GPU tier runs them).
+
+- a row vector reduced from a [S, N] tile meets the default layout of an [N] vector
+  (flash_decoding's combine kernel: `lse_max_local`), and a fragment indexed with a serial loop
+  variable inside a T.Parallel loop (`lse_local[k, j]`): uniform indices;
+- a fragment read with a uniform index outside any T.Parallel loop (`if block_mask[k] != 0:`,
+  blocksparse attention): replicated in every thread;
+- a one-element fragment read as `m[0]` inside a T.Parallel loop (indexer_topk_reducesum).
+"""
+from __future__ import annotations
+
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def split_combine(heads, num_split, dim):
+    """flash_decoding's combine: out[h] = sum_k part[h, k] * 2^(lse[h, k] - logsumexp2_k lse[h, :])."""
+    @T.prim_func
+    def main(glse: T.Tensor([heads, num_split], "float16"), part: T.Tensor([heads, num_split, dim], "float16"),
+             out: T.Tensor([heads, dim], "float16")):
+        with T.Kernel(heads, threads=128) as by:
+            po_local = T.alloc_fragment([dim], "float16")
+            o_accum_local = T.alloc_fragment([dim], "float32")
+            lse_local = T.alloc_fragment([num_split, 128], "float16")
+            lse_logsum_local = T.alloc_fragment([128], "float32")
+            lse_max_local = T.alloc_fragment([128], "float32")
+            scale_local = T.alloc_fragment([128], "float32")
+            T.clear(lse_logsum_local)
+            T.clear(o_accum_local)
+            for k, j in T.Parallel(num_split, 128):
+                lse_local[k, j] = glse[by, k]
+            T.reduce_max(lse_local, lse_max_local, dim=0, clear=True)
+            for k in T.serial(num_split):
+                for j in T.Parallel(128):
+                    lse_logsum_local[j] += T.exp2(lse_local[k, j] - lse_max_local[j])
+            for j in T.Parallel(128):
+                lse_logsum_local[j] = T.log2(lse_logsum_local[j]) + lse_max_local[j]
+            for k in T.serial(num_split):
+                for i in T.Parallel(dim):
+                    po_local[i] = part[by, k, i]
+                for j in T.Parallel(128):
+                    scale_local[j] = T.exp2(lse_local[k, j] - lse_logsum_local[j])
+                for i in T.Parallel(dim):
+                    o_accum_local[i] += po_local[i] * scale_local[i]
+            for i in T.Parallel(dim):
+                out[by, i] = o_accum_local[i]
+    return main
+
+
+def test_split_combine_row_vector_meets_default_layout(build, device):
+    heads, num_split, dim = 4, 8, 128
+    glse = (torch.randn(heads, num_split, device=device) * 3).half()
+    part = torch.randn(heads, num_split, dim, device=device).half()
+    out = build(split_combine, heads, num_split, dim)(glse, part)
+    lse = glse.float()
+    total = torch.logsumexp(lse * torch.log(torch.tensor(2.0)), dim=1, keepdim=True) / torch.log(torch.tensor(2.0))
+    ref = (part.float() * torch.exp2(lse - total)[..., None]).sum(1)
+    torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@tilelang.jit(out_idx=[2])
+def masked_block_sum(M, N, nblocks, block_N):
+    """out[b, :] = sum of the column blocks of x[b] whose mask bit is set (a serial loop that
+    tests a fragment with a uniform index, as block-sparse attention does)."""
+    @T.prim_func
+    def main(x: T.Tensor([M, N], "float32"), mask: T.Tensor([M // 32, nblocks], "int8"),
+             out: T.Tensor([M, block_N], "float32")):
+        with T.Kernel(M // 32, threads=128) as bx:
+            block_mask = T.alloc_fragment([nblocks], "int8")
+            acc = T.alloc_fragment([32, block_N], "float32")
+            T.copy(mask[bx, :], block_mask)
+            T.clear(acc)
+            for k in T.serial(nblocks):
+                if block_mask[k] != 0:
+                    for i, j in T.Parallel(32, block_N):
+                        acc[i, j] += x[bx * 32 + i, k * block_N + j]
+            T.copy(acc, out[bx * 32, 0])
+    return main
+
+
+def test_fragment_tested_with_uniform_index_outside_parallel(build, device):
+    M, nblocks, block_N = 64, 6, 16
+    x = torch.randn(M, nblocks * block_N, device=device)
+    mask = (torch.rand(M // 32, nblocks, device=device) < 0.5).to(torch.int8)
+    mask[:, 0] = 1
+    out = build(masked_block_sum, M, nblocks * block_N, nblocks, block_N)(x, mask)
+    keep = mask.repeat_interleave(32, 0).float()                         # [M, nblocks]
+    ref = (x.view(M, nblocks, block_N) * keep[..., None]).sum(1)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
