@@ -93,3 +93,92 @@ def test_fragment_tested_with_uniform_index_outside_parallel(build, device):
     keep = mask.repeat_interleave(32, 0).float()                         # [M, nblocks]
     ref = (x.view(M, nblocks, block_N) * keep[..., None]).sum(1)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@tilelang.jit(out_idx=[1])
+def scale_rows_in_shared(M, N, threads):
+    """A T.Parallel nest over a shared tile whose only fragments are row vectors (decode kernels'
+    `S_shared[h, k] = exp2(S_shared[h, k] - m[h]) / l[h]`): the nest runs over the row vectors'
+    layout extended over the columns."""
+    @T.prim_func
+    def main(x: T.Tensor([M, N], "float32"), out: T.Tensor([M, N], "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            s = T.alloc_shared([M, N], "float32")
+            acc = T.alloc_fragment([M, N], "float32")
+            m = T.alloc_fragment([M], "float32")
+            total = T.alloc_fragment([M], "float32")
+            T.copy(x, acc)
+            T.reduce_max(acc, m, dim=1)
+            T.reduce_sum(acc, total, dim=1)
+            T.copy(x, s)
+            for h, k in T.Parallel(M, N):
+                s[h, k] = T.exp2(s[h, k] - m[h]) / total[h]
+            T.copy(s, out)
+    return main
+
+
+def test_parallel_nest_anchored_by_row_vectors_only(build, device):
+    M, N = 16, 64
+    x = torch.randn(M, N, device=device)
+    out = build(scale_rows_in_shared, M, N, 128)(x)
+    ref = torch.exp2(x - x.max(1, keepdim=True).values) / x.sum(1, keepdim=True)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@tilelang.jit(out_idx=[1, 2])
+def row_vector_then_tile(M, N):
+    """The fuzzer's fz_21_148 shape: a nest that writes a fresh [M, N] fragment from a row vector
+    reduced from a bfloat16-filled tile (the default layout of the fresh fragment would not
+    match the row vector's), then a row sum of it."""
+    @T.prim_func
+    def main(x: T.Tensor([M, N], "bfloat16"), y: T.Tensor([M, N], "float32"), s: T.Tensor([M], "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            a = T.alloc_fragment([M, N], "float32")
+            r = T.alloc_fragment([M], "float32")
+            e = T.alloc_fragment([M, N], "float32")
+            total = T.alloc_fragment([M], "float32")
+            T.copy(x, a)
+            T.reduce_absmax(a, r, dim=1)
+            for i, j in T.Parallel(M, N):
+                e[i, j] = r[i] * j - x[i, j]
+            T.reduce_sum(e, total, dim=1)
+            T.copy(e, y)
+            T.copy(total, s)
+    return main
+
+
+def test_fresh_tile_written_from_a_row_vector(build, device):
+    M, N = 32, 32
+    x = torch.randn(M, N, device=device).bfloat16()
+    y, s = build(row_vector_then_tile, M, N)(x)
+    xf = x.float()
+    ref = xf.abs().max(1, keepdim=True).values * torch.arange(N, device=device).float() - xf
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(s, ref.sum(1), rtol=1e-4, atol=1e-4)
+
+
+@tilelang.jit(out_idx=[1])
+def softmax_with_scalar_max(N, threads):
+    """indexer_topk_reducesum's shape: a one-element fragment reduced from a vector and read as
+    `mx[0]` in a T.Parallel loop over the vector."""
+    @T.prim_func
+    def main(x: T.Tensor([4, N], "float32"), out: T.Tensor([4, N], "float32")):
+        with T.Kernel(4, threads=threads) as bx:
+            v = T.alloc_fragment([N], "float32")
+            mx = T.alloc_fragment([1], "float32")
+            total = T.alloc_fragment([1], "float32")
+            T.copy(x[bx, :], v)
+            T.reduce_max(v, mx, dim=-1)
+            for i in T.Parallel(N):
+                v[i] = T.exp(v[i] - mx[0])
+            T.reduce_sum(v, total)
+            for i in T.Parallel(N):
+                v[i] = v[i] / total[0]
+            T.copy(v, out[bx, :])
+    return main
+
+
+def test_one_element_fragment_read_with_constant_index(build, device):
+    x = torch.randn(4, 256, device=device) * 4
+    out = build(softmax_with_scalar_max, 256, 128)(x)
+    torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)

@@ -12,7 +12,8 @@ mismatch between targets is born:
 - which buffer access anchors a `T.Parallel` nest (`loop_dims`, `parallel_anchor`): its
   indices are exactly the loop variables, each once, so the loop's iteration space is that
   buffer's element space; and which other accesses the nest may make with uniform indices
-  (`mixed_dims`: the same element in every thread, e.g. a serial loop variable);
+  (`mixed_dims`: the same element in every thread, e.g. a serial loop variable); and, when no
+  access covers the nest, the row vector that anchors it instead (`partial_anchor`);
 - fresh loop variables for whole-tile loops (`FreshVars`).
 
 Neither lowering imports the other's private helpers; both import this module.
@@ -133,6 +134,24 @@ def parallel_anchor(accesses, loop_vars, eligible=None):
         if dims is not None and len(dims) == len(loop_vars) == len(set(dims)):
             return buf, dims
     return None
+
+
+def partial_anchor(accesses, loop_vars, eligible=None):
+    """When no access anchors a `T.Parallel` nest (`parallel_anchor`): the access indexed by
+    distinct loop variables covering the most of them (the first on ties), e.g. a row vector
+    `m[i]` in `for i, j in T.Parallel(M, N)`; the nest then runs over that fragment's layout
+    extended over the other loop dimensions (layout.fragment.extend_over_loop).  Returns
+    (buffer, dims) or None."""
+    best = None
+    for buf, idx in accesses:
+        if eligible is not None and not eligible(buf):
+            continue
+        dims = loop_dims(idx, loop_vars)
+        if dims is None or len(set(dims)) != len(dims) or not dims:
+            continue
+        if best is None or len(dims) > len(best[1]):
+            best = (buf, dims)
+    return best
 
 
 # ---- fresh variables -----------------------------------------------------------------------------

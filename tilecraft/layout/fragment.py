@@ -341,3 +341,43 @@ def replicated_layout(shape, threads: int) -> FragmentLayout:
     coords = tuple(((f"u{d}", 1),) if n > 1 else () for d, n in enumerate(shape))
     tdigits = (Digit("rep", threads),) if threads > 1 else ()
     return FragmentLayout(tuple(shape), threads, tdigits, regs, coords)
+
+
+def extend_over_loop(lay: FragmentLayout, adims, extents) -> FragmentLayout | None:
+    """The layout of a `T.Parallel` nest of `extents` anchored by a fragment that the loop indexes
+    with only some of its variables (a row vector `m[i]` in `for i, j in T.Parallel(M, N)`):
+    `adims[d]` is the loop position indexing the fragment's dimension d.  Loop dimensions the
+    fragment covers keep its coordinates; each other one (innermost first) is spread over the
+    fragment's replicated thread digits where their extents divide it, the rest over new register
+    digits `x<k>`, so replicas split the extra work instead of repeating it.  None when a covered
+    dimension's size differs from the loop's extent."""
+    coords: list = [None] * len(extents)
+    for d, k in enumerate(adims):
+        if lay.shape[d] != extents[k]:
+            return None
+        coords[k] = tuple(lay.coords[d])
+    used = set()
+    for c in lay.coords:
+        used |= {n for n, _ in c}
+    free = [d for d in lay.thread_digits if d.name not in used]
+    names = {d.name for d in lay.thread_digits + lay.reg_digits}
+    regs = list(lay.reg_digits)
+    for k in reversed(range(len(extents))):
+        if coords[k] is not None:
+            continue
+        n, stride, c = extents[k], 1, []
+        for d in list(free):
+            if n % d.extent == 0 and d.extent > 1:
+                c.append((d.name, stride))
+                stride *= d.extent
+                n //= d.extent
+                free.remove(d)
+        if n > 1:
+            name = f"x{k}"
+            while name in names:
+                name += "_"
+            names.add(name)
+            regs.append(Digit(name, n))
+            c.append((name, stride))
+        coords[k] = tuple(c)
+    return FragmentLayout(tuple(extents), lay.threads, lay.thread_digits, tuple(regs), tuple(coords))

@@ -24,9 +24,9 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor
 from ..options import options_of
-from ..layout.fragment import (FragmentLayout, default_layout, extend_uniform, replicated_layout, mma_accumulator_layout,
+from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
@@ -193,19 +193,61 @@ class _Inference:
         while True:
             while self._propagate(ops, nests):
                 pass
+            if self._propagate_partial(ops, nests):
+                continue
             missing = [b for b in frags if b not in self.layouts]
             if not missing:
                 break
             b = missing[0]
-            # vectors sized by the narrowest element the fragment is copied from or to, so a
-            # float32 fragment filled from float16 memory still moves 16 bytes per access
-            elem = b.dtype.bytes
-            for op in ops:
-                if isinstance(op, Copy) and b in (op.src.buffer, op.dst.buffer):
-                    other = op.dst.buffer if op.src.buffer is b else op.src.buffer
-                    elem = min(elem, other.dtype.bytes)
-            self.set(b, default_layout(b.shape, self.threads, elem), "the default layout", b.span)
+            self.set(b, self._default(b, ops), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _default(self, b: Buffer, ops) -> FragmentLayout:
+        # vectors sized by the narrowest element the fragment is copied from or to, so a
+        # float32 fragment filled from float16 memory still moves 16 bytes per access
+        elem = b.dtype.bytes
+        for op in ops:
+            if isinstance(op, Copy) and b in (op.src.buffer, op.dst.buffer):
+                other = op.dst.buffer if op.src.buffer is b else op.src.buffer
+                elem = min(elem, other.dtype.bytes)
+        return default_layout(b.shape, self.threads, elem)
+
+    def _propagate_partial(self, ops, nests) -> bool:
+        """Once nothing else propagates: a nest whose only laid-out fragments are indexed by some
+        of its loop variables (row vectors) runs over the best of them extended over the other loop
+        dimensions (ir.semantics.partial_anchor), and the nest's other fragments follow it.  A nest
+        whose fully indexed fragment would get a default layout consistent with the row vector is
+        left to the defaults."""
+        changed = False
+        for vars_, extents, inner, loop in nests:
+            accesses = fragment_accesses(inner)
+            if parallel_anchor(accesses, vars_, eligible=lambda b: b in self.layouts) is not None:
+                continue
+            anchor = partial_anchor(accesses, vars_, eligible=lambda b: b in self.layouts)
+            if anchor is None:
+                continue
+            abuf, adims = anchor
+            base = extend_over_loop(self.layouts[abuf], adims, extents)
+            if base is None:
+                continue
+            full = parallel_anchor(accesses, vars_)
+            if full is not None:
+                fdims = full[1]
+                order = [fdims.index(k) for k in range(len(vars_))]
+                dflt = self._default(full[0], ops)
+                dbase = FragmentLayout(tuple(extents), dflt.threads, dflt.thread_digits, dflt.reg_digits,
+                                       tuple(dflt.coords[o] for o in order))
+                if dbase.project(adims).equivalent(self.layouts[abuf]):
+                    continue
+            for buf, idx in accesses:
+                dims = loop_dims(idx, vars_)
+                if buf in self.layouts or dims is None or len(set(dims)) != len(dims):
+                    continue
+                proj = base.project(dims)
+                if tuple(proj.shape) == tuple(buf.shape):
+                    changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name} (a row vector)",
+                                        loop.span)
+        return changed
 
     def _note(self, g: Gemm, what: str):
         m, n, k = g.mnk

@@ -21,9 +21,9 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80
-from ..layout.fragment import FragmentLayout, uniform_slot_part
+from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -105,6 +105,12 @@ class _Lower(Mutator):
             self.in_parallel -= 1
         accesses = [(n.buffer, n.indices) for n in _frag_accesses(inner)]
         anchor = parallel_anchor(accesses, vars_)
+        base = None
+        if anchor is None:
+            anchor = partial_anchor(accesses, vars_)
+            if anchor is not None:  # a row vector: its layout extended over the other loop dimensions
+                base = extend_over_loop(ctx.layout(anchor[0], f.span), anchor[1], extents)
+                anchor = anchor if base is not None else None
         if anchor is None:
             if accesses:
                 names = sorted({b.name for b, _ in accesses})
@@ -115,10 +121,11 @@ class _Lower(Mutator):
                     hint="index a fragment of the loop's full shape with exactly the loop variables")
             return ctx.strided(extents, lambda ix: substitute(inner, dict(zip(vars_, ix))), f.span)
         abuf, adims = anchor
-        full = ctx.layout(abuf, f.span)
-        order = [adims.index(k) for k in range(len(vars_))]
-        base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
-                              tuple(full.coords[o] for o in order))
+        if base is None:
+            full = ctx.layout(abuf, f.span)
+            order = [adims.index(k) for k in range(len(vars_))]
+            base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
+                                  tuple(full.coords[o] for o in order))
         r = ctx.var("r")
         body = _FragRewrite(ctx, base, vars_, r, f.span).visit(inner)
         coords = ctx.coords(base, r)
