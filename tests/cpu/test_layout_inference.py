@@ -12,6 +12,7 @@ param runs it on a GPU; these are unverified there until the GPU tier runs them)
 """
 from __future__ import annotations
 
+import pytest
 import torch
 
 import tilecraft as tilelang
@@ -182,3 +183,78 @@ def test_one_element_fragment_read_with_constant_index(build, device):
     x = torch.randn(4, 256, device=device) * 4
     out = build(softmax_with_scalar_max, 256, 128)(x)
     torch.testing.assert_close(out, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
+
+
+@tilelang.jit(out_idx=[2, 3])
+def fragment_operands_from_shared(S, H, D):
+    """indexer_bwd's shape: a float16 fragment filled from a float32 shared tile is the A operand
+    of one gemm transposed (dq = dlogits^T @ k) and of another plain (dk = dlogits @ q)."""
+    @T.prim_func
+    def main(g: T.Tensor([S, H], "float32"), kq: T.Tensor([S, D], "float16"),
+             dq: T.Tensor([H, D], "float32"), dk: T.Tensor([S, D], "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            g_shared = T.alloc_shared([S, H], "float32")
+            k_shared = T.alloc_shared([S, D], "float16")
+            q_shared = T.alloc_shared([H, D], "float16")
+            g1 = T.alloc_fragment([S, H], "float16")
+            g2 = T.alloc_fragment([S, H], "float16")
+            dq_frag = T.alloc_fragment([H, D], "float32")
+            dk_frag = T.alloc_fragment([S, D], "float32")
+            T.copy(g, g_shared)
+            T.copy(kq, k_shared)
+            T.copy(kq[0:H, :], q_shared)
+            T.clear(dq_frag)
+            T.copy(g_shared, g1)
+            T.gemm(g1, k_shared, dq_frag, transpose_A=True)
+            T.copy(g_shared, g2)
+            T.gemm(g2, q_shared, dk_frag, clear_accum=True)
+            T.copy(dq_frag, dq)
+            T.copy(dk_frag, dk)
+    return main
+
+
+def test_fragment_gemm_operands_in_other_layouts(build, device):
+    S, H, D = 64, 64, 32
+    g = torch.randn(S, H, device=device)
+    kq = torch.randn(S, D, device=device).half()
+    dq, dk = build(fragment_operands_from_shared, S, H, D)(g, kq)
+    gh = g.half().float()
+    torch.testing.assert_close(dq, gh.t() @ kq.float(), rtol=2e-3, atol=2e-2)
+    torch.testing.assert_close(dk, gh @ kq[:H].float(), rtol=2e-3, atol=2e-2)
+
+
+@tilelang.jit(out_idx=[2])
+def query_in_registers(H, D, N, blocks):
+    """MLA decoding's shape: a query fragment loaded once from global memory is the A operand of
+    a FullRow gemm in a loop (nothing else lays it out: it takes the tensor-core A layout)."""
+    @T.prim_func
+    def main(q: T.Tensor([H, D], "float16"), kv: T.Tensor([blocks * N, D], "float16"),
+             s: T.Tensor([H, N], "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            q_local = T.alloc_fragment([H, D], "float16")
+            kv_shared = T.alloc_shared([N, D], "float16")
+            acc = T.alloc_fragment([H, N], "float32")
+            T.copy(q, q_local)
+            T.clear(acc)
+            for k in T.Pipelined(blocks, num_stages=2):
+                T.copy(kv[k * N, 0], kv_shared)
+                T.gemm(q_local, kv_shared, acc, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, s)
+    return main
+
+
+def test_query_fragment_read_from_registers_by_the_gemm(build, device):
+    H, D, N, blocks = 64, 64, 32, 3
+    q = torch.randn(H, D, device=device).half()
+    kv = torch.randn(blocks * N, D, device=device).half()
+    s = build(query_in_registers, H, D, N, blocks)(q, kv)
+    ref = sum(q.float() @ kv[i * N:(i + 1) * N].float().t() for i in range(blocks))
+    torch.testing.assert_close(s, ref, rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.cuda_compile
+def test_query_fragment_takes_the_tensor_core_a_layout():
+    """The generated sm_90a code reads the query from registers (tc::gemm_rs), not via shared."""
+    k = tilelang.compile(query_in_registers.fn(64, 64, 32, 3), out_idx=[2], target={"kind": "cuda", "arch": "sm_90a"})
+    src = k.get_kernel_source()
+    assert "tc::gemm_rs<" in src and "q_local_smem" not in src

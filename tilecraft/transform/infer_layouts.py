@@ -193,7 +193,7 @@ class _Inference:
         while True:
             while self._propagate(ops, nests):
                 pass
-            if self._propagate_partial(ops, nests):
+            if self._propagate_partial(ops, nests) or self._operand_layouts(gemms):
                 continue
             missing = [b for b in frags if b not in self.layouts]
             if not missing:
@@ -201,6 +201,23 @@ class _Inference:
             b = missing[0]
             self.set(b, self._default(b, ops), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _operand_layouts(self, gemms) -> bool:
+        """Once nothing else propagates: a fragment A operand nothing has laid out (filled from
+        memory, as MLA decoding's `Q_local`) takes the tensor-core A layout of its mma.sync gemm,
+        so the gemm reads it from registers.  Others are staged through shared memory
+        (transform/stage_gemm_operands.py)."""
+        for g in gemms:
+            plan = self.plans.get(g)
+            a = g.a.buffer
+            if (a.scope != "fragment" or a in self.layouts or not isinstance(plan, Mma80Plan) or g.trans_a
+                    or plan.warps_n != 1 or not g.a.covers_whole()):
+                continue
+            m, _, k = g.mnk
+            line = g.span.line if g.span else "?"
+            return self.set(a, mma_accumulator_layout((m, k), self.threads, plan.warps_m, 1),
+                            f"T.gemm A operand (line {line})", g.span)
+        return False
 
     def _default(self, b: Buffer, ops) -> FragmentLayout:
         # vectors sized by the narrowest element the fragment is copied from or to, so a
