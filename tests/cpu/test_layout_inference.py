@@ -258,3 +258,48 @@ def test_query_fragment_takes_the_tensor_core_a_layout():
     k = tilelang.compile(query_in_registers.fn(64, 64, 32, 3), out_idx=[2], target={"kind": "cuda", "arch": "sm_90a"})
     src = k.get_kernel_source()
     assert "tc::gemm_rs<" in src and "q_local_smem" not in src
+
+
+@tilelang.jit(out_idx=[2])
+def combine_with_slices(num_split, block_M, dim, valid):
+    """example_mha_inference's combine: `T.copy(lse_local[k, :], lse_local_split)` (a slice of a
+    fragment with a uniform index into another fragment) and, as the decode kernels store their
+    valid rows, `T.copy(o_accum[:valid, :], o_shared)` (a part of a fragment to shared memory)."""
+    @T.prim_func
+    def main(glse: T.Tensor([num_split, block_M], "float32"), part: T.Tensor([num_split, block_M, dim], "float32"),
+             out: T.Tensor([valid, dim], "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            lse_local = T.alloc_fragment([num_split, block_M], "float32")
+            lse_split = T.alloc_fragment([block_M], "float32")
+            lse_max = T.alloc_fragment([block_M], "float32")
+            lse_sum = T.alloc_fragment([block_M], "float32")
+            po_local = T.alloc_fragment([block_M, dim], "float32")
+            o_accum = T.alloc_fragment([block_M, dim], "float32")
+            o_shared = T.alloc_shared([valid, dim], "float32")
+            T.clear(lse_sum)
+            T.clear(o_accum)
+            T.copy(glse, lse_local)
+            T.reduce_max(lse_local, lse_max, dim=0, clear=True)
+            for k in T.serial(num_split):
+                T.copy(lse_local[k, :], lse_split)
+                for i in T.Parallel(block_M):
+                    lse_sum[i] += T.exp2(lse_split[i] - lse_max[i])
+            for i in T.Parallel(block_M):
+                lse_sum[i] = T.log2(lse_sum[i]) + lse_max[i]
+            for k in T.serial(num_split):
+                T.copy(part[k, :, :], po_local)
+                for i, j in T.Parallel(block_M, dim):
+                    o_accum[i, j] += po_local[i, j] * T.exp2(lse_local[k, i] - lse_sum[i])
+            T.copy(o_accum[:valid, :], o_shared)
+            T.copy(o_shared, out)
+    return main
+
+
+def test_fragment_slices_and_parts_in_copies(build, device):
+    num_split, block_M, dim, valid = 4, 32, 16, 24
+    glse = torch.randn(num_split, block_M, device=device) * 3
+    part = torch.randn(num_split, block_M, dim, device=device)
+    out = build(combine_with_slices, num_split, block_M, dim, valid)(glse, part)
+    w = torch.softmax(glse * torch.log(torch.tensor(2.0)), dim=0)           # [S, M]
+    ref = (part * w[..., None]).sum(0)[:valid]
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)

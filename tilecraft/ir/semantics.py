@@ -8,7 +8,8 @@ mismatch between targets is born:
 - the dtype an operation accumulates in (`gemm_accumulator_dtype`, `scan_accumulator_dtype`);
 - the identity and the combiner of each reduction kind (`reduce_identity`, `reduce_combine`,
   `reduce_base_kind`);
-- how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`);
+- how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`), and
+  which dimensions a copy of a fragment slice `src[k, :]` takes whole (`slice_dims`);
 - which buffer access anchors a `T.Parallel` nest (`loop_dims`, `parallel_anchor`): its
   indices are exactly the loop variables, each once, so the loop's iteration space is that
   buffer's element space; and which other accesses the nest may make with uniform indices
@@ -152,6 +153,30 @@ def partial_anchor(accesses, loop_vars, eligible=None):
         if best is None or len(dims) > len(best[1]):
             best = (buf, dims)
     return best
+
+
+def slice_dims(src: Region, dst: Region):
+    """For a copy of a slice of fragment `src` into the whole fragment `dst`: per dimension of
+    src, the dst dimension it fills (whole dimensions, in order) or None (a unit extent: a uniform
+    index), and the list of whole dimensions; (None, None) when the slice is anything else."""
+    dims, full = [], []
+    for k, (start, ext) in enumerate(zip(src.starts, src.extents)):
+        if ext == src.buffer.shape[k] and _is_zero(start) and ext != 1:
+            dims.append(len(full))
+            full.append(k)
+        elif ext == 1:
+            dims.append(None)
+        else:
+            return None, None
+    if tuple(src.buffer.shape[k] for k in full) != tuple(n for n in dst.buffer.shape if n != 1) \
+            or len(full) != dst.buffer.ndim:
+        return None, None
+    return tuple(dims), full
+
+
+def _is_zero(e) -> bool:
+    from .expr import is_const
+    return is_const(e, 0)
 
 
 # ---- fresh variables -----------------------------------------------------------------------------

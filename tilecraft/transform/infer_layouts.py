@@ -24,9 +24,10 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims
 from ..options import options_of
-from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout, mma_accumulator_layout,
+from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout,
+                               uniform_slot_part, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
@@ -126,6 +127,7 @@ class _Inference:
         self.layouts: dict = {}
         self.reasons: dict = {}
         self.plans: dict = {}
+        self._uniform = None  # fragments some nest or copy indexes uniformly (_uniformly_indexed)
         self.notes: list = []  # one line per gemm: the path chosen and, if wgmma was asked for, why not
 
     def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
@@ -198,9 +200,40 @@ class _Inference:
             missing = [b for b in frags if b not in self.layouts]
             if not missing:
                 break
-            b = missing[0]
+            # fragments indexed uniformly (`lse[k, j]`, `T.copy(lse[k, :], x)`) last: their layout
+            # should come from the loops and copies that use them, not from a default
+            b = min(missing, key=lambda x: x in self._uniformly_indexed(nests, ops))
             self.set(b, self._default(b, ops), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _uniformly_indexed(self, nests, ops) -> set:
+        if self._uniform is None:
+            found = set()
+            for vars_, _, inner, _ in nests:
+                for buf, idx in fragment_accesses(inner):
+                    dims = None if loop_dims(idx, vars_) is not None else mixed_dims(idx, vars_)
+                    if dims is not None and any(k is None and buf.shape[d] > 1 for d, k in enumerate(dims)):
+                        found.add(buf)
+            for op in ops:
+                if (isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment"
+                        and not op.src.covers_whole() and slice_dims(op.src, op.dst)[0] is not None):
+                    found.add(op.src.buffer)
+            self._uniform = found
+        return self._uniform
+
+    def _slice_copy(self, op: Copy) -> bool:
+        """`T.copy(src[k, :], dst)` with `k` uniform: src's whole dimensions are laid out as dst,
+        the sliced ones stay whole in every thread's registers (cuda_ops/copy.py)."""
+        s, d = op.src.buffer, op.dst.buffer
+        dims, full = slice_dims(op.src, op.dst)
+        if dims is None:
+            return False
+        if d in self.layouts and s not in self.layouts:
+            ext = extend_uniform(self.layouts[d], s.shape, dims)
+            return ext is not None and self.set(s, ext, f"T.copy of a slice into {d.name}", op.span)
+        if s in self.layouts and d not in self.layouts and uniform_slot_part(self.layouts[s], dims) is not None:
+            return self.set(d, self.layouts[s].project(full), f"T.copy of a slice of {s.name}", op.span)
+        return False
 
     def _operand_layouts(self, gemms) -> bool:
         """Once nothing else propagates: a fragment A operand nothing has laid out (filled from
@@ -310,6 +343,8 @@ class _Inference:
                     changed |= self.set(d, self.layouts[s], f"T.copy from {s.name}", op.span)
                 elif d in self.layouts and s not in self.layouts and s.shape == d.shape:
                     changed |= self.set(s, self.layouts[d], f"T.copy into {d.name}", op.span)
+                elif s.shape != d.shape and op.dst.covers_whole():
+                    changed |= self._slice_copy(op)
             elif isinstance(op, Reduce) and op.src.scope == "fragment" and op.dst.scope == "fragment":
                 if op.src in self.layouts:
                     keep = [i for i in range(op.src.ndim) if i != op.dim]
