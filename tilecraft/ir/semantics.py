@@ -137,6 +137,21 @@ def parallel_anchor(accesses, loop_vars, eligible=None):
     return None
 
 
+def writes_a_projection(body, loop_vars) -> bool:
+    """Whether `body` (a `T.Parallel` nest's) stores into a fragment through indices that leave
+    some loop variable out (`acc[j] += x[i, j]`: a reduction over i).  Such a nest must not
+    spread the missing loop dimension over threads: each copy of `acc[j]` would then sum a
+    different part (layout.fragment.extend_over_loop, `spread=False`)."""
+    from .functor import collect
+    from .stmt import Store
+    for st in collect(body, lambda n: isinstance(n, Store) and n.buffer.scope == "fragment"):
+        dims = mixed_dims(st.indices, loop_vars)
+        used = set() if dims is None else {k for k in dims if k is not None}
+        if len(used) != len(loop_vars):
+            return True
+    return False
+
+
 def partial_anchor(accesses, loop_vars, eligible=None):
     """When no access anchors a `T.Parallel` nest (`parallel_anchor`): the access indexed by
     distinct loop variables covering the most of them (the first on ties), e.g. a row vector

@@ -343,14 +343,16 @@ def replicated_layout(shape, threads: int) -> FragmentLayout:
     return FragmentLayout(tuple(shape), threads, tdigits, regs, coords)
 
 
-def extend_over_loop(lay: FragmentLayout, adims, extents) -> FragmentLayout | None:
+def extend_over_loop(lay: FragmentLayout, adims, extents, spread: bool = True) -> FragmentLayout | None:
     """The layout of a `T.Parallel` nest of `extents` anchored by a fragment that the loop indexes
     with only some of its variables (a row vector `m[i]` in `for i, j in T.Parallel(M, N)`):
     `adims[d]` is the loop position indexing the fragment's dimension d.  Loop dimensions the
     fragment covers keep its coordinates; each other one (innermost first) is spread over the
     fragment's replicated thread digits where their extents divide it, the rest over new register
-    digits `x<k>`, so replicas split the extra work instead of repeating it.  None when a covered
-    dimension's size differs from the loop's extent."""
+    digits `x<k>`, so replicas split the extra work instead of repeating it.  With `spread` False
+    (the nest stores through a projection, ir.semantics.writes_a_projection) registers only: every
+    replica then runs the whole extra dimension in order, as the CPU reference does.  None when a
+    covered dimension's size differs from the loop's extent."""
     coords: list = [None] * len(extents)
     for d, k in enumerate(adims):
         if lay.shape[d] != extents[k]:
@@ -359,7 +361,7 @@ def extend_over_loop(lay: FragmentLayout, adims, extents) -> FragmentLayout | No
     used = set()
     for c in lay.coords:
         used |= {n for n, _ in c}
-    free = [d for d in lay.thread_digits if d.name not in used]
+    free = [d for d in lay.thread_digits if d.name not in used] if spread else []
     names = {d.name for d in lay.thread_digits + lay.reg_digits}
     regs = list(lay.reg_digits)
     for k in reversed(range(len(extents))):

@@ -24,7 +24,8 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims
+from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
+                             writes_a_projection)
 from ..options import options_of
 from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout,
                                uniform_slot_part, mma_accumulator_layout,
@@ -277,7 +278,7 @@ class _Inference:
             if anchor is None:
                 continue
             abuf, adims = anchor
-            base = extend_over_loop(self.layouts[abuf], adims, extents)
+            base = extend_over_loop(self.layouts[abuf], adims, extents, not writes_a_projection(inner, vars_))
             if base is None:
                 continue
             full = parallel_anchor(accesses, vars_)

@@ -23,7 +23,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80
 from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -109,7 +109,8 @@ class _Lower(Mutator):
         if anchor is None:
             anchor = partial_anchor(accesses, vars_)
             if anchor is not None:  # a row vector: its layout extended over the other loop dimensions
-                base = extend_over_loop(ctx.layout(anchor[0], f.span), anchor[1], extents)
+                base = extend_over_loop(ctx.layout(anchor[0], f.span), anchor[1], extents,
+                                        not writes_a_projection(inner, vars_))
                 anchor = anchor if base is not None else None
         if anchor is None:
             if accesses:
@@ -168,8 +169,8 @@ class _FragRewrite(Mutator):
         if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
-                f"register layout of the loop (indices must be loop variables, and {buf.name} must be laid out "
-                f"like the loop's other fragments)", self.span)
+                f"register layout of the loop (indices must be loop variables or uniform values such as a serial "
+                f"loop variable, and {buf.name} must be laid out like the loop's other fragments)", self.span)
         slot = const(0)
         for d in proj.reg_digits:  # proj numbers its slots as `lay` does (equivalent layouts)
             v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
