@@ -196,8 +196,6 @@ def column_sums(M, N):
     return main
 
 
-@pytest.mark.cuda_gap("a reducer updated by several threads of one T.Parallel loop is refused on CUDA "
-                      "(no per-thread replicas yet)")
 def test_reducer_sums_columns(build, device):
     x = torch.randn(64, 32, device=device)
     torch.testing.assert_close(build(column_sums, 64, 32)(x), x.sum(0), rtol=1e-5, atol=1e-5)

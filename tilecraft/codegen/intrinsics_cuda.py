@@ -18,6 +18,9 @@ def template_arg(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, DType):
+        # as CudaPrinter.type_name: NVRTC has no <cstdint>, the header defines tc::int8_t and co.
+        if v.is_int and v.bits != 32:
+            return f"tc::{v.kind}{v.bits}_t"
         return C_TYPES[v.name]
     if isinstance(v, tuple):
         return ", ".join(template_arg(x) for x in v)

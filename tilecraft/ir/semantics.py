@@ -8,10 +8,13 @@ mismatch between targets is born:
 - the dtype an operation accumulates in (`gemm_accumulator_dtype`, `scan_accumulator_dtype`);
 - the identity and the combiner of each reduction kind (`reduce_identity`, `reduce_combine`,
   `reduce_base_kind`);
-- how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`);
+- how a tile index maps to buffer indices inside a copy/atomic region (`region_indices`), and
+  which dimensions a copy of a fragment slice `src[k, :]` takes whole (`slice_dims`);
 - which buffer access anchors a `T.Parallel` nest (`loop_dims`, `parallel_anchor`): its
   indices are exactly the loop variables, each once, so the loop's iteration space is that
-  buffer's element space;
+  buffer's element space; and which other accesses the nest may make with uniform indices
+  (`mixed_dims`: the same element in every thread, e.g. a serial loop variable); and, when no
+  access covers the nest, the row vector that anchors it instead (`partial_anchor`);
 - fresh loop variables for whole-tile loops (`FreshVars`).
 
 Neither lowering imports the other's private helpers; both import this module.
@@ -94,6 +97,30 @@ def loop_dims(indices, loop_vars) -> tuple | None:
     return tuple(dims)
 
 
+def mixed_dims(indices, loop_vars) -> tuple | None:
+    """Like `loop_dims`, but a dimension may also be indexed by a *uniform* expression: one that
+    names no loop variable of the nest, no thread index and no fragment element (a serial loop
+    variable, a block index, a constant), so every thread means the same element there.  Such a
+    dimension maps to None; an index that mixes loop variables into an expression makes the
+    whole answer None.  `lse[k, j]` inside `for j in T.Parallel(N)` within `for k in T.serial(S)`
+    gives (None, 0)."""
+    from .expr import BuiltinVar, Load
+    from .functor import collect
+    lv = {id(v) for v in loop_vars}
+    dims = []
+    for idx in indices:
+        hit = [k for k, v in enumerate(loop_vars) if idx is v]
+        if hit:
+            dims.append(hit[0])
+            continue
+        bad = collect(idx, lambda n: id(n) in lv or isinstance(n, BuiltinVar) or
+                      (isinstance(n, Load) and n.buffer.scope == "fragment"))
+        if bad:
+            return None
+        dims.append(None)
+    return tuple(dims)
+
+
 def parallel_anchor(accesses, loop_vars, eligible=None):
     """The access that anchors a `T.Parallel` nest: the first (buffer, indices) of `accesses`
     whose indices are the nest's loop variables, each exactly once (in any order), among the
@@ -108,6 +135,63 @@ def parallel_anchor(accesses, loop_vars, eligible=None):
         if dims is not None and len(dims) == len(loop_vars) == len(set(dims)):
             return buf, dims
     return None
+
+
+def writes_a_projection(body, loop_vars) -> bool:
+    """Whether `body` (a `T.Parallel` nest's) stores into a fragment through indices that leave
+    some loop variable out (`acc[j] += x[i, j]`: a reduction over i).  Such a nest must not
+    spread the missing loop dimension over threads: each copy of `acc[j]` would then sum a
+    different part (layout.fragment.extend_over_loop, `spread=False`)."""
+    from .functor import collect
+    from .stmt import Store
+    for st in collect(body, lambda n: isinstance(n, Store) and n.buffer.scope == "fragment"):
+        dims = mixed_dims(st.indices, loop_vars)
+        used = set() if dims is None else {k for k in dims if k is not None}
+        if len(used) != len(loop_vars):
+            return True
+    return False
+
+
+def partial_anchor(accesses, loop_vars, eligible=None):
+    """When no access anchors a `T.Parallel` nest (`parallel_anchor`): the access indexed by
+    distinct loop variables covering the most of them (the first on ties), e.g. a row vector
+    `m[i]` in `for i, j in T.Parallel(M, N)`; the nest then runs over that fragment's layout
+    extended over the other loop dimensions (layout.fragment.extend_over_loop).  Returns
+    (buffer, dims) or None."""
+    best = None
+    for buf, idx in accesses:
+        if eligible is not None and not eligible(buf):
+            continue
+        dims = loop_dims(idx, loop_vars)
+        if dims is None or len(set(dims)) != len(dims) or not dims:
+            continue
+        if best is None or len(dims) > len(best[1]):
+            best = (buf, dims)
+    return best
+
+
+def slice_dims(src: Region, dst: Region):
+    """For a copy of a slice of fragment `src` into the whole fragment `dst`: per dimension of
+    src, the dst dimension it fills (whole dimensions, in order) or None (a unit extent: a uniform
+    index), and the list of whole dimensions; (None, None) when the slice is anything else."""
+    dims, full = [], []
+    for k, (start, ext) in enumerate(zip(src.starts, src.extents)):
+        if ext == src.buffer.shape[k] and _is_zero(start) and ext != 1:
+            dims.append(len(full))
+            full.append(k)
+        elif ext == 1:
+            dims.append(None)
+        else:
+            return None, None
+    if tuple(src.buffer.shape[k] for k in full) != tuple(n for n in dst.buffer.shape if n != 1) \
+            or len(full) != dst.buffer.ndim:
+        return None, None
+    return tuple(dims), full
+
+
+def _is_zero(e) -> bool:
+    from .expr import is_const
+    return is_const(e, 0)
 
 
 # ---- fresh variables -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ keeps fragments in registers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,18 @@ class FragmentLayout:
                 self.thread_digits == other.thread_digits and self.reg_digits == other.reg_digits and
                 tuple(tuple(sorted(c)) for c in self.coords) == tuple(tuple(sorted(c)) for c in other.coords))
 
+    def equivalent(self, other: "FragmentLayout") -> bool:
+        """The same placement under other digit names: every (thread, register slot) holds the same
+        tile element in both.  Two fragments that agree this way share register arrays slot for
+        slot, so a conflict between their digit spellings is no conflict (a row vector projected
+        from a [S, N] tile with a replicated outer dimension vs the default layout of [N])."""
+        if self.same_as(other):
+            return True
+        if (self.shape != other.shape or self.threads != other.threads or self.num_regs != other.num_regs
+                or len(self.coords) != len(other.coords)):
+            return False
+        return _placement(self) == _placement(other)
+
     def describe(self) -> str:
         dims = []
         for c in self.coords:
@@ -121,6 +134,21 @@ class FragmentLayout:
         t = ", ".join(f"{d.name}:{d.extent}" for d in self.thread_digits)
         r = ", ".join(f"{d.name}:{d.extent}" for d in self.reg_digits)
         return f"Fragment{self.shape} threads[{t}] regs[{r}] -> ({'; '.join(dims)})"
+
+
+@lru_cache(maxsize=512)
+def _placement(lay: FragmentLayout) -> tuple:
+    """The element every (thread, slot) holds, threads outer: the layout's meaning without its names."""
+    out = []
+    for slot in range(lay.num_regs):
+        regs = lay.reg_values(slot)
+        for tid in range(lay.threads):
+            vals, t = dict(regs), tid
+            for d in lay.thread_digits:
+                vals[d.name] = t % d.extent
+                t //= d.extent
+            out.append(tuple(lay.coord_of(k, vals) for k in range(len(lay.coords))))
+    return tuple(out)
 
 
 def _pow2(n: int) -> bool:
@@ -243,3 +271,115 @@ def wgmma_row_ok(row_elems: int, elem_bytes: int) -> bool:
     """Row lengths `tc::swizzle_offset_sm90` supports: 32, 64, 128 bytes or a multiple of 128."""
     rb = row_elems * elem_bytes
     return rb in (32, 64, 128) or (rb > 128 and rb % 128 == 0)
+
+
+def extend_uniform(base: "FragmentLayout", shape, dims) -> "FragmentLayout | None":
+    """The layout a `T.Parallel` nest driven by `base` (over the loop's index space) gives a
+    fragment of `shape` indexed with `dims` (`ir.semantics.mixed_dims`: loop position per
+    dimension, None where the index is uniform).  Loop-indexed dimensions take base's
+    coordinates; each uniformly indexed dimension becomes a register digit `u<dim>` of its full
+    extent, after base's own registers (so the uniform index only adds `u * stride` to a slot).
+    None when a loop-indexed dimension's size differs from the loop's extent."""
+    coords, used = [], set()
+    for d, k in enumerate(dims):
+        if k is None:
+            coords.append(None)
+            continue
+        if shape[d] != base.shape[k]:
+            return None
+        coords.append(base.coords[k])
+        used |= base.uses(k)
+    names = {dg.name for dg in base.thread_digits + base.reg_digits}
+    regs = [dg for dg in base.reg_digits if dg.name in used]
+    for d, c in enumerate(coords):
+        if c is not None:
+            continue
+        if shape[d] == 1:
+            coords[d] = ()
+            continue
+        name = f"u{d}"
+        while name in names:
+            name += "_"
+        names.add(name)
+        regs.append(Digit(name, shape[d]))
+        coords[d] = ((name, 1),)
+    return FragmentLayout(tuple(shape), base.threads, base.thread_digits, tuple(regs), tuple(coords))
+
+
+def uniform_slot_part(lay: "FragmentLayout", dims):
+    """For a fragment indexed with uniform indices in the dimensions where `dims` is None: the
+    register digits those dimensions own, as [(dim, stride)] (a dimension of size 1 owns none),
+    or None when such a dimension is spread over threads (then one thread does not hold it all)
+    or is not a single unit-coefficient register digit of its full extent placed after the
+    loop-indexed dimensions' registers."""
+    loop_regs = {n for d, k in enumerate(dims) if k is not None for n in lay.uses(d)}
+    out, seen = [], 0
+    for d, k in enumerate(dims):
+        if k is not None:
+            continue
+        c = lay.coords[d]
+        if c == () and lay.shape[d] == 1:
+            continue
+        if len(c) != 1 or c[0][1] != 1 or lay.is_thread_digit(c[0][0]) or c[0][0] in loop_regs:
+            return None
+        if lay.digit(c[0][0]).extent != lay.shape[d]:
+            return None
+        out.append((d, lay.reg_stride(c[0][0])))
+        seen += 1
+    # the loop-indexed registers must come first (their slot numbering is the projection's)
+    n_loop = len([dg for dg in lay.reg_digits if dg.name in loop_regs])
+    if any(dg.name not in loop_regs for dg in lay.reg_digits[:n_loop]):
+        return None
+    return out
+
+
+def replicated_layout(shape, threads: int) -> FragmentLayout:
+    """Every thread holds the whole tile, row-major in its registers: the layout of a fragment
+    read with uniform indices outside any `T.Parallel` loop (`if block_mask[k]:`), where every
+    thread must see every element (TileLang gives such fragments a fully replicated layout too)."""
+    regs = tuple(Digit(f"u{d}", n) for d, n in reversed(list(enumerate(shape))) if n > 1)
+    coords = tuple(((f"u{d}", 1),) if n > 1 else () for d, n in enumerate(shape))
+    tdigits = (Digit("rep", threads),) if threads > 1 else ()
+    return FragmentLayout(tuple(shape), threads, tdigits, regs, coords)
+
+
+def extend_over_loop(lay: FragmentLayout, adims, extents, spread: bool = True) -> FragmentLayout | None:
+    """The layout of a `T.Parallel` nest of `extents` anchored by a fragment that the loop indexes
+    with only some of its variables (a row vector `m[i]` in `for i, j in T.Parallel(M, N)`):
+    `adims[d]` is the loop position indexing the fragment's dimension d.  Loop dimensions the
+    fragment covers keep its coordinates; each other one (innermost first) is spread over the
+    fragment's replicated thread digits where their extents divide it, the rest over new register
+    digits `x<k>`, so replicas split the extra work instead of repeating it.  With `spread` False
+    (the nest stores through a projection, ir.semantics.writes_a_projection) registers only: every
+    replica then runs the whole extra dimension in order, as the CPU reference does.  None when a
+    covered dimension's size differs from the loop's extent."""
+    coords: list = [None] * len(extents)
+    for d, k in enumerate(adims):
+        if lay.shape[d] != extents[k]:
+            return None
+        coords[k] = tuple(lay.coords[d])
+    used = set()
+    for c in lay.coords:
+        used |= {n for n, _ in c}
+    free = [d for d in lay.thread_digits if d.name not in used] if spread else []
+    names = {d.name for d in lay.thread_digits + lay.reg_digits}
+    regs = list(lay.reg_digits)
+    for k in reversed(range(len(extents))):
+        if coords[k] is not None:
+            continue
+        n, stride, c = extents[k], 1, []
+        for d in list(free):
+            if n % d.extent == 0 and d.extent > 1:
+                c.append((d.name, stride))
+                stride *= d.extent
+                n //= d.extent
+                free.remove(d)
+        if n > 1:
+            name = f"x{k}"
+            while name in names:
+                name += "_"
+            names.add(name)
+            regs.append(Digit(name, n))
+            c.append((name, stride))
+        coords[k] = tuple(c)
+    return FragmentLayout(tuple(extents), lay.threads, lay.thread_digits, tuple(regs), tuple(coords))

@@ -8,12 +8,16 @@ from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
 from .pipeline_copies import pipeline_copies
 from .stage_epilogue import stage_epilogue
+from .stage_gemm_operands import stage_gemm_operands
 
 CUDA_PIPELINE = [
     # Errors first, while tile ops still carry the user's intent and line.
     check_regions,
     # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
     infer_layouts,
+    # Fragment operands the tensor cores cannot read from registers (another layout, transposed
+    # A, fragment B) go through a shared tile; needs the plans and layouts, before shared planning.
+    stage_gemm_operands,
     # Accumulator stores to global go through a padded shared tile (16-byte coalesced stores);
     # needs the gemm plans from infer_layouts, and runs before anything places shared memory.
     stage_epilogue,

@@ -10,8 +10,10 @@ their warp partition; a gemm whose result feeds another gemm's A operand (FlashA
 P @ V) is partitioned along M only, so P's registers can be reused as A fragments. (2) Layouts
 flow through fragment-to-fragment copies, reductions (row vectors are projections) and
 `T.Parallel` loops (every fragment a loop touches takes the layout of the loop's anchor, or its
-projection).  (3) A fragment still without a layout gets the default one, chosen for 16-byte
-vector access, and propagation resumes.  A conflict is an error at the user's line naming both
+projection; dimensions a loop indexes uniformly, `lse[k, j]` with k a serial loop variable,
+stay whole in every thread's registers).  A fragment accessed outside every `T.Parallel` loop
+is replicated: every thread holds it whole.  (3) A fragment still without a layout gets the
+default one, chosen for 16-byte vector access, and propagation resumes.  A conflict is an error at the user's line naming both
 buffers.
 """
 from __future__ import annotations
@@ -22,9 +24,11 @@ from ..errors import TilecraftError
 from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
-from ..ir.semantics import loop_dims, parallel_anchor
+from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
+                             writes_a_projection)
 from ..options import options_of
-from ..layout.fragment import (FragmentLayout, default_layout, mma_accumulator_layout,
+from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout,
+                               uniform_slot_part, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
@@ -47,6 +51,25 @@ def parallel_nests(body) -> list:
 
     _V().visit(body)
     return nests
+
+
+def outside_parallel_fragments(body) -> list:
+    """(buffer, span) of the first element access of each fragment that is read or written
+    outside every T.Parallel loop (in a condition, a serial loop, a scalar statement)."""
+    found: dict = {}
+
+    class _V(Visitor):
+        def visit_For(self, f: For):
+            if f.kind != "parallel":
+                return Visitor.generic(self, f)
+
+        def generic(self, n):
+            if isinstance(n, (Load, Store)) and n.buffer.scope == "fragment":
+                found.setdefault(n.buffer, n.span)
+            return Visitor.generic(self, n)
+
+    _V().visit(body)
+    return list(found.items())
 
 
 def fragment_accesses(body) -> list:
@@ -105,12 +128,13 @@ class _Inference:
         self.layouts: dict = {}
         self.reasons: dict = {}
         self.plans: dict = {}
+        self._uniform = None  # fragments some nest or copy indexes uniformly (_uniformly_indexed)
         self.notes: list = []  # one line per gemm: the path chosen and, if wgmma was asked for, why not
 
     def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
         old = self.layouts.get(buf)
         if old is not None:
-            if not old.same_as(layout):
+            if not old.equivalent(layout):
                 raise TilecraftError(
                     f"conflicting register layouts for {buf.name}: {self.reasons[buf]} gives it "
                     f"{old.describe()}, but {why} needs {layout.describe()}", span,
@@ -161,6 +185,10 @@ class _Inference:
             self._note(g, f"mma.sync, {wm}x{wn} warps" + why_not)
             self.set(g.c.buffer, mma_accumulator_layout((m, n), self.threads, wm, wn),
                      f"T.gemm accumulator (line {g.span.line if g.span else '?'})", g.span)
+        for buf, span in outside_parallel_fragments(body):
+            # read or written outside any T.Parallel loop: every thread must hold every element
+            self.set(buf, replicated_layout(buf.shape, self.threads),
+                     f"the access outside a T.Parallel loop (line {span.line if span else '?'})", span)
         nests = parallel_nests(body)
         ops = collect(body, lambda n: isinstance(n, (Copy, Reduce)))
         frags = [a.buffer for a in collect(body, lambda n: type(n).__name__ == "Alloc")
@@ -168,19 +196,109 @@ class _Inference:
         while True:
             while self._propagate(ops, nests):
                 pass
+            if self._propagate_partial(ops, nests) or self._operand_layouts(gemms):
+                continue
             missing = [b for b in frags if b not in self.layouts]
             if not missing:
                 break
-            b = missing[0]
-            # vectors sized by the narrowest element the fragment is copied from or to, so a
-            # float32 fragment filled from float16 memory still moves 16 bytes per access
-            elem = b.dtype.bytes
-            for op in ops:
-                if isinstance(op, Copy) and b in (op.src.buffer, op.dst.buffer):
-                    other = op.dst.buffer if op.src.buffer is b else op.src.buffer
-                    elem = min(elem, other.dtype.bytes)
-            self.set(b, default_layout(b.shape, self.threads, elem), "the default layout", b.span)
+            # fragments indexed uniformly (`lse[k, j]`, `T.copy(lse[k, :], x)`) last: their layout
+            # should come from the loops and copies that use them, not from a default
+            b = min(missing, key=lambda x: x in self._uniformly_indexed(nests, ops))
+            self.set(b, self._default(b, ops), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _uniformly_indexed(self, nests, ops) -> set:
+        if self._uniform is None:
+            found = set()
+            for vars_, _, inner, _ in nests:
+                for buf, idx in fragment_accesses(inner):
+                    dims = None if loop_dims(idx, vars_) is not None else mixed_dims(idx, vars_)
+                    if dims is not None and any(k is None and buf.shape[d] > 1 for d, k in enumerate(dims)):
+                        found.add(buf)
+            for op in ops:
+                if (isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment"
+                        and not op.src.covers_whole() and slice_dims(op.src, op.dst)[0] is not None):
+                    found.add(op.src.buffer)
+            self._uniform = found
+        return self._uniform
+
+    def _slice_copy(self, op: Copy) -> bool:
+        """`T.copy(src[k, :], dst)` with `k` uniform: src's whole dimensions are laid out as dst,
+        the sliced ones stay whole in every thread's registers (cuda_ops/copy.py)."""
+        s, d = op.src.buffer, op.dst.buffer
+        dims, full = slice_dims(op.src, op.dst)
+        if dims is None:
+            return False
+        if d in self.layouts and s not in self.layouts:
+            ext = extend_uniform(self.layouts[d], s.shape, dims)
+            return ext is not None and self.set(s, ext, f"T.copy of a slice into {d.name}", op.span)
+        if s in self.layouts and d not in self.layouts and uniform_slot_part(self.layouts[s], dims) is not None:
+            return self.set(d, self.layouts[s].project(full), f"T.copy of a slice of {s.name}", op.span)
+        return False
+
+    def _operand_layouts(self, gemms) -> bool:
+        """Once nothing else propagates: a fragment A operand nothing has laid out (filled from
+        memory, as MLA decoding's `Q_local`) takes the tensor-core A layout of its mma.sync gemm,
+        so the gemm reads it from registers.  Others are staged through shared memory
+        (transform/stage_gemm_operands.py)."""
+        for g in gemms:
+            plan = self.plans.get(g)
+            a = g.a.buffer
+            if (a.scope != "fragment" or a in self.layouts or not isinstance(plan, Mma80Plan) or g.trans_a
+                    or plan.warps_n != 1 or not g.a.covers_whole()):
+                continue
+            m, _, k = g.mnk
+            line = g.span.line if g.span else "?"
+            return self.set(a, mma_accumulator_layout((m, k), self.threads, plan.warps_m, 1),
+                            f"T.gemm A operand (line {line})", g.span)
+        return False
+
+    def _default(self, b: Buffer, ops) -> FragmentLayout:
+        # vectors sized by the narrowest element the fragment is copied from or to, so a
+        # float32 fragment filled from float16 memory still moves 16 bytes per access
+        elem = b.dtype.bytes
+        for op in ops:
+            if isinstance(op, Copy) and b in (op.src.buffer, op.dst.buffer):
+                other = op.dst.buffer if op.src.buffer is b else op.src.buffer
+                elem = min(elem, other.dtype.bytes)
+        return default_layout(b.shape, self.threads, elem)
+
+    def _propagate_partial(self, ops, nests) -> bool:
+        """Once nothing else propagates: a nest whose only laid-out fragments are indexed by some
+        of its loop variables (row vectors) runs over the best of them extended over the other loop
+        dimensions (ir.semantics.partial_anchor), and the nest's other fragments follow it.  A nest
+        whose fully indexed fragment would get a default layout consistent with the row vector is
+        left to the defaults."""
+        changed = False
+        for vars_, extents, inner, loop in nests:
+            accesses = fragment_accesses(inner)
+            if parallel_anchor(accesses, vars_, eligible=lambda b: b in self.layouts) is not None:
+                continue
+            anchor = partial_anchor(accesses, vars_, eligible=lambda b: b in self.layouts)
+            if anchor is None:
+                continue
+            abuf, adims = anchor
+            base = extend_over_loop(self.layouts[abuf], adims, extents, not writes_a_projection(inner, vars_))
+            if base is None:
+                continue
+            full = parallel_anchor(accesses, vars_)
+            if full is not None:
+                fdims = full[1]
+                order = [fdims.index(k) for k in range(len(vars_))]
+                dflt = self._default(full[0], ops)
+                dbase = FragmentLayout(tuple(extents), dflt.threads, dflt.thread_digits, dflt.reg_digits,
+                                       tuple(dflt.coords[o] for o in order))
+                if dbase.project(adims).equivalent(self.layouts[abuf]):
+                    continue
+            for buf, idx in accesses:
+                dims = loop_dims(idx, vars_)
+                if buf in self.layouts or dims is None or len(set(dims)) != len(dims):
+                    continue
+                proj = base.project(dims)
+                if tuple(proj.shape) == tuple(buf.shape):
+                    changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name} (a row vector)",
+                                        loop.span)
+        return changed
 
     def _note(self, g: Gemm, what: str):
         m, n, k = g.mnk
@@ -226,6 +344,8 @@ class _Inference:
                     changed |= self.set(d, self.layouts[s], f"T.copy from {s.name}", op.span)
                 elif d in self.layouts and s not in self.layouts and s.shape == d.shape:
                     changed |= self.set(s, self.layouts[d], f"T.copy into {d.name}", op.span)
+                elif s.shape != d.shape and op.dst.covers_whole():
+                    changed |= self._slice_copy(op)
             elif isinstance(op, Reduce) and op.src.scope == "fragment" and op.dst.scope == "fragment":
                 if op.src in self.layouts:
                     keep = [i for i in range(op.src.ndim) if i != op.dim]
@@ -245,8 +365,22 @@ class _Inference:
             base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
                                   tuple(full.coords[o] for o in order))
             for buf, idx in accesses:
+                if buf in self.layouts:
+                    continue
                 dims = loop_dims(idx, vars_)
-                if dims is None or buf in self.layouts or len(set(dims)) != len(dims):
+                if dims is None:
+                    # uniform indices in some dimensions (`lse[k, j]`, `m[0]`): those dimensions
+                    # live in every thread's registers, the others follow the loop
+                    dims = mixed_dims(idx, vars_)
+                    loop_pos = [k for k in dims or () if k is not None]
+                    if dims is None or len(set(loop_pos)) != len(loop_pos):
+                        continue
+                    ext = extend_uniform(base, buf.shape, dims)
+                    if ext is not None:
+                        changed |= self.set(buf, ext, f"the T.Parallel loop using {abuf.name} "
+                                            f"(uniform indices in {buf.name})", loop.span)
+                    continue
+                if len(set(dims)) != len(dims):
                     continue
                 proj = base.project(dims)
                 if tuple(proj.shape) == tuple(buf.shape):

@@ -21,9 +21,9 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80
-from ..layout.fragment import FragmentLayout
+from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
-from ..ir.semantics import loop_dims, parallel_anchor
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -32,6 +32,37 @@ class _Lower(Mutator):
         super().__init__()
         self.layouts, self.swizzled = layouts, swizzled
         self.ctx: Ctx | None = None
+        self.in_parallel = 0  # inside a T.Parallel nest, _FragRewrite addresses the fragments
+
+    def visit_Load(self, e: Load):
+        if e.buffer.scope == "fragment" and not self.in_parallel:
+            slot = self._replicated_slot(e.buffer, e.indices)
+            if slot is not None:
+                return Load(self.ctx.reg(e.buffer), slot, span=e.span)
+        return Mutator.generic(self, e)
+
+    def visit_Store(self, s: Store):
+        if s.buffer.scope == "fragment" and not self.in_parallel:
+            slot = self._replicated_slot(s.buffer, s.indices)
+            if slot is not None:
+                return Store(self.ctx.reg(s.buffer), slot, self.visit(s.value), span=s.span)
+        return Mutator.generic(self, s)
+
+    def _replicated_slot(self, buf, indices):
+        """Outside T.Parallel: `buf[indices]` with uniform indices in a fragment every thread holds
+        whole (`layout.fragment.replicated_layout`) is one register of each thread; None otherwise
+        (the access is then refused below)."""
+        dims = mixed_dims(indices, ())
+        lay = self.layouts.get(buf)
+        if dims is None or lay is None:
+            return None
+        part = uniform_slot_part(lay, dims)
+        if part is None:
+            return None
+        slot = const(0)
+        for d, stride in part:
+            slot = binary("+", slot, binary("*", self.visit(indices[d]), stride))
+        return (slot,)
 
     def visit_Kernel(self, k: Kernel):
         self.ctx = Ctx(k, self.layouts, self.swizzled)
@@ -67,9 +98,20 @@ class _Lower(Mutator):
             vars_.append(cur.var)
             extents.append(cur.extent.value)
             cur = cur.body
-        inner = self.visit(cur)  # lowers tile ops nested in the loop body, if any
+        self.in_parallel += 1
+        try:
+            inner = self.visit(cur)  # lowers tile ops nested in the loop body, if any
+        finally:
+            self.in_parallel -= 1
         accesses = [(n.buffer, n.indices) for n in _frag_accesses(inner)]
         anchor = parallel_anchor(accesses, vars_)
+        base = None
+        if anchor is None:
+            anchor = partial_anchor(accesses, vars_)
+            if anchor is not None:  # a row vector: its layout extended over the other loop dimensions
+                base = extend_over_loop(ctx.layout(anchor[0], f.span), anchor[1], extents,
+                                        not writes_a_projection(inner, vars_))
+                anchor = anchor if base is not None else None
         if anchor is None:
             if accesses:
                 names = sorted({b.name for b, _ in accesses})
@@ -80,10 +122,11 @@ class _Lower(Mutator):
                     hint="index a fragment of the loop's full shape with exactly the loop variables")
             return ctx.strided(extents, lambda ix: substitute(inner, dict(zip(vars_, ix))), f.span)
         abuf, adims = anchor
-        full = ctx.layout(abuf, f.span)
-        order = [adims.index(k) for k in range(len(vars_))]
-        base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
-                              tuple(full.coords[o] for o in order))
+        if base is None:
+            full = ctx.layout(abuf, f.span)
+            order = [adims.index(k) for k in range(len(vars_))]
+            base = FragmentLayout(tuple(extents), full.threads, full.thread_digits, full.reg_digits,
+                                  tuple(full.coords[o] for o in order))
         r = ctx.var("r")
         body = _FragRewrite(ctx, base, vars_, r, f.span).visit(inner)
         coords = ctx.coords(base, r)
@@ -118,15 +161,41 @@ class _FragRewrite(Mutator):
     def slot(self, buf, indices):
         dims = loop_dims(indices, self.vars)
         lay = self.ctx.layout(buf, self.span)
-        if dims is None or not lay.same_as(self.base.project(dims)):
+        if dims is None:
+            uniform = self.uniform_slot(buf, lay, indices)
+            if uniform is not None:
+                return uniform
+        proj = None if dims is None else self.base.project(dims)
+        if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
-                f"register layout of the loop (indices must be loop variables, and {buf.name} must be laid out "
-                f"like the loop's other fragments)", self.span)
+                f"register layout of the loop (indices must be loop variables or uniform values such as a serial "
+                f"loop variable, and {buf.name} must be laid out like the loop's other fragments)", self.span)
         slot = const(0)
-        for d in lay.reg_digits:
+        for d in proj.reg_digits:  # proj numbers its slots as `lay` does (equivalent layouts)
             v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
-            slot = binary("+", slot, binary("*", v, lay.reg_stride(d.name)))
+            slot = binary("+", slot, binary("*", v, proj.reg_stride(d.name)))
+        return (slot,)
+
+    def uniform_slot(self, buf, lay, indices):
+        """The slot of `buf[indices]` when some indices are uniform (`ir.semantics.mixed_dims`)
+        and `lay` keeps those dimensions whole in every thread's registers; None otherwise."""
+        dims = mixed_dims(indices, self.vars)
+        if dims is None:
+            return None
+        ld = [d for d, k in enumerate(dims) if k is not None]
+        part = uniform_slot_part(lay, dims)
+        if part is None:
+            return None
+        proj = self.base.project([dims[d] for d in ld])
+        if not lay.project(ld).equivalent(proj):
+            return None
+        slot = const(0)
+        for d in proj.reg_digits:  # the loop-indexed registers come first in `lay`, numbered as in proj
+            v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
+            slot = binary("+", slot, binary("*", v, proj.reg_stride(d.name)))
+        for d, stride in part:
+            slot = binary("+", slot, binary("*", self.visit(indices[d]), stride))
         return (slot,)
 
     def visit_Load(self, e: Load):

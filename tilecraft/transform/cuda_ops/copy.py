@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, seq)
+from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq)
 from ...ir import intrinsics as I
 from ...layout.fragment import FragmentLayout
-from ...ir.semantics import region_indices
+from ...ir.semantics import region_indices, slice_dims
 from .ctx import Ctx, register, _whole_fragment
 
 
@@ -13,17 +13,22 @@ from .ctx import Ctx, register, _whole_fragment
 def lower_copy(op: Copy, ctx: Ctx):
     s, d = op.src, op.dst
     if s.buffer.scope == "fragment" and d.buffer.scope == "fragment":
+        if not s.covers_whole() and d.covers_whole():
+            sliced = _fragment_slice_copy(op, ctx)
+            if sliced is not None:
+                return sliced
         _whole_fragment(s, "T.copy", op.span)
         _whole_fragment(d, "T.copy", op.span)
         ls, ld = ctx.layout(s.buffer, op.span), ctx.layout(d.buffer, op.span)
-        if not ls.same_as(ld):
+        if not ls.equivalent(ld):
             raise TilecraftError(f"T.copy between fragments {s.buffer.name} and {d.buffer.name} with different "
                                  f"register layouts is not supported on CUDA yet", op.span)
         rs, rd = ctx.reg(s.buffer), ctx.reg(d.buffer)
         return ctx.per_slot(ls, lambda r, _: Store(rd, (r,), cast(Load(rs, (r,)), rd.dtype)), op.span)
     if d.buffer.scope == "fragment" or s.buffer.scope == "fragment":
         frag, other = (d, s) if d.buffer.scope == "fragment" else (s, d)
-        _whole_fragment(frag, "T.copy", op.span)
+        if not frag.covers_whole():
+            return _fragment_part_copy(frag, other, frag is d, ctx, op.span)
         lay = ctx.layout(frag.buffer, op.span)
         reg = ctx.reg(frag.buffer)
         keep = [k for k, n in enumerate(frag.buffer.shape) if n != 1]
@@ -46,6 +51,54 @@ def lower_copy(op: Copy, ctx: Ctx):
     return ctx.strided(shape, lambda ix: Store(
         d.buffer, region_indices(d, [] if squeeze else ix),
         cast(Load(s.buffer, region_indices(s, [] if squeeze else ix)), d.buffer.dtype)), op.span)
+
+
+def _fragment_part_copy(frag: Region, other: Region, into_frag: bool, ctx: Ctx, span):
+    """A part of a fragment to or from memory (`T.copy(acc_o[:valid_H, :], O_shared)`): each
+    thread visits its registers and moves those inside the part (no vectors)."""
+    lay = ctx.layout(frag.buffer, span)
+    reg = ctx.reg(frag.buffer)
+    keep = [k for k, n in enumerate(frag.extents) if n != 1]
+
+    def body(r, coords):
+        tile = [binary("-", coords[k], frag.starts[k]) for k in keep]
+        oidx = region_indices(other, tile)
+        if into_frag:
+            st = Store(reg, (r,), cast(Load(other.buffer, oidx), reg.dtype))
+        else:
+            st = Store(other.buffer, oidx, cast(Load(reg, (r,)), other.buffer.dtype))
+        cond = None
+        for k, (start, ext) in enumerate(zip(frag.starts, frag.extents)):
+            if is_const(start, 0) and ext == frag.buffer.shape[k]:
+                continue
+            c = binary("and", binary(">=", coords[k], start), binary("<", coords[k], binary("+", start, ext)))
+            cond = c if cond is None else binary("and", cond, c)
+        return st if cond is None else If(cond, st)
+    return ctx.per_slot(lay, body, span)
+
+
+def _fragment_slice_copy(op: Copy, ctx: Ctx):
+    """`T.copy(src[k, :], dst)` between fragments, `k` uniform: the dimensions of `src` the
+    region takes whole must be laid out as `dst` and the others held whole in every thread's
+    registers (layout.fragment.uniform_slot_part), so each thread copies register to register.
+    None otherwise (then refused as a partial copy)."""
+    from ...layout.fragment import uniform_slot_part
+    s, d = op.src, op.dst
+    ls, ld = ctx.layout(s.buffer, op.span), ctx.layout(d.buffer, op.span)
+    dims, full = slice_dims(s, d)
+    if dims is None:
+        return None
+    part = uniform_slot_part(ls, dims)
+    if part is None or not ls.project(full).equivalent(ld):
+        return None
+    rs, rd = ctx.reg(s.buffer), ctx.reg(d.buffer)
+
+    def body(r, _):
+        slot = r
+        for k, stride in part:
+            slot = binary("+", slot, binary("*", s.starts[k], stride))
+        return Store(rd, (r,), cast(Load(rs, (slot,)), rd.dtype))
+    return ctx.per_slot(ld, body, op.span)
 
 
 def _vector_width(lay: FragmentLayout, frag: Region, other: Region, ctx: Ctx) -> int:

@@ -53,7 +53,7 @@ def lower_gemm(g: Gemm, ctx: Ctx):
         if g.a.buffer.scope == "fragment":
             expect = mma_accumulator_layout((m, k), ctx.threads, wm, 1) if wn == 1 else None
             lay = ctx.layout(g.a.buffer, g.span)
-            if expect is None or not lay.same_as(expect):
+            if expect is None or not lay.equivalent(expect):
                 warps = ctx.threads // 32
                 raise TilecraftError(
                     f"T.gemm: A operand {g.a.buffer.name} is a fragment whose register layout is not the "

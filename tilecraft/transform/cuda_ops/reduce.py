@@ -38,6 +38,9 @@ def lower_reduce(op: Reduce, ctx: Ctx):
     slay = ctx.layout(src, op.span)
     sreg = ctx.reg(src)
     red_names = slay.uses(op.dim)
+    proj = slay.project([i for i in range(src.ndim) if i != op.dim])
+    if not dlay.same_as(proj) and dlay.equivalent(proj):
+        dlay = proj  # the same placement under the source's digit names, slot for slot
     # 1. within the thread: fold the registers that differ only in reduced digits
     groups: dict = {}
     for slot in range(slay.num_regs):
