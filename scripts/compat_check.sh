@@ -6,6 +6,7 @@
 #     in the repository (git-ignored; copy ../shared/tilelang-examples there for a GPU machine),
 #     else ../shared/tilelang-examples beside the repository.
 #   PATTERN: only examples whose path contains it.   EX_TIMEOUT=300 seconds per example.
+#   JOBS=N: run N example folders at once (pass/fail only: concurrent programs share the GPU).
 #   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: the GPU name or cpu);
 #   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs.
 #   A run in parts (one PATTERN each): merge with scripts/compat_table.py LOGDIR1 LOGDIR2 ... --out FILE.md
@@ -32,8 +33,22 @@ out="${RESULTS_DIR:-$repo/benchmarks/results}/$(date -u +%Y-%m-%d)_compat_${tag}
 # site-packages are seen), with tilecraft importable
 bin=$(dirname "$py")
 if [ ! -x "$bin/python3" ]; then bin=$(mktemp -d); printf '#!/bin/sh\nexec "%s" "$@"\n' "$py" > "$bin/python3"; chmod +x "$bin/python3"; fi
-PATH="$bin:$PATH" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" IMPL=tilecraft LOGDIR="$logs" \
-  EX_TIMEOUT=${EX_TIMEOUT:-300} "$corpus/run.sh" "${2:-}"
-"$py" "$repo/scripts/compat_table.py" "$logs" --out "$out" \
+export PATH="$bin:$PATH" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" IMPL=tilecraft EX_TIMEOUT=${EX_TIMEOUT:-300}
+jobs=${JOBS:-1}
+if [ "$jobs" -le 1 ]; then
+  LOGDIR="$logs" "$corpus/run.sh" "${2:-}"
+  dirs=("$logs")
+else
+  # one run.sh per example folder, JOBS at a time (the programs share the GPU; timings are then
+  # not benchmark numbers, only pass/fail); each folder keeps its own log dir, merged below
+  dirs=()
+  for d in $(cd "$corpus/examples" && ls -d */ | tr -d /); do
+    [ -n "${2:-}" ] && [[ $d != *$2* ]] && [[ $2 != $d/* ]] && continue
+    dirs+=("$logs/$d")
+  done
+  printf '%s\n' "${dirs[@]}" | xargs -P "$jobs" -I{} sh -c \
+    'd={}; name=$(basename "$d"); LOGDIR="$d" "$0/run.sh" "examples/$name/" | sed "s|^|[$name] |"' "$corpus"
+fi
+"$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" \
   --title "TileLang v0.1.8 example corpus on tilecraft ($tag, $(date -u +%Y-%m-%d), $(git -C "$repo" rev-parse --short HEAD))" > /dev/null
 echo "table: $out (logs: $logs)"
