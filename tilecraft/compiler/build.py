@@ -51,6 +51,11 @@ def check_pass_configs(pass_configs, target_kind=None) -> Options:
 
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
+    if target.kind == "cuda":
+        from .split_kernels import split_kernels
+        parts = split_kernels(func)
+        if parts:
+            return _build_parts(func, parts, target, pass_configs)
     given = check_pass_configs(pass_configs, target.kind)
     # the target's defaults under what the program and TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)
     configs = Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
@@ -99,6 +104,21 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
                              meta["binary_name"]: binary, "meta_readable.json": json.dumps(meta, indent=1)}, meta)
     return Artifact(target, source, meta, ir=ir_text, lowered_ir=lowered_text, binary=binary,
                     binary_path=str(stored.file(meta["binary_name"])), compile_seconds=seconds)
+
+
+def _build_parts(func: PrimFunc, parts: list, target, pass_configs) -> Artifact:
+    """A program of several T.Kernels (compiler/split_kernels.py): each part built (and cached) on
+    its own; the artifact shows them together and keeps each part's for the launcher."""
+    built = [build(p, target, pass_configs) for p in parts]
+    source = "\n".join(f"// ---- kernel {i} of {len(built)}: {p.name} ----\n{a.source}"
+                       for i, (p, a) in enumerate(zip(parts, built)))
+    plan = [f"{p.name}: {line}" for p, a in zip(parts, built) for line in a.meta.get("plan", [])]
+    meta = {"kernel": func.name, "target": str(target), "plan": plan, "parts": [p.name for p in parts],
+            "compile_seconds": sum(a.compile_seconds for a in built)}
+    return Artifact(target, source, meta, ir=func.script(),
+                    lowered_ir="\n".join(a.lowered_ir for a in built),
+                    from_cache=all(a.from_cache for a in built), compile_seconds=meta["compile_seconds"],
+                    extra={"parts": list(zip(parts, built))})
 
 
 def _write_source(folder: str, name: str, target, source: str) -> None:

@@ -337,3 +337,19 @@ class _DeviceEntry:
             self.slots[:] = values
             check(drv.cuLaunchKernel(self.handle, *grid, *block, smem, stream, self.address, 0),
                   f"cuLaunchKernel(grid={tuple(grid)}, block={tuple(block)}, smem={smem})", fn.name)
+
+
+class SequenceLauncher:
+    """The kernels of one program with several T.Kernels (compiler/split_kernels.py), launched in
+    program order on the same stream: stream order makes each kernel see the previous one's writes.
+    The arguments were checked once by the caller (the parts share the program's signature)."""
+
+    def __init__(self, launchers):
+        self.launchers = list(launchers)
+
+    def __call__(self, tensors, symbols, kernel_name=None, stream=None):
+        for launch in self.launchers:
+            launch(tensors, symbols, kernel_name, stream)
+
+    def fast_launch_state(self):
+        return None  # the generated single-launch call does not apply

@@ -69,6 +69,10 @@ class JITKernel:
         self._checker = ArgChecker(self.name, self.params, self.device_type)
         if self.target.kind == "cpu":
             self._launch = _CpuLauncher(artifact, len(self.params), self.symbols)
+        elif artifact.extra.get("parts"):  # several T.Kernels: launched in program order
+            from .cuda_launch import CudaLauncher, SequenceLauncher
+            self._launch = SequenceLauncher([CudaLauncher(a, f, self.params, self.symbols)
+                                             for f, a in artifact.extra["parts"]])
         else:
             from .cuda_launch import CudaLauncher
             self._launch = CudaLauncher(artifact, func, self.params, self.symbols)
@@ -186,6 +190,9 @@ class JITKernel:
         if self.target.kind != "cuda":
             raise RuntimeError(f"{self.name}: SASS exists only for CUDA targets (this kernel targets {self.target})")
         from ..compiler.sass import disassemble
+        parts = self.artifact.extra.get("parts")
+        if parts:
+            return "\n".join(disassemble(a.binary) for _, a in parts)
         return disassemble(self.artifact.binary)
 
     show_sass = get_sass
@@ -196,7 +203,8 @@ class JITKernel:
             raise RuntimeError(f"{self.name}: PTX exists only for CUDA targets (this kernel targets {self.target})")
         from ..compiler.nvrtc import compile_cuda_nvrtc
         from ..device import include_dir
-        return compile_cuda_nvrtc(self.artifact.source, self.target.arch, include_dirs=[include_dir()]).ptx
+        sources = [a.source for _, a in self.artifact.extra.get("parts", [])] or [self.artifact.source]
+        return "\n".join(compile_cuda_nvrtc(s, self.target.arch, include_dirs=[include_dir()]).ptx for s in sources)
 
     show_ptx = get_ptx
 
