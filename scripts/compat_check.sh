@@ -6,7 +6,7 @@
 #     in the repository (git-ignored; copy ../shared/tilelang-examples there for a GPU machine),
 #     else ../shared/tilelang-examples beside the repository.
 #   PATTERN: only examples whose path contains it.   EX_TIMEOUT=300 seconds per example.
-#   JOBS=N: run N example folders at once (pass/fail only: concurrent programs share the GPU).
+#   JOBS=N: run N example programs at once (pass/fail only: concurrent programs share the GPU).
 #   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: the GPU name or cpu);
 #   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs.
 #   A run in parts (one PATTERN each): merge with scripts/compat_table.py LOGDIR1 LOGDIR2 ... --out FILE.md
@@ -24,6 +24,7 @@ if [ -z "$corpus" ] || [ ! -x "$corpus/run.sh" ]; then
 fi
 py=${PYTHON:-$repo/.venv/bin/python}
 [ -x "$py" ] || py=python3
+py=$(command -v "$py")  # absolute: the python3 wrapper below must not find itself
 gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "cpu")' 2>/dev/null || echo cpu)
 tag=${TAG:-$gpu}
 logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}
@@ -39,15 +40,16 @@ if [ "$jobs" -le 1 ]; then
   LOGDIR="$logs" "$corpus/run.sh" "${2:-}"
   dirs=("$logs")
 else
-  # one run.sh per example folder, JOBS at a time (the programs share the GPU; timings are then
-  # not benchmark numbers, only pass/fail); each folder keeps its own log dir, merged below
+  # one run.sh per example program, JOBS at a time (the programs share the GPU: their timings are
+  # not benchmark numbers, only pass/fail); each keeps its own log dir, merged below
+  files=$(cd "$corpus" && grep -rlE '__main__|def main' --include='*.py' examples | grep -v '/test_' | sort)
   dirs=()
-  for d in $(cd "$corpus/examples" && ls -d */ | tr -d /); do
-    [ -n "${2:-}" ] && [[ $d != *$2* ]] && [[ $2 != $d/* ]] && continue
-    dirs+=("$logs/$d")
-  done
-  printf '%s\n' "${dirs[@]}" | xargs -P "$jobs" -I{} sh -c \
-    'd={}; name=$(basename "$d"); LOGDIR="$d" "$0/run.sh" "examples/$name/" | sed "s|^|[$name] |"' "$corpus"
+  for f in $files; do
+    [ -n "${2:-}" ] && [[ $f != *$2* ]] && continue
+    dirs+=("$logs/$(echo "$f" | tr '/' '_')")
+    echo "$f"
+  done | xargs -P "$jobs" -I{} sh -c 'LOGDIR="$1/$(echo "$2" | tr / _)" "$0/run.sh" "$2"' "$corpus" "$logs" {}
+  dirs=("$logs"/examples_*)
 fi
 "$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" \
   --title "TileLang v0.1.8 example corpus on tilecraft ($tag, $(date -u +%Y-%m-%d), $(git -C "$repo" rev-parse --short HEAD))" > /dev/null
