@@ -12,7 +12,7 @@ its whole tile, in program order:
   program needs its warp groups to run at the same time; it has no sequential meaning, so the
   kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py) instead of
   hanging or computing something else;
-- register budgets do not exist: `T.set_max_nreg` is dropped with a warning (once).
+- register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once).
 """
 from __future__ import annotations
 
@@ -35,6 +35,26 @@ def warn_not_applicable(key, span, message) -> None:
         warnings.warn_explicit(message, UserWarning, span.file, span.line)
     else:
         warnings.warn(message, UserWarning, stacklevel=2)
+
+
+def warn_register_hints(func, target) -> None:
+    """`T.set_max_nreg`, the `T.annotate_*_reg_*` hints and `T.disable_warp_group_reg_alloc`
+    apply on sm_90a only: elsewhere each is accepted, dropped by lowering, and warned about once
+    here (compiler/build.py calls this before its cache lookup, so a cached kernel warns too)."""
+    if target.kind == "cuda" and target.has("wgmma"):
+        return
+    from ..ir import Annotate, collect
+    where = "the CPU target" if target.kind == "cpu" else target.arch
+    hints = collect(func.body, lambda n: isinstance(n, SetMaxNreg))
+    if hints:
+        warn_not_applicable(("set_max_nreg", where), hints[0].span,
+                            f"T.set_max_nreg (and T.annotate_*_reg_* hints) do not apply on {where} (register "
+                            f"budgets exist on sm_90a only): ignored; results do not change")
+    off = collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg")
+    if off:
+        warn_not_applicable(("no_set_max_nreg", where), off[0].span,
+                            f"T.disable_warp_group_reg_alloc does not apply on {where} (register budgets exist "
+                            f"on sm_90a only): ignored; results do not change")
 
 
 def group_threads(groups, block_threads: int) -> int:
@@ -87,18 +107,10 @@ class _Lower(Mutator):
         return I.evaluate(I.CpuMbarWait(self.sites, msg), self.visit(s.barrier), self.visit(s.parity),
                           span=s.span)
 
-    def visit_Annotate(self, s):
-        if s.key != "no_set_max_nreg":
-            return s
-        warn_not_applicable(("no_set_max_nreg", "cpu"), s.span,
-                            "T.disable_warp_group_reg_alloc does not apply on the CPU target (register budgets "
-                            "exist on sm_90a only): ignored; results do not change")
-        return seq()
+    def visit_Annotate(self, s):  # warned about by warn_register_hints
+        return seq() if s.key == "no_set_max_nreg" else s
 
-    def visit_SetMaxNreg(self, s: SetMaxNreg):
-        warn_not_applicable(("set_max_nreg", "cpu"), s.span,
-                            "T.set_max_nreg (and T.annotate_*_reg_* hints) do not apply on the CPU target "
-                            "(register budgets exist on sm_90a only): ignored; results do not change")
+    def visit_SetMaxNreg(self, s: SetMaxNreg):  # warned about by warn_register_hints
         return seq()
 
 

@@ -12,9 +12,10 @@ automatic pipelining and warp specialization leave it as written.
   fence.proxy.async comes first: a consumer may read the shared memory this thread wrote with
   wgmma (the async proxy), which generic-proxy writes reach only through that fence.
 - `BarrierWait`: `tc::mbar_wait_parity` (acquire).
-- `SetMaxNreg`: setmaxnreg.inc / .dec on sm_90a; on other targets dropped with a warning (once),
-  as is `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp
-  specialization to read (it then moves no registers).
+- `SetMaxNreg`: setmaxnreg.inc / .dec on sm_90a; on other targets dropped (with a warning, once,
+  from lower_manual_sync_cpu.warn_register_hints at build time), as is
+  `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
+  to read (it then moves no registers).
 Branches are checked here, where the user's line is still at hand: their warp groups must exist
 in the block and be contiguous (warp_groups.check_scope).
 """
@@ -27,7 +28,6 @@ from ..ir import intrinsics as I
 from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
 from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
-from .lower_manual_sync_cpu import warn_not_applicable
 from .warp_groups import MANUAL, check_scope
 
 _CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope)
@@ -68,19 +68,13 @@ class _Lower(Mutator):
         return I.evaluate(I.MbarWaitParity(), s.barrier, s.parity, span=s.span)
 
     def visit_SetMaxNreg(self, s: SetMaxNreg):
-        if not self.sm90a:
-            warn_not_applicable(("set_max_nreg", self.target.arch), s.span,
-                                f"T.set_max_nreg (and T.annotate_*_reg_* hints) do not apply on {self.target.arch} "
-                                f"(setmaxnreg exists on sm_90a only): ignored; results do not change")
+        if not self.sm90a:  # warned about by lower_manual_sync_cpu.warn_register_hints
             return seq()
         intr = I.WarpgroupRegAlloc(s.regs) if s.inc else I.WarpgroupRegDealloc(s.regs)
         return I.evaluate(intr, span=s.span)
 
     def visit_Annotate(self, s):
-        if s.key == "no_set_max_nreg" and not self.sm90a:
-            warn_not_applicable(("no_set_max_nreg", self.target.arch), s.span,
-                                f"T.disable_warp_group_reg_alloc does not apply on {self.target.arch} (register "
-                                f"budgets exist on sm_90a only): ignored; results do not change")
+        if s.key == "no_set_max_nreg" and not self.sm90a:  # warned about by warn_register_hints
             return seq()
         return s
 
