@@ -85,6 +85,7 @@ class _State:
         self.writes: set = set()
         self.scoped_reads: set = set()
         self.scoped_writes: set = set()
+        self.branches: set = set()   # warp groups of the branches that touched shared memory
 
     def conflicts(self, r, w, waw: bool = True) -> bool:
         return (self.conflicts_outside(r, w, waw) or _overlap(r, self.scoped_writes)
@@ -107,9 +108,10 @@ class _State:
     def clear(self):
         self.reads, self.writes = set(), set()
         self.scoped_reads, self.scoped_writes = set(), set()
+        self.branches = set()
 
 
-def _block(stmts, state: _State) -> list:
+def _block(stmts, state: _State, in_loop: bool = False) -> list:
     out = []
     for s in stmts:
         if isinstance(s, Sync):
@@ -122,7 +124,7 @@ def _block(stmts, state: _State) -> list:
                 out.append(Sync())
                 state.clear()
             inner = _State()
-            body = _block(_stmts(s.body), inner)
+            body = _block(_stmts(s.body), inner, True)
             # loop-carried: what the end of an iteration did vs what the start of the next does.
             # Lowering's per-thread element loops (unrolled, or marked "once") write each element
             # once, from one thread: write-after-write between their iterations is not a race.
@@ -143,22 +145,25 @@ def _block(stmts, state: _State) -> list:
         if isinstance(s, WarpSpecialize):
             # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
             # need barriers among themselves (printed as barriers of the consumer threads)
-            body = _block(_stmts(s.consumer), state)
+            body = _block(_stmts(s.consumer), state, in_loop)
             out.append(WarpSpecialize(s.producer, seq(*body), s.consumer_threads, s.producer_regs,
                                       s.consumer_regs, span=s.span))
             continue
         if isinstance(s, WarpGroupScope):
             # a T.ws branch: barriers inside are its threads' own (printed as a named barrier); one
-            # first, so the same warp groups' earlier use of these buffers (an earlier branch, the
-            # previous iteration) is over before this one writes or reads them
+            # first when the same warp groups may have used shared memory since the last block
+            # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
+            # is over before this branch writes or reads
             r, w = _access(s)
             if state.conflicts_outside(r, w):
                 out.append(Sync())
                 state.clear()
             body = _block(_stmts(s.body), _State())
-            if r or w:
+            if (r or w) and (in_loop or s.groups in state.branches):
                 body = [Sync()] + body
             state.add_scoped(r, w)
+            if r or w:
+                state.branches.add(s.groups)
             out.append(replace(s, body=seq(*body)))
             continue
         if isinstance(s, If):
