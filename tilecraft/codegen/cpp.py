@@ -132,10 +132,13 @@ def generate_cpp(func: PrimFunc) -> str:
     for i, s in enumerate(func.symbols):
         d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
         d.line(f"(void){p.name(s)};")
+    from .cpp_manual_sync import entry_epilogue, entry_prologue, error_text_function  # mbarrier waits
+    entry_prologue(p, func)
     p.stmt(func.body)
-    d.line("return 0;")
+    d.line(f"return {entry_epilogue(func)};")
     d.dedent()
     d.line("}")
+    error_text_function(p, func)
     return d.text()
 
 

@@ -60,6 +60,8 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     # the target's defaults under what the program and TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)
     configs = Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
     ir_text = func.script()
+    from ..transform.lower_manual_sync_cpu import warn_register_hints
+    warn_register_hints(func, target)  # before the cache: a cached kernel warns too
     from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
     post = (postproc_token(),) if target.kind == "cuda" and postproc_token() else ()
     key = kernel_cache_key(ir_text, target, {"options": configs.cache_token(), "postproc": post})

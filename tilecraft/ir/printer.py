@@ -167,6 +167,26 @@ class Printer(_Dispatch):
     def visit_Sync(self, s):
         self.emit("T.sync_threads()")
 
+    # ---- manual Hopper constructs (ir/hopper.py) -----------------------------------------
+    def visit_WarpGroupScope(self, s):
+        self.emit(f"with T.ws({', '.join(map(str, s.groups))}):")
+        self.indent += 1
+        self.stmt(s.body)
+        self.indent -= 1
+
+    def visit_BarrierInit(self, s):
+        self.emit(f"T.barrier_init({s.buffer.name}, arrive_counts={list(s.counts)})")
+
+    def visit_BarrierArrive(self, s):
+        self.emit(f"T.barrier_arrive({self.expr(s.barrier)})")
+
+    def visit_BarrierWait(self, s):  # the line is part of the kernel: a CPU wait that fails names it
+        at = f", at={s.span.short()!r}" if s.span is not None else ""
+        self.emit(f"T.barrier_wait({self.expr(s.barrier)}, {self.expr(s.parity)}{at})")
+
+    def visit_SetMaxNreg(self, s):
+        self.emit(f"T.set_max_nreg({s.regs}, {int(s.inc)})")
+
     # ---- tile ops ------------------------------------------------------------------------
     def visit_Copy(self, s):
         self.emit(f"T.copy({self.region(s.src)}, {self.region(s.dst)})")

@@ -88,4 +88,6 @@ def annotate_padding(mapping):
 
 
 def no_set_max_nreg():
-    require_kernel("T.no_set_max_nreg")
+    """TileLang's other spelling of `T.disable_warp_group_reg_alloc()` (language/hopper.py)."""
+    from .hopper import disable_warp_group_reg_alloc
+    disable_warp_group_reg_alloc()

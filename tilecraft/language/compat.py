@@ -103,15 +103,9 @@ def _unsupported(name, why):
     return f
 
 
-_HOPPER = "a manual Hopper construct (mbarriers, TMA, warp specialization)"
-alloc_barrier = _unsupported("alloc_barrier", _HOPPER)
-barrier_arrive = _unsupported("barrier_arrive", _HOPPER)
-barrier_wait = _unsupported("barrier_wait", _HOPPER)
-mbarrier_arrive = _unsupported("mbarrier_arrive", _HOPPER)
-mbarrier_wait_parity = _unsupported("mbarrier_wait_parity", _HOPPER)
+_HOPPER = "a manual Hopper construct (TMA copies and wgmma issued by hand)"
 cp_async_barrier_noinc = _unsupported("cp_async_barrier_noinc", _HOPPER)
 tma_copy = _unsupported("tma_copy", _HOPPER)
-ws = _unsupported("ws", _HOPPER)
 wgmma_gemm = _unsupported("wgmma_gemm", _HOPPER)
 
 
@@ -122,10 +116,6 @@ def wait_wgmma(count=0):
     require_kernel("T.wait_wgmma")
 
 
-set_max_nreg = _unsupported("set_max_nreg", _HOPPER)
-disable_warp_group_reg_alloc = _unsupported("disable_warp_group_reg_alloc", _HOPPER)
-annotate_producer_reg_dealloc = _unsupported("annotate_producer_reg_dealloc", _HOPPER)
-annotate_consumer_reg_alloc = _unsupported("annotate_consumer_reg_alloc", _HOPPER)
 alloc_tmem = _unsupported("alloc_tmem", "Blackwell tensor memory (sm_100)")
 gemm_sp = _unsupported("gemm_sp", "2:4 structured-sparse tensor-core GEMMs")
 gemm_sp_v2 = gemm_sp

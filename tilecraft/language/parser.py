@@ -379,6 +379,11 @@ class Parser(ExprMixin):
         if isinstance(spec, AttrScope):  # `with T.attr(...)`: a hint; the body is ordinary code
             self.block_inline(node.body)
             return
+        if hasattr(spec, "build_scope"):  # `with T.ws(0):` (language/hopper.py): a statement around the body
+            if self.builder.kernel is None:
+                raise self.error(node, f"`with {ast.unparse(item.context_expr)}` must be inside `with T.Kernel(...)`")
+            self.builder.emit(spec.build_scope(self.block(node.body, new_scope=True)))
+            return
         if not isinstance(spec, KernelSpec):
             raise self.error(node, f"unsupported `with` target {ast.unparse(item.context_expr)}; only "
                                    f"`with T.Kernel(...) as ...:` is supported")

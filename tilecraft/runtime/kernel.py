@@ -37,7 +37,19 @@ class _CpuLauncher:
         dims = self.dim_array(*[symbols[s] for s in self.symbols]) if self.symbols else self.dims
         rc = self.fn(ptrs, dims)
         if rc != 0:
-            raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
+            self.failed(rc, kernel_name)
+
+    def failed(self, rc, kernel_name):
+        """A kernel that explains its failure exports `tc_error_text(rc)` (a wait on an mbarrier
+        that the CPU's program order cannot satisfy names the user's line, codegen/cpp_manual_sync.py)."""
+        text = getattr(self.lib, "tc_error_text", None)
+        if text is not None:
+            text.restype = ctypes.c_char_p
+            msg = text(ctypes.c_int(rc))
+            if msg:
+                from ..errors import TilecraftError
+                raise TilecraftError(f"{kernel_name}: {msg.decode()}")
+        raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
 
 
 def _is_compiling_fn():
@@ -110,6 +122,8 @@ class JITKernel:
         return names
 
     def _cpu_failed(self, rc):
+        if isinstance(getattr(self, "_launch", None), _CpuLauncher):
+            self._launch.failed(rc, self.name)
         raise RuntimeError(f"{self.name}: the CPU kernel returned error code {rc}")
 
     def _arity_error(self, n):

@@ -4,6 +4,7 @@ from .infer_layouts import infer_layouts
 from .insert_syncs import insert_syncs
 from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
+from .lower_manual_sync_cuda import lower_manual_sync_cuda
 from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
 from .pipeline_copies import pipeline_copies
@@ -13,6 +14,9 @@ from .stage_gemm_operands import stage_gemm_operands
 CUDA_PIPELINE = [
     # Errors first, while tile ops still carry the user's intent and line.
     check_regions,
+    # The program's own mbarriers and register budgets become intrinsics; a kernel that
+    # specializes warp groups by hand (T.ws) is marked so the pipelining below leaves it alone.
+    lower_manual_sync_cuda,
     # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
     infer_layouts,
     # Fragment operands the tensor cores cannot read from registers (another layout, transposed

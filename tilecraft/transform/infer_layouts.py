@@ -27,6 +27,7 @@ from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              writes_a_projection)
 from ..options import options_of
+from .warp_groups import thread_contexts
 from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout,
                                uniform_slot_part, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
@@ -391,12 +392,13 @@ class _Inference:
 def infer_layouts(func: PrimFunc, target) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
     use_wgmma = options_of(func).wgmma and target.has("wgmma")
-    for k in collect(func.body, lambda n: isinstance(n, Kernel)):
-        inference = _Inference(k, use_wgmma)
-        lay, pl = inference.run(k.body)
-        layouts.update(lay)
-        plans.update(pl)
-        notes += inference.notes
+    for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
+        for k, body in thread_contexts(kernel):  # T.ws branches: their own threads (warp_groups.py)
+            inference = _Inference(k, use_wgmma)
+            lay, pl = inference.run(body)
+            layouts.update(lay)
+            plans.update(pl)
+            notes += inference.notes
     return (func.with_body(_PlanGemms(plans).visit(func.body))
             .with_lowering(fragment_layouts=layouts, plan_notes=func.lowering.plan_notes + tuple(notes)))
 

@@ -17,9 +17,11 @@ pipelined cp.async, TMA) is left out, the pipeline having placed its own waits a
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
+from ..ir.hopper import WarpGroupScope
 from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
 
 
@@ -74,22 +76,42 @@ def _overlap(xs, ys) -> bool:
 
 
 class _State:
+    """Shared buffers accessed since the last barrier: by the whole block, and (`scoped_*`) inside
+    T.ws branches, which only statements of the whole block are checked against: branches order
+    each other with the program's own mbarriers."""
+
     def __init__(self):
         self.reads: set = set()
         self.writes: set = set()
+        self.scoped_reads: set = set()
+        self.scoped_writes: set = set()
+        self.branches: set = set()   # warp groups of the branches that touched shared memory
 
     def conflicts(self, r, w, waw: bool = True) -> bool:
+        return (self.conflicts_outside(r, w, waw) or _overlap(r, self.scoped_writes)
+                or (waw and _overlap(w, self.scoped_writes)) or _overlap(w, self.scoped_reads))
+
+    def conflicts_outside(self, r, w, waw: bool = True) -> bool:
         return _overlap(r, self.writes) or (waw and _overlap(w, self.writes)) or _overlap(w, self.reads)
 
     def add(self, r, w):
         self.reads |= r
         self.writes |= w
 
+    def add_scoped(self, r, w):
+        self.scoped_reads |= r
+        self.scoped_writes |= w
+
+    def empty(self) -> bool:
+        return not (self.reads or self.writes or self.scoped_reads or self.scoped_writes)
+
     def clear(self):
         self.reads, self.writes = set(), set()
+        self.scoped_reads, self.scoped_writes = set(), set()
+        self.branches = set()
 
 
-def _block(stmts, state: _State) -> list:
+def _block(stmts, state: _State, in_loop: bool = False) -> list:
     out = []
     for s in stmts:
         if isinstance(s, Sync):
@@ -102,15 +124,16 @@ def _block(stmts, state: _State) -> list:
                 out.append(Sync())
                 state.clear()
             inner = _State()
-            body = _block(_stmts(s.body), inner)
+            body = _block(_stmts(s.body), inner, True)
             # loop-carried: what the end of an iteration did vs what the start of the next does.
             # Lowering's per-thread element loops (unrolled, or marked "once") write each element
             # once, from one thread: write-after-write between their iterations is not a race.
-            first_r, first_w = _first_access(s.body)
+            first_r, first_w, branch = _first_access(s.body)
             if isinstance(s, While):  # the condition is read again before the next iteration
-                first_r = first_r | _access(Evaluate(s.cond))[0]
+                first_r, branch = first_r | _access(Evaluate(s.cond))[0], False
             once = isinstance(s, For) and (s.kind == "unroll" or s.annotation("once", False))
-            if inner.conflicts(first_r, first_w, waw=not once) and (inner.reads or inner.writes):
+            check = inner.conflicts_outside if branch else inner.conflicts
+            if check(first_r, first_w, waw=not once) and not inner.empty():
                 body.append(Sync())
                 inner.clear()
             state.add(r, w)
@@ -122,9 +145,26 @@ def _block(stmts, state: _State) -> list:
         if isinstance(s, WarpSpecialize):
             # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
             # need barriers among themselves (printed as barriers of the consumer threads)
-            body = _block(_stmts(s.consumer), state)
+            body = _block(_stmts(s.consumer), state, in_loop)
             out.append(WarpSpecialize(s.producer, seq(*body), s.consumer_threads, s.producer_regs,
                                       s.consumer_regs, span=s.span))
+            continue
+        if isinstance(s, WarpGroupScope):
+            # a T.ws branch: barriers inside are its threads' own (printed as a named barrier); one
+            # first when the same warp groups may have used shared memory since the last block
+            # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
+            # is over before this branch writes or reads
+            r, w = _access(s)
+            if state.conflicts_outside(r, w):
+                out.append(Sync())
+                state.clear()
+            body = _block(_stmts(s.body), _State())
+            if (r or w) and (in_loop or s.groups in state.branches):
+                body = [Sync()] + body
+            state.add_scoped(r, w)
+            if r or w:
+                state.branches.add(s.groups)
+            out.append(replace(s, body=seq(*body)))
             continue
         if isinstance(s, If):
             r, w = _access(s)
@@ -144,11 +184,12 @@ def _block(stmts, state: _State) -> list:
 
 
 def _first_access(body):
+    """(reads, writes, whether in a T.ws branch) of the first statement that touches shared memory."""
     for s in _stmts(body):
         r, w = _access(s)
         if r or w:
-            return r, w
-    return set(), set()
+            return r, w, isinstance(s, WarpGroupScope)
+    return set(), set(), False
 
 
 def _stmts(s) -> list:

@@ -23,6 +23,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80
 from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
+from .warp_groups import scope_base, scope_threads
 from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
@@ -68,6 +69,15 @@ class _Lower(Mutator):
         self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
         return out
+
+    def visit_WarpGroupScope(self, s):
+        """A `T.ws` branch: its tile ops are spread over its own threads (transform/warp_groups.py)."""
+        outer = self.ctx
+        self.ctx = outer.for_threads(scope_threads(s), scope_base(s))
+        try:
+            return Mutator.generic(self, s)
+        finally:
+            self.ctx = outer
 
     def visit_Alloc(self, a: Alloc):
         if a.buffer.scope == "fragment":

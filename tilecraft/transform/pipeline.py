@@ -7,12 +7,16 @@ from __future__ import annotations
 from ..ir.func import PrimFunc
 from .check_regions import check_regions
 from .legalize_global_access import legalize_global_access
+from .lower_manual_sync_cpu import lower_manual_sync_cpu
 from .lower_tile_ops_cpu import lower_tile_ops_cpu
 
 CPU_PIPELINE = [
     # Reject on-chip regions/indices that can never be in range, while tile ops still exist and
     # errors can name the user's copy or gemm.
     check_regions,
+    # T.ws branches, mbarriers and register budgets (ir/hopper.py) in program order, before the
+    # tile ops inside the branches are lowered.
+    lower_manual_sync_cpu,
     # Every tile op becomes whole-tile loops: the reference semantics.
     lower_tile_ops_cpu,
     # Guard global accesses last, so the copies' loads/stores produced above get guards too.

@@ -69,6 +69,7 @@ from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, 
 from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
+from .warp_groups import is_manual
 from .warp_specialize import Split, flat, place_warp_specialized
 
 
@@ -481,6 +482,10 @@ class _ReplaceAllocs(Mutator):
 def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     if not target.has("cp_async"):
         return func
+    if is_manual(func.body):  # the program orders its warp groups itself (T.ws, mbarriers): no second split
+        note = ("T.Pipelined: not pipelined by the compiler: the kernel synchronises its warp groups by hand "
+                "(T.ws / T.alloc_barrier), so its loops run as written")
+        return func.with_lowering(plan_notes=func.lowering.plan_notes + (note,))
     st = func.lowering
     p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target.max_shared_memory)
     body = p.visit(func.body)

@@ -5,13 +5,14 @@ warpgroup issuing TMA loads), the consumer loop, the barriers' set-up and clean-
 unsplit loop to fall back to.  `place_warp_specialized` then rebuilds the kernel around it as one
 `WarpSpecialize` node: shared allocations, barrier set-up and the Lets the producer may need come
 first (both roles see them); the consumer role is everything else of the kernel, in order.
-`register_budgets` picks the setmaxnreg budgets of the two roles.
+`register_budgets` picks the setmaxnreg budgets of the two roles (none after
+`T.disable_warp_group_reg_alloc()`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ir import Alloc, Kernel, Load, Seq, Stmt, WarpSpecialize, collect, seq
+from ..ir import Alloc, Annotate, Kernel, Load, Seq, Stmt, WarpSpecialize, collect, seq
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,5 +66,7 @@ def place_warp_specialized(k: Kernel, notes: list, unsplit_notes: dict) -> Kerne
         return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
     rest = [s for s in before if s not in shared and s not in lets]
     producer_regs, consumer_regs = register_budgets(sp.threads)
+    if collect(k.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg"):
+        producer_regs, consumer_regs = 0, 0  # T.disable_warp_group_reg_alloc(): budgets as launched
     ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs)
     return replace(k, body=seq(*shared, *lets, *sp.head, ws, *sp.tail))

@@ -310,4 +310,31 @@ template <class T> static inline void print(const char* msg, T v, int bx, int by
   }
 }
 
+// ---- mbarriers a program drives itself (T.alloc_barrier; ir/hopper.py) -------------------------
+// One CPU thread runs a whole block in program order, so an mbarrier is a counter: its 64-bit word
+// holds the arrivals expected per phase (bits 0-19), the arrivals of the running phase (20-39) and
+// the number of completed phases (40-63).  An arrival stands for all the threads that run it.  A
+// wait for a phase that has not completed could only be satisfied by a later statement: the
+// program has no sequential meaning, and the wait records its site (the kernel then fails with
+// the user's line, ir/intrinsics/manual_sync.py) instead of hanging.
+static inline int& cpu_mbar_failed() { static int site = 0; return site; }
+static inline void cpu_mbar_init(uint64_t* bar, int count) { *bar = (uint64_t)(count & 0xFFFFF); }
+static inline void cpu_mbar_arrive(uint64_t* bar, int count) {
+  uint64_t expect = *bar & 0xFFFFF, pending = (*bar >> 20) & 0xFFFFF, phases = *bar >> 40;
+  if (expect == 0) return;
+  for (uint64_t n = (uint64_t)count; n > 0;) {
+    uint64_t take = expect - pending < n ? expect - pending : n;
+    pending += take;
+    n -= take;
+    if (pending == expect) { pending = 0; ++phases; }
+  }
+  *bar = expect | (pending << 20) | (phases << 40);
+}
+static inline void cpu_mbar_wait(uint64_t* bar, int parity, int site) {
+  uint64_t phases = *bar >> 40;  // the running phase's parity is phases & 1
+  if ((int)(phases & 1) != (parity & 1)) return;
+  int none = 0;  // the first failing wait is the one to report
+  __atomic_compare_exchange_n(&cpu_mbar_failed(), &none, site, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 }  // namespace tc

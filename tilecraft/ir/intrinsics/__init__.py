@@ -20,6 +20,7 @@ from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWait
 from .debug import Print, PrintElem
 from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
+from .manual_sync import CpuMbarArrive, CpuMbarWait, MbarArrive
 from .mma import GemmRS, GemmSS
 from .reduce import ShflXorReduce
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc

@@ -27,6 +27,16 @@ class Ctx:
         self.regs: dict = {}
         self.n = 0
 
+    def for_threads(self, threads: int, base: int) -> "Ctx":
+        """The context of a `T.ws` branch: `threads` threads from flat index `base` on; fragment
+        registers are shared with the whole kernel's context (one array per fragment)."""
+        sub = Ctx(self.kernel, self.layouts, self.swizzled)
+        sub.threads = threads
+        sub.tid = binary("-", self.tid, base) if base else self.tid
+        sub.regs = self.regs
+        sub.n = self.n
+        return sub
+
     def var(self, base="r") -> Var:
         self.n += 1
         return Var(f"{base}{self.n}")

@@ -26,7 +26,8 @@
 // Requirements (checked by static_assert where possible):
 //   * T is half_t or bfloat16_t; accumulation in f32.
 //   * M % (16*WM) == 0, N % (8*WN) == 0, K % 16 == 0.
-//   * The block has exactly WM*WN warps taking part (threadIdx.x / 32 < WM*WN), all 32 lanes
+//   * Exactly WM*WN warps take part: the block's, or a T.ws branch's starting at a multiple of WM*WN
+//     warps (warp = (threadIdx.x / 32) % (WM*WN)), all 32 lanes
 //     of each convergent (ldmatrix/mma are .sync.aligned).
 //   * A and B point into shared memory, 16-byte aligned (128-byte aligned for the swizzle to be
 //     bank-conflict-free); every stored row (row length * sizeof(T)) is a multiple of 16 bytes,
@@ -246,7 +247,7 @@ TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
   static_assert(SWZ_A == 0 || SWZ_A == 1, "tc::gemm_ss: SWZ_A must be 0 or 1");
   static_assert(SWZ_B == 0 || SWZ_B == 1, "tc::gemm_ss: SWZ_B must be 0 or 1");
   constexpr int MI = M / WM / 16, NI = N / WN / 8, KS = K / 16;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % (WM * WN);  // a T.ws branch: from 0
   const int wm = warp % WM, wn = warp / WM;
   const detail::ALoader<M, K, WM, TRANS_A, SWZ_A> la(smem_addr(A), lane, wm);
   const detail::BLoader<N, K, WN, TRANS_B, SWZ_B> lb(smem_addr(B), lane, wn);
@@ -288,7 +289,7 @@ TC_DEVICE void gemm_rs(const T* A_regs, const T* B, float* C) {
   static_assert(K % 16 == 0, "tc::gemm_rs: K must be a multiple of 16 (mma k16 steps)");
   static_assert(SWZ_B == 0 || SWZ_B == 1, "tc::gemm_rs: SWZ_B must be 0 or 1");
   constexpr int MI = M / WM / 16, NI = N / WN / 8, KS = K / 16, NK = K / 8;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % (WM * WN);  // a T.ws branch: from 0
   const int wn = warp / WM;
   const detail::BLoader<N, K, WN, TRANS_B, SWZ_B> lb(smem_addr(B), lane, wn);
   uint32_t b[2][NI][2];

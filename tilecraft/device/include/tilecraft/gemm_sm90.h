@@ -266,7 +266,8 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   constexpr bool BF16 = detail::IsSame<T, bfloat16_t>::value;
   // warp-uniform by construction (descriptors must be equal across the warpgroup, and uniform
   // values live in uniform registers, which HGMMA reads its descriptors from)
-  const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) >> 7, 0);
+  // (modulo WG: a T.ws branch of WG warpgroups starting at a multiple of WG numbers them from 0)
+  const int g = __shfl_sync(0xffffffffu, (static_cast<int>(threadIdx.x) >> 7) % WG, 0);
   const uint64_t da = AOp::desc(smem_addr(A) + static_cast<uint32_t>(g * AOp::offset(WM, 0)));
   const uint64_t db = BOp::desc(smem_addr(B));
   detail::wgmma_fence_operands<MI * N / 2>(C);

@@ -57,6 +57,13 @@ TC_DEVICE void mbar_inval(uint64_t* bar) {
 // Wait until the phase with parity `parity` of `bar` has completed.
 TC_DEVICE void mbar_wait_parity(uint64_t* bar, int parity) { detail::mbar_wait(detail::mbar_addr(bar), parity); }
 
+// This thread's arrival on `bar` (T.barrier_arrive / T.mbarrier_arrive).  mbarrier.arrive has
+// release semantics at CTA scope: the thread's earlier shared/global writes are visible to the
+// threads whose wait then sees the phase complete (the wait acquires).
+TC_DEVICE void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}\n" ::"r"(detail::mbar_addr(bar)) : "memory");
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
 // Fetch the tensor map into the TMA unit's cache ahead of the first load (optional, one thread).

@@ -1,0 +1,73 @@
+"""IR of the manual Hopper constructs: warp-group branches (`T.ws`), mbarriers the program
+allocates and drives itself (`T.alloc_barrier`, `T.barrier_arrive` / `T.barrier_wait`,
+`T.mbarrier_arrive` / `T.mbarrier_wait_parity`) and register budgets (`T.set_max_nreg`).
+
+These are statements of the tile IR like the tile ops: each target lowers them
+(transform/lower_manual_sync_cpu.py for the CPU reference, transform/lower_manual_sync_cuda.py
+for CUDA).  Their meaning, which every target keeps:
+
+- `WarpGroupScope(groups, body)`: `body` is run by the threads whose warp group
+  (flat thread index // 128) is in `groups`, and only by them.  Tile ops inside it are spread over
+  those threads alone.
+- A barrier buffer (`Buffer` of scope "shared", dtype uint64, one word per mbarrier) is set up once
+  by `BarrierInit` with the arrivals each of its mbarriers expects per phase.
+- `BarrierArrive(ref)`: every thread that runs it arrives once on the mbarrier `ref`; when the
+  arrivals of the current phase reach the expected count the phase completes (and the next starts).
+  The writes a thread made before its arrival are visible to threads that then see the phase
+  complete (release / acquire).
+- `BarrierWait(ref, parity)`: the thread waits until the phase with parity `parity` has completed,
+  i.e. until the mbarrier's current phase parity differs from `parity` (PTX
+  mbarrier.try_wait.parity): a fresh mbarrier (phase 0 running) lets a wait on parity 1 through
+  at once and holds a wait on parity 0 until its first phase completes.
+- `SetMaxNreg(regs, inc)`: this warp group's per-thread register budget (sm_90a setmaxnreg);
+  no effect on results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .buffer import Buffer
+from .expr import Expr, Ref
+from .stmt import Stmt
+from .tileop import TileOp
+
+WARP_GROUP = 128  # threads per warp group
+
+
+@dataclass(frozen=True, eq=False)
+class WarpGroupScope(Stmt):
+    """`with T.ws(*groups):` -- `body` runs on the warp groups `groups` only."""
+    groups: tuple
+    body: Stmt
+
+    def threads_in(self, block_threads: int) -> int:
+        """How many of a block's `block_threads` threads run the body."""
+        return sum(max(0, min(WARP_GROUP, block_threads - g * WARP_GROUP)) for g in self.groups)
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierInit(TileOp):
+    """Set up the mbarriers of `buffer`: mbarrier i expects `counts[i]` arrivals per phase."""
+    buffer: Buffer
+    counts: tuple
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierArrive(TileOp):
+    """Each thread that runs this arrives once on the mbarrier `barrier` (a Ref of one word)."""
+    barrier: Ref
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierWait(TileOp):
+    """Wait until the phase of `barrier` with parity `parity` (0 or 1) has completed."""
+    barrier: Ref
+    parity: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class SetMaxNreg(TileOp):
+    """This warp group's per-thread register budget becomes `regs` (`inc`: raise, else lower)."""
+    regs: int
+    inc: bool
+

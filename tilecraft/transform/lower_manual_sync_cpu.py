@@ -1,0 +1,120 @@
+"""Lower the manual Hopper constructs for the CPU target (the reference; meaning in ir/hopper.py).
+
+Before: the body may contain `WarpGroupScope`, `BarrierInit`, `BarrierArrive`, `BarrierWait`,
+`SetMaxNreg`.  After: none of them.  One CPU thread runs a whole block, every statement covering
+its whole tile, in program order:
+
+- a `T.ws(...)` branch runs once if any of its warp groups exists in the block (its threads are
+  the block's threads in those groups), else not at all;
+- an mbarrier is simulated (tilecraft_cpu.h): an arrival counts once for every thread that runs
+  it (all the block's threads outside a branch, the branch's inside one), and a wait checks that
+  the phase it names has completed.  A wait that only a later statement could satisfy means the
+  program needs its warp groups to run at the same time; it has no sequential meaning, so the
+  kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py) instead of
+  hanging or computing something else;
+- register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once).
+"""
+from __future__ import annotations
+
+import warnings
+
+from ..ir import Kernel, Mutator, Ref, const, seq
+from ..ir import intrinsics as I
+from ..ir.func import PrimFunc
+from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+
+_WARNED: set = set()
+
+
+def warn_not_applicable(key, span, message) -> None:
+    """Once per process and construct: the construct is accepted but does nothing on this target."""
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    if span is not None:
+        warnings.warn_explicit(message, UserWarning, span.file, span.line)
+    else:
+        warnings.warn(message, UserWarning, stacklevel=2)
+
+
+def warn_register_hints(func, target) -> None:
+    """`T.set_max_nreg`, the `T.annotate_*_reg_*` hints and `T.disable_warp_group_reg_alloc`
+    apply on sm_90a only: elsewhere each is accepted, dropped by lowering, and warned about once
+    here (compiler/build.py calls this before its cache lookup, so a cached kernel warns too)."""
+    if target.kind == "cuda" and target.has("wgmma"):
+        return
+    from ..ir import Annotate, collect
+    where = "the CPU target" if target.kind == "cpu" else target.arch
+    hints = collect(func.body, lambda n: isinstance(n, SetMaxNreg))
+    if hints:
+        warn_not_applicable(("set_max_nreg", where), hints[0].span,
+                            f"T.set_max_nreg (and T.annotate_*_reg_* hints) do not apply on {where} (register "
+                            f"budgets exist on sm_90a only): ignored; results do not change")
+    off = collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg")
+    if off:
+        warn_not_applicable(("no_set_max_nreg", where), off[0].span,
+                            f"T.disable_warp_group_reg_alloc does not apply on {where} (register budgets exist "
+                            f"on sm_90a only): ignored; results do not change")
+
+
+def group_threads(groups, block_threads: int) -> int:
+    return sum(max(0, min(WARP_GROUP, block_threads - g * WARP_GROUP)) for g in groups)
+
+
+class _Lower(Mutator):
+    def __init__(self):
+        super().__init__()
+        self.block_threads = 0
+        self.groups: frozenset = frozenset()   # the warp groups running the current statement
+        self.sites = 0
+
+    def visit_Kernel(self, k: Kernel):
+        saved = self.block_threads, self.groups
+        self.block_threads = k.num_threads
+        self.groups = frozenset(range(-(-k.num_threads // WARP_GROUP)))
+        try:
+            return Mutator.generic(self, k)
+        finally:
+            self.block_threads, self.groups = saved
+
+    def visit_WarpGroupScope(self, s: WarpGroupScope):
+        groups = self.groups & frozenset(s.groups)
+        if not groups:
+            return seq()   # no thread of the block is in these warp groups
+        saved, self.groups = self.groups, groups
+        try:
+            return self.visit(s.body)
+        finally:
+            self.groups = saved
+
+    def visit_BarrierInit(self, s: BarrierInit):
+        return seq(*[I.evaluate(I.MbarInit(), Ref(s.buffer, (const(i),)), const(c), span=s.span)
+                     for i, c in enumerate(s.counts)])
+
+    def visit_BarrierArrive(self, s: BarrierArrive):
+        n = group_threads(self.groups, self.block_threads)
+        return I.evaluate(I.CpuMbarArrive(), self.visit(s.barrier), const(n), span=s.span)
+
+    def visit_BarrierWait(self, s: BarrierWait):
+        self.sites += 1
+        where = s.span.short() if s.span is not None else "a barrier wait"
+        src = f" ({s.span.source_line.strip()})" if s.span is not None and s.span.source_line else ""
+        msg = (f"{where}: this mbarrier wait{src} cannot be satisfied on the CPU target: the phase it "
+               f"waits for is completed only by statements that come after it. The CPU target (the "
+               f"reference) runs a block's statements in program order, one T.ws branch after another, "
+               f"so every arrival a wait depends on must come before the wait in the program; this "
+               f"program needs its warp groups to run concurrently (CUDA target only)")
+        return I.evaluate(I.CpuMbarWait(self.sites, msg), self.visit(s.barrier), self.visit(s.parity),
+                          span=s.span)
+
+    def visit_Annotate(self, s):  # warned about by warn_register_hints
+        return seq() if s.key == "no_set_max_nreg" else s
+
+    def visit_SetMaxNreg(self, s: SetMaxNreg):  # warned about by warn_register_hints
+        return seq()
+
+
+def lower_manual_sync_cpu(func: PrimFunc, target) -> PrimFunc:
+    if func.body is None:
+        return func
+    return func.with_body(_Lower().visit(func.body))

@@ -1,0 +1,83 @@
+"""Lower the program's own mbarriers and register budgets for CUDA (meaning in ir/hopper.py).
+
+Before: `BarrierInit`, `BarrierArrive`, `BarrierWait`, `SetMaxNreg` and `WarpGroupScope` as the
+front end built them.  After: the first four are device intrinsic calls; `WarpGroupScope` stays
+(the later passes spread its tile ops over its threads, transform/warp_groups.py, and the printer
+guards it by thread index); a kernel that uses any of them starts with `Annotate(MANUAL)` so the
+automatic pipelining and warp specialization leave it as written.
+
+- `BarrierInit`: thread 0 initialises every mbarrier of the buffer (with fence.mbarrier_init on
+  sm_90), then a block barrier, before anyone arrives or waits.
+- `BarrierArrive`: each thread running it arrives once (`tc::mbar_arrive`, release).  On sm_90a a
+  fence.proxy.async comes first: a consumer may read the shared memory this thread wrote with
+  wgmma (the async proxy), which generic-proxy writes reach only through that fence.
+- `BarrierWait`: `tc::mbar_wait_parity` (acquire).
+- `SetMaxNreg`: setmaxnreg.inc / .dec on sm_90a; on other targets dropped (with a warning, once,
+  from lower_manual_sync_cpu.warn_register_hints at build time), as is
+  `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
+  to read (it then moves no registers).
+Branches are checked here, where the user's line is still at hand: their warp groups must exist
+in the block and be contiguous (warp_groups.check_scope).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import Annotate, If, Kernel, Mutator, Sync, binary, const, seq
+from ..ir import intrinsics as I
+from ..ir.expr import thread_index
+from ..ir.func import PrimFunc
+from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from .warp_groups import MANUAL, check_scope
+
+_CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope)
+
+
+class _Lower(Mutator):
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+        self.sm90a = target.has("wgmma")
+        self.block_threads = 0
+
+    def visit_Kernel(self, k: Kernel):
+        from ..ir import collect
+        if not collect(k.body, lambda n: isinstance(n, _CONSTRUCTS)):
+            return Mutator.generic(self, k)  # only the register hint, if anything
+        self.block_threads = k.num_threads
+        body = Mutator.generic(self, k).body
+        return replace(k, body=seq(Annotate(MANUAL, True, span=k.span), body))
+
+    def visit_WarpGroupScope(self, s: WarpGroupScope):
+        check_scope(s, self.block_threads)
+        return Mutator.generic(self, s)
+
+    def visit_BarrierInit(self, s: BarrierInit):
+        from ..ir import Ref
+        inits = [I.evaluate(I.MbarInit(), Ref(s.buffer, (const(i),)), const(c), span=s.span)
+                 for i, c in enumerate(s.counts)]
+        return seq(If(binary("==", thread_index(), 0), seq(*inits), span=s.span), Sync(span=s.span))
+
+    def visit_BarrierArrive(self, s: BarrierArrive):
+        arrive = I.evaluate(I.MbarArrive(), s.barrier, span=s.span)
+        if self.sm90a:
+            return seq(I.evaluate(I.FenceProxyAsyncShared(), span=s.span), arrive)
+        return arrive
+
+    def visit_BarrierWait(self, s: BarrierWait):
+        return I.evaluate(I.MbarWaitParity(), s.barrier, s.parity, span=s.span)
+
+    def visit_SetMaxNreg(self, s: SetMaxNreg):
+        if not self.sm90a:  # warned about by lower_manual_sync_cpu.warn_register_hints
+            return seq()
+        intr = I.WarpgroupRegAlloc(s.regs) if s.inc else I.WarpgroupRegDealloc(s.regs)
+        return I.evaluate(intr, span=s.span)
+
+    def visit_Annotate(self, s):
+        if s.key == "no_set_max_nreg" and not self.sm90a:  # warned about by warn_register_hints
+            return seq()
+        return s
+
+
+def lower_manual_sync_cuda(func: PrimFunc, target) -> PrimFunc:
+    return func.with_body(_Lower(target).visit(func.body))

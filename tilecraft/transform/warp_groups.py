@@ -1,0 +1,107 @@
+"""Warp-group branches (`T.ws`, ir/hopper.py) for the CUDA passes: which threads run what.
+
+A kernel that specializes its warp groups by hand marks itself with `Annotate(MANUAL, True)`
+(transform/lower_manual_sync_cuda.py puts it there); the automatic pipelining and warp
+specialization leave such a kernel as written (no second split).  Inside a branch, tile ops are
+spread over the branch's threads only: a fragment belongs to one thread context (the whole block,
+or one set of warp groups), its layout is inferred for that many threads, and its code indexes
+threads from the branch's first one.  These helpers give each pass that view.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import TilecraftError
+from ..ir import Alloc, Annotate, Buffer, Kernel, Mutator, collect, seq
+from ..ir.hopper import WARP_GROUP, WarpGroupScope
+
+MANUAL = "manual_warp_groups"
+
+
+def is_manual(node) -> bool:
+    """Whether a kernel (or function body) synchronises its warp groups by hand."""
+    return bool(collect(node, lambda n: isinstance(n, Annotate) and n.key == MANUAL)
+                or collect(node, lambda n: isinstance(n, WarpGroupScope)))
+
+
+def scope_threads(s: WarpGroupScope) -> int:
+    return WARP_GROUP * len(s.groups)
+
+
+def scope_base(s: WarpGroupScope) -> int:
+    """The flat index of the branch's first thread (the groups are contiguous, checked up front)."""
+    return WARP_GROUP * s.groups[0]
+
+
+def check_scope(s: WarpGroupScope, block_threads: int) -> None:
+    """The branch's warp groups: inside the block, contiguous, and (several of them) aligned to
+    their count, so that the tensor-core gemms of the header library, which number warp groups
+    from threadIdx.x / 128 modulo their own count, see them in order."""
+    g = s.groups
+    n_groups = block_threads // WARP_GROUP
+    if g[-1] >= n_groups:
+        raise TilecraftError(f"T.ws{tuple(g)}: the block has {block_threads} threads, warp groups 0..{n_groups - 1}; "
+                             f"warp group {g[-1]} has no threads (CUDA target)", s.span)
+    if list(g) != list(range(g[0], g[0] + len(g))) or g[0] % len(g):
+        raise TilecraftError(f"T.ws{tuple(g)}: on the CUDA target a branch of several warp groups needs them "
+                             f"contiguous and starting at a multiple of their count (e.g. T.ws(0, 1), T.ws(2, 3))",
+                             s.span)
+
+
+def _fragments(node) -> set:
+    return set(collect(node, lambda n: isinstance(n, Buffer) and n.scope == "fragment"))
+
+
+class _Drop(Mutator):
+    """The kernel body without its warp-group branches and the Allocs of their fragments."""
+
+    def __init__(self, owned: set):
+        super().__init__()
+        self.owned = owned
+
+    def visit_WarpGroupScope(self, s):
+        return seq()
+
+    def visit_Alloc(self, a: Alloc):
+        return seq() if a.buffer in self.owned else a
+
+
+def thread_contexts(k: Kernel) -> list:
+    """[(kernel with the context's thread count, body)]: the whole block's statements, then for
+    each set of warp groups the Allocs of its fragments and its branches.  A fragment used in two
+    contexts is an error at its first use in the second."""
+    scopes = collect(k.body, lambda n: isinstance(n, WarpGroupScope))
+    if not scopes:
+        return [(k, k.body)]
+    owner: dict = {}
+    by_groups: dict = {}
+    for s in scopes:
+        check_scope(s, k.num_threads)
+        if collect(s.body, lambda n: isinstance(n, WarpGroupScope)):
+            raise TilecraftError("a T.ws branch inside another T.ws branch is not supported on the CUDA target",
+                                 s.span)
+        by_groups.setdefault(s.groups, []).append(s)
+        for b in _fragments(s.body):
+            if owner.setdefault(b, s.groups) != s.groups:
+                raise _two_contexts(b, owner[b], s.groups, s.span)
+    outside = _Drop(set(owner)).visit(k.body)
+    for b in _fragments(outside):
+        if b in owner:
+            raise _two_contexts(b, owner[b], None, k.span)
+    allocs = {a.buffer: a for a in collect(k.body, lambda n: isinstance(n, Alloc))}
+    out = [(k, outside)]
+    for groups, ss in by_groups.items():
+        mine = [allocs[b] for b in allocs if owner.get(b) == groups]
+        sub = replace(k, threads=(WARP_GROUP * len(groups), 1, 1))
+        out.append((sub, seq(*mine, *[s.body for s in ss])))
+    return out
+
+
+def _two_contexts(buf, a, b, span):
+    def say(g):
+        return "the whole block" if g is None else f"T.ws{tuple(g)}"
+    return TilecraftError(f"fragment {buf.name} is used by {say(a)} and by {say(b)}: a register tile belongs to the "
+                          f"threads of one warp-group branch (its registers are theirs)", span,
+                          hint="give each branch its own fragment, and pass values between branches through "
+                               "shared memory and an mbarrier")
+
