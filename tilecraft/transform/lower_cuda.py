@@ -18,9 +18,9 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Const, For, If, Kernel, Load, Mutator, Ref, Store, binary, const, substitute
+from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
-from ..ir.lowering import SWIZZLE_SM80
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
 from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .warp_groups import scope_base, scope_threads
@@ -219,9 +219,36 @@ class _FragRewrite(Mutator):
         return Mutator.generic(self, s)
 
 
+def _mma_readable_sm90(func: PrimFunc) -> set:
+    """Shared tiles laid out for wgmma (another gemm of the kernel reads them there) that an
+    mma.sync gemm reads too.  With rows of up to 128 bytes the wgmma layout is the very bytes of
+    the sm80 XOR swizzle (tc::swizzle_offset_sm90's contract), so the mma.sync gemm reads them as
+    swizzled; rows of 16 bytes are unswizzled in both.  Longer rows are stored in column panels
+    that tc::gemm_ss / tc::gemm_rs cannot address: refused here rather than read wrong."""
+    sm90 = func.lowering.swizzled(SWIZZLE_SM90)
+    out = set()
+    for g in collect(func.body, lambda n: isinstance(n, Gemm)):
+        if not isinstance(g.plan, Mma80Plan):
+            continue
+        for r in (g.a, g.b):
+            b = r.buffer
+            if b not in sm90:
+                continue
+            row_bytes = b.shape[-1] * b.dtype.bytes
+            if row_bytes > 128:
+                raise TilecraftError(
+                    f"T.gemm: shared tile {b.name} is laid out for wgmma (another T.gemm of this kernel reads it "
+                    f"on wgmma) in 128-byte column panels, which this gemm's mma.sync path cannot read; give every "
+                    f"gemm of {b.name} the wgmma path (threads a multiple of 128, 64 rows per warpgroup) or set "
+                    f"pass_configs={{'tl.disable_wgmma': True}}", g.span)
+            if row_bytes > 16:
+                out.add(b)
+    return out
+
+
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
-    swizzled = func.lowering.swizzled(SWIZZLE_SM80)
+    swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
     lowered = _Lower(layouts, swizzled).visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:

@@ -1,0 +1,75 @@
+"""One shared tile read by a wgmma gemm and by an mma.sync gemm of the same kernel (TileLang's
+flash-attention backward: `q` feeds Q·Kᵀ on wgmma and dK = dSᵀ·Q on mma.sync, whose A fragment is not
+in the wgmma layout).  The tile is laid out for wgmma; the mma.sync gemm must read it with that
+layout (the sm80 swizzle's bytes for rows up to 128 bytes) -- it read it unswizzled and returned a
+wrong dK on the H200 (found by the corpus run, 2026-11-30).  Compile-only here (the flag the
+mma.sync gemm is given, the refusal for panel-stored rows); the GPU run against torch is
+tests/gpu/test_mixed_gemm_paths_gpu.py."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+from tilecraft.errors import TilecraftError
+
+SM90 = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def mixed_paths(M=64, N=64, K=64):
+    """C = A·B on wgmma; E = (C * d[j]) · B with the scaled product as a register A operand whose
+    layout keeps that gemm on mma.sync -- both gemms read the shared B tile."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), D: T.Tensor((N,), "float32"),
+             C: T.Tensor((M, N), "float32"), E: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((M, K), "float16")
+            b_s = T.alloc_shared((K, N), "float16")
+            d_s = T.alloc_shared((N,), "float32")
+            acc = T.alloc_fragment((M, N), "float32")
+            p = T.alloc_fragment((M, N), "float16")
+            acc2 = T.alloc_fragment((M, N), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.copy(D, d_s)
+            T.clear(acc)
+            T.gemm(a_s, b_s, acc)
+            for i, j in T.Parallel(M, N):
+                p[i, j] = acc[i, j] * d_s[j]
+            T.clear(acc2)
+            T.gemm(p, b_s, acc2)
+            T.copy(acc, C)
+            T.copy(acc2, E)
+    return main
+
+
+def reference(a, b, d):
+    c = a.float() @ b.float()
+    return c, (c * d).half().float() @ b.float()
+
+
+def test_mixed_paths_on_the_cpu_target():
+    a, b, d = torch.randn(64, 64).half(), torch.randn(64, 64).half(), torch.rand(64)
+    c, e = tilelang.compile(mixed_paths(), out_idx=[3, 4], target="cpu")(a, b, d)
+    rc, re = reference(a, b, d)
+    torch.testing.assert_close(c, rc, rtol=1e-3, atol=1e-2)
+    torch.testing.assert_close(e, re, rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.cuda_compile
+def test_mma_sync_gemm_reads_the_wgmma_tile_swizzled():
+    k = tilelang.compile(mixed_paths(), out_idx=[3, 4], target=SM90)
+    plan = k.get_plan()
+    assert "on wgmma" in plan and "on mma.sync" in plan, plan
+    src = k.get_kernel_source()
+    rs = [line for line in src.splitlines() if "tc::gemm_rs<" in line]
+    assert rs and "false, 1, tc::half_t>" in rs[0], rs  # SWZ_B = 1: the bytes wgmma's layout put there
+
+
+@pytest.mark.cuda_compile
+def test_panel_stored_tile_read_by_mma_sync_is_refused():
+    # rows of 128 halves (256 bytes) are stored in column panels for wgmma: mma.sync cannot read them
+    with pytest.raises(TilecraftError, match="column panels") as e:
+        tilelang.compile(mixed_paths(N=128, K=128), out_idx=[3, 4], target=SM90)
+    assert "test_mixed_gemm_paths.py" in str(e.value)
