@@ -66,6 +66,9 @@ class CppPrinter(CPrinter):
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
+    def visit_View(self, s):
+        self.doc.line(f"{self.type_name(s.buffer.dtype)}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+
     def visit_Kernel(self, k: Kernel):
         outer = self.kernel
         self.kernel = k

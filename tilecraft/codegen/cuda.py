@@ -165,6 +165,9 @@ class CudaPrinter(CPrinter):
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
+    def visit_View(self, s):
+        self.doc.line(f"{self.type_name(s.buffer.dtype)}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+
     def visit_Annotate(self, s):
         pass
 

@@ -81,6 +81,14 @@ class Alloc(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class View(Stmt):
+    """`buffer` names the storage of the global tensor `base` with another shape (TileLang's
+    `T.Tensor(shape, dtype, base.data)`): both row-major over the same elements and dtype."""
+    buffer: Buffer
+    base: Buffer
+
+
+@dataclass(frozen=True, eq=False)
 class Annotate(Stmt):
     """A schedule annotation: ("use_swizzle", (panel, enable)), ("layout", {buffer: layout})."""
     key: str

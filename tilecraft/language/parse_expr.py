@@ -67,10 +67,11 @@ class ExprMixin:
             value = self.value(base, node)
             return lambda dtype: astype(value, dtype)  # x.astype("float32")
         if node.attr == "data" and isinstance(base, Buffer):
-            raise self.error(node, f"{base.name}.data (a buffer's storage, to view it with another shape as "
-                                   f"T.Tensor(shape, dtype, {base.name}.data)) is not supported by tilecraft yet",
-                             hint="index the original buffer, or pass the tensor reshaped by torch "
-                                  "(.view) as its own parameter")
+            if base.scope != "global":
+                raise self.error(node, f"{base.name}.data: only a global tensor's storage can be viewed with another "
+                                       f"shape (T.Tensor(shape, dtype, X.data)); {base.name} is a {base.scope} buffer")
+            from .types import BufferData
+            return BufferData(base)
         try:
             return getattr(base, node.attr)
         except AttributeError:

@@ -9,11 +9,25 @@ from ..ir.dtype import DType
 from .builder import active, caller_span
 
 
+class BufferData:
+    """`X.data` of a global tensor X inside a kernel: its storage, to be seen with another shape by
+    `T.Tensor(shape, dtype, X.data)`."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+
+
 class TensorSpec:
     """The value of a parameter annotation `T.Tensor(shape, dtype)`: shape entries are ints or
-    `T.dynamic` symbols."""
+    `T.dynamic` symbols.  Inside a kernel, `T.Tensor(shape, dtype, X.data)` is instead a view of the
+    global tensor X with that shape (`view`)."""
 
-    def __init__(self, shape, dtype="float32", **_ignored):
+    def __new__(cls, shape=None, dtype="float32", data=None, **_ignored):
+        if data is not None:
+            return view(shape, dtype, data)
+        return super().__new__(cls)
+
+    def __init__(self, shape, dtype="float32", data=None, **_ignored):
         if isinstance(shape, (int, Var)):
             shape = (shape,)
         self.shape = tuple(shape)
@@ -35,6 +49,39 @@ class TensorSpec:
 
     def __repr__(self):
         return f"T.Tensor({self.shape}, {self.dtype})"
+
+
+def view(shape, dtype, data):
+    """`T.Tensor(shape, dtype, X.data)` in a kernel: X's elements, row-major, seen with `shape`
+    (the same dtype and number of elements; X is a kernel parameter)."""
+    from ..ir import View, Buffer as IRBuffer
+    from .builder import error, require_kernel
+    b = require_kernel("T.Tensor(shape, dtype, X.data)")
+    if not isinstance(data, BufferData):
+        raise error(f"T.Tensor(shape, dtype, data): data must be a global tensor's storage `X.data`, got {data!r}")
+    base = data.buffer
+    if isinstance(shape, (int, Var)):
+        shape = (shape,)
+    shape = tuple(shape)
+    try:
+        d = dt.dtype(dtype)
+    except TilecraftError as e:
+        raise error(f"T.Tensor: {e.message}") from None
+    if d != base.dtype:
+        raise error(f"T.Tensor(..., {base.name}.data): a view keeps the element type: {base.name} holds {base.dtype}, "
+                    f"the view asks for {d}", hint=f"view {base.name} as {base.dtype} and convert elements with T.cast")
+    if any(not isinstance(s, int) or s < 0 for s in shape):
+        raise error(f"T.Tensor(..., {base.name}.data): the view's shape must be non-negative ints, got {shape}")
+    n = 1
+    for s in shape:
+        n *= s
+    if all(isinstance(s, int) for s in base.shape) and n != base.numel:
+        raise error(f"T.Tensor({shape}, ..., {base.name}.data): the view has {n} elements but {base.name} "
+                    f"{tuple(base.shape)} has {base.numel}")
+    buf = IRBuffer(b.fresh_name(getattr(b, "pending_name", None) or f"{base.name}_view"), shape, d, "global",
+                   span=b.span)
+    b.emit(View(buf, base, span=b.span))
+    return buf
 
 
 Tensor = TensorSpec

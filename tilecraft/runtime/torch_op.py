@@ -89,6 +89,9 @@ def written_params(func) -> list:
     """Indices of `func.params` the kernel body may write (conservative: by identity or name)."""
     w = _Writes()
     w.visit(func.body)
+    from ..ir import View, collect
+    bases = {id(v.buffer): v.base for v in collect(func.body, lambda n: isinstance(n, View))}
+    w.buffers += [bases[id(b)] for b in w.buffers if id(b) in bases]
     ids = {id(b) for b in w.buffers}
     names = {b.name for b in w.buffers if isinstance(b, Buffer) and b.scope == "global"}
     return [i for i, p in enumerate(func.params) if id(p) in ids or p.name in names]

@@ -121,6 +121,7 @@ class _Pipeline(Mutator):
     def __init__(self, smem_layouts: dict, layouts: dict, configs: Options, smem_limit: int):
         super().__init__()
         self.smem_limit = smem_limit   # bytes of shared memory one block may use
+        self.params: set = set()       # ids of the kernel's parameters: TMA maps are built from these only
         self.kernel_smem = 0           # the kernel's shared buffers, unstaged
         self.layouts = layouts
         self.use_mbarrier = configs.mbarrier_pipeline
@@ -254,7 +255,8 @@ class _Pipeline(Mutator):
         dims, or None.  The copied region must be the tile: extent 1 in every tensor dim but the
         last (the tile's columns, contiguous) and one other (the `row dim`, the tile's rows)."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
-        if (not 2 <= b.ndim <= 5 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
+        if (id(b) not in self.params  # a view (T.Tensor(shape, dtype, X.data)) has no tensor to map
+                or not 2 <= b.ndim <= 5 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
                 or self.smem_layouts.get(d) != SWIZZLE_SM90
                 or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[-1] * b.dtype.bytes) % 16):
             return None
@@ -488,6 +490,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
         return func.with_lowering(plan_notes=func.lowering.plan_notes + (note,))
     st = func.lowering
     p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target.max_shared_memory)
+    p.params = {id(b) for b in func.params}
     body = p.visit(func.body)
     notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:
