@@ -99,6 +99,49 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
                     annotations=(("num_stages", num_stages),))
 
 
+@dataclass
+class PersistentSpec:
+    """`T.Persistent(domain, wave_size, index, group_size)`: the tiles of `domain` visited by a
+    persistent block; see `Persistent`."""
+    domain: tuple
+    wave_size: object
+    index: object
+    group_size: object
+
+    def tile_of(self, linear):
+        """The tile coordinates of tile number `linear` (< the domain's size): for a 2-D domain, groups
+        of `group_size` rows of tiles column by column (neighbouring blocks share operand tiles in L2);
+        otherwise row-major."""
+        d = [as_expr(x) for x in self.domain]
+        if len(d) == 2 and self.group_size:
+            per_group = as_expr(self.group_size) * d[1]
+            first = (as_expr(linear) // per_group) * self.group_size
+            from .math import min as t_min
+            rows = t_min(as_expr(self.group_size), d[0] - first)
+            within = as_expr(linear) % per_group
+            return [first + within % rows, within // rows]
+        out, rest = [], as_expr(linear)
+        for size in reversed(d):
+            out.append(rest % size)
+            rest = rest // size
+        return out[::-1]
+
+
+def Persistent(domain, wave_size, index, group_size=8):  # noqa: N802
+    """A persistent block's loop over the tiles of `domain` (a list of extents): wave w gives the
+    block tile number w * wave_size + index, while that is below the number of tiles (TileLang's
+    T.Persistent; `wave_size` is the grid's block count, `index` this block's number).  Binds one
+    variable per domain entry.  Every tile is visited once, whatever `group_size` (the order only)."""
+    domain = tuple(domain) if isinstance(domain, (list, tuple)) else (domain,)
+    for e in domain:
+        _check_extent(e, "a T.Persistent domain extent")
+    _check_extent(wave_size, "T.Persistent wave_size")
+    _check_extent(index, "T.Persistent index")
+    if group_size is not None:
+        _check_extent(group_size, "T.Persistent group_size")
+    return PersistentSpec(domain, wave_size, index, group_size)
+
+
 def _range(kind, start, stop, step):
     if stop is None:
         start, stop = 0, start

@@ -22,7 +22,7 @@ from ..ir import (Buffer, Expr, For, If, While, Kernel, Let, Load, PrimFunc, Reg
                   as_expr, binary, cast, collect, const, dtype as dt)
 from .builder import Builder, activate, caller_span
 from .compat import AttrScope
-from .kernel import KernelSpec, LoopSpec, serial
+from .kernel import KernelSpec, LoopSpec, PersistentSpec, serial
 from .parse_expr import _BINOPS, ExprMixin
 from .types import TensorSpec
 
@@ -337,6 +337,8 @@ class Parser(ExprMixin):
             spec = serial(*args)
         else:
             spec = self.eval(it)
+        if isinstance(spec, PersistentSpec):
+            return self._persistent(node, spec)
         if not isinstance(spec, LoopSpec):
             if isinstance(spec, Expr) or not hasattr(spec, "__iter__"):
                 raise self.error(node, f"cannot loop over {spec!r}; use T.Parallel, T.Pipelined, "
@@ -364,6 +366,29 @@ class Parser(ExprMixin):
         for v, extent in reversed(list(zip(loop_vars, spec.extents))):
             body = For(v, const(0), as_expr(extent), spec.kind, body, 1, spec.annotations, span=self.span(node))
         self.builder.emit(body)
+
+    def _persistent(self, node, spec):
+        """`for bx, by in T.Persistent(domain, wave_size, index)`: a serial loop over the waves; in
+        wave w this block takes tile number w * wave_size + index when there is one."""
+        names = [node.target] if isinstance(node.target, ast.Name) else list(getattr(node.target, "elts", []))
+        if not all(isinstance(n, ast.Name) for n in names) or len(names) != len(spec.domain):
+            raise self.error(node, f"T.Persistent over a domain of {len(spec.domain)} extent(s) binds "
+                                   f"{len(spec.domain)} variable(s), got `{ast.unparse(node.target)}`")
+        total = as_expr(1)
+        for d in spec.domain:
+            total = binary("*", total, as_expr(d))
+        wave = Var(self.builder.fresh_name("wave"))
+        linear = binary("+", binary("*", wave, as_expr(spec.wave_size)), as_expr(spec.index))
+        self.scopes.append({})
+        try:
+            for n, e in zip(names, spec.tile_of(linear)):
+                self.bind(n.id, e)
+            body = self.block(node.body)
+        finally:
+            self.scopes.pop()
+        waves = binary("//", binary("+", total, binary("-", as_expr(spec.wave_size), 1)), as_expr(spec.wave_size))
+        guarded = If(binary("<", linear, total), body, None, span=self.span(node))
+        self.builder.emit(For(wave, const(0), waves, "serial", guarded, 1, (), span=self.span(node)))
 
     def _is_builtin_range(self, func_node) -> bool:
         try:
