@@ -243,6 +243,25 @@ def test_slices_with_static_extent_become_regions():
     assert cp.dst.covers_whole()
 
 
+def test_slice_bounds_through_nested_lets_have_a_static_extent():
+    # TileLang's persistent MLA decode: both bounds go through `sid = tile_id % n` and
+    # `tile_id = 8 * w + bid`; the non-linear `%` must be the same atom in both
+    @T.prim_func
+    def main(KV: T.Tensor((4, 1024, 64), "float16")):
+        with T.Kernel(8, threads=128) as block_id:
+            s = T.alloc_shared((64, 64), "float16")
+            for w in T.serial(2):
+                tile_id = 8 * w + block_id
+                sid = tile_id % 4
+                for k in T.serial(4):
+                    kv_start = (1024 // 4) * sid + k * 64
+                    kv_end = (1024 // 4) * sid + (k + 1) * 64
+                    T.copy(KV[0, kv_start:kv_end, :], s)
+
+    (cp,) = nodes(main, Copy)
+    assert tuple(cp.src.extents) == (1, 64, 64)
+
+
 def test_point_copy_expands_to_the_tile_shape():
     @T.prim_func
     def main(A: T.Tensor((100, 80), "float16")):

@@ -213,9 +213,15 @@ class ExprMixin:
         lets = getattr(self, "let_values", {})
         canon: dict = {}
 
+        expanded: dict = {}  # one object per let, so both bounds share their non-linear atoms
+
         class _Expand(Mutator):
             def visit_Var(self, v):
-                return self.visit(lets[v]) if v in lets else v
+                if v not in lets:
+                    return v
+                if v not in expanded:
+                    expanded[v] = self.visit(lets[v])
+                return expanded[v]
 
             def visit_Load(self, ld):
                 if ld.buffer.scope == "var":
