@@ -281,9 +281,6 @@ def _atomic(kind, dst, value, memory_order=None, **_):
 
 
 def _atomic_options(kind, memory_order, return_prev, use_tma=False):
-    if return_prev:
-        raise error(f"T.atomic_{kind}(return_prev=True) is not supported by tilecraft yet: its atomics "
-                    f"return nothing")
     _ignored_options(f"T.atomic_{kind}",
                      memory_order=(memory_order if memory_order != "relaxed" else None, None,
                                    "tilecraft's atomics are relaxed; order them with T.sync_threads"),
@@ -292,17 +289,41 @@ def _atomic_options(kind, memory_order, return_prev, use_tma=False):
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     _atomic_options("add", memory_order, return_prev, use_tma)
+    if return_prev:
+        return _atomic_fetch("add", dst, value)
     _atomic("add", dst, value)
 
 
 def atomic_max(dst, value, memory_order=None, return_prev=False):
     _atomic_options("max", memory_order, return_prev)
+    if return_prev:
+        return _atomic_fetch("max", dst, value)
     _atomic("max", dst, value)
 
 
 def atomic_min(dst, value, memory_order=None, return_prev=False):
     _atomic_options("min", memory_order, return_prev)
+    if return_prev:
+        return _atomic_fetch("min", dst, value)
     _atomic("min", dst, value)
+
+
+def _atomic_fetch(kind, dst, value):
+    """`T.atomic_<kind>(dst, value, return_prev=True)`: the expression that updates one element of a
+    global or shared buffer atomically and gives the value it held before (e.g. claiming a slot:
+    `pos = T.atomic_add(count[0], 1, return_prev=True)`)."""
+    from ..ir import Ref
+    from ..ir import intrinsics as I
+    b = require_kernel(f"T.atomic_{kind}")
+    dr = as_region(dst, f"T.atomic_{kind} destination")
+    if dr.buffer.scope not in ("global", "shared"):
+        raise error(f"T.atomic_{kind}: destination {dr.buffer.name} must be global or shared")
+    if dr.numel != 1 or isinstance(value, (Buffer, Region)):
+        raise error(f"T.atomic_{kind}(..., return_prev=True) updates one element and returns its previous "
+                    f"value; got the destination {_describe(dr)}",
+                    hint="index one element, e.g. T.atomic_add(count[i], 1, return_prev=True)")
+    d = dr.buffer.dtype
+    return I.call(I.atomic(kind), Ref(dr.buffer, dr.starts), cast(as_expr(value, d), d), dtype=d, span=b.span)
 
 
 def _ignored_options(construct, **options):

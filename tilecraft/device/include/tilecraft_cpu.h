@@ -263,31 +263,38 @@ static inline bool isinf(double x) { return std::isinf(x); }
 template <class T> static inline bool isfinite(T x) { return std::isfinite((double)(float)x); }
 static inline bool isfinite(double x) { return std::isfinite(x); }
 
-// Atomics across OpenMP threads (blocks run concurrently).  Types with native support use the
-// compiler's atomic builtins; 16-bit floats use a compare-and-swap loop on their bits.
-template <class T> static inline void atomic_add(T* p, T v) {
-#pragma omp atomic
-  *p += v;
+// Atomics across OpenMP threads (blocks run concurrently); each returns the value it replaced
+// (T.atomic_*(..., return_prev=True)), like CUDA's.  Types with native support use the compiler's
+// atomic builtins; 16-bit floats use a compare-and-swap loop on their bits.
+template <class T> static inline T atomic_add(T* p, T v) {
+  T old;
+#pragma omp atomic capture
+  { old = *p; *p += v; }
+  return old;
 }
-template <class T> static inline void atomic_max(T* p, T v) {
+template <class T> static inline T atomic_max(T* p, T v) {
+  T old;
 #pragma omp critical(tc_atomic_minmax)
-  { if (v > *p) *p = v; }
+  { old = *p; if (v > *p) *p = v; }
+  return old;
 }
-template <class T> static inline void atomic_min(T* p, T v) {
+template <class T> static inline T atomic_min(T* p, T v) {
+  T old;
 #pragma omp critical(tc_atomic_minmax)
-  { if (v < *p) *p = v; }
+  { old = *p; if (v < *p) *p = v; }
+  return old;
 }
-template <class H> static inline void atomic_add16(H* p, H v) {
+template <class H> static inline H atomic_add16(H* p, H v) {
   uint16_t* bits = &p->bits;
   uint16_t old = __atomic_load_n(bits, __ATOMIC_RELAXED);
   while (true) {
     H cur; cur.bits = old;
     H next = H((float)cur + (float)v);
-    if (__atomic_compare_exchange_n(bits, &old, next.bits, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
+    if (__atomic_compare_exchange_n(bits, &old, next.bits, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return cur;
   }
 }
-static inline void atomic_add(half_t* p, half_t v) { atomic_add16(p, v); }
-static inline void atomic_add(bfloat16_t* p, bfloat16_t v) { atomic_add16(p, v); }
+static inline half_t atomic_add(half_t* p, half_t v) { return atomic_add16(p, v); }
+static inline bfloat16_t atomic_add(bfloat16_t* p, bfloat16_t v) { return atomic_add16(p, v); }
 
 static inline void print_value(double v) { std::printf("%g", v); }
 static inline void print_value(float v) { std::printf("%g", (double)v); }
