@@ -257,6 +257,9 @@ class CPrinter(_Dispatch):
             self.doc.dedent()
         self.doc.line("}")
 
+    def visit_Break(self, s):
+        self.doc.line("break;")
+
     def visit_Evaluate(self, s):
         self.doc.line(self.expr(s.value) + ";")
 

@@ -139,6 +139,9 @@ class Printer(_Dispatch):
         init = f", init={self.expr(s.init)}" if s.init is not None else ""
         self.emit(f"{b.name} = T.{fn}({tuple(b.shape)}, \"{b.dtype}\"{init})")
 
+    def visit_Break(self, s):
+        self.emit("break")
+
     def visit_View(self, s):
         self.emit(f"{s.buffer.name} = T.Tensor({tuple(s.buffer.shape)}, \"{s.buffer.dtype}\", {s.base.name}.data)")
 

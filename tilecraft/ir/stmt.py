@@ -115,6 +115,11 @@ class Kernel(Stmt):
 # ---- thread-level statements (after lowering) -------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
+class Break(Stmt):
+    """Leave the innermost enclosing serial `For` or `While` (Python's `break` in a kernel body)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Evaluate(Stmt):
     """Evaluate an expression for its effect: a target intrinsic `Call` (mma, cp.async, ...)."""
     value: Expr

@@ -18,7 +18,7 @@ import textwrap
 import threading
 
 from ..errors import TilecraftError
-from ..ir import (Buffer, Expr, For, If, While, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
+from ..ir import (Break, Buffer, Expr, For, If, While, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, binary, cast, collect, const, dtype as dt)
 from .builder import Builder, activate, caller_span
 from .compat import AttrScope
@@ -343,15 +343,20 @@ class Parser(ExprMixin):
             if isinstance(spec, Expr) or not hasattr(spec, "__iter__"):
                 raise self.error(node, f"cannot loop over {spec!r}; use T.Parallel, T.Pipelined, "
                                        f"T.serial, T.unroll or range")
-            for v in list(spec):  # a Python iterable: unrolled at parse time
-                self.assign(node.target, v, node)
-                self.block_inline(node.body)
+            self.loop_kinds = getattr(self, "loop_kinds", []) + ["a loop over a Python iterable (unrolled when the kernel is built)"]
+            try:
+                for v in list(spec):  # a Python iterable: unrolled at parse time
+                    self.assign(node.target, v, node)
+                    self.block_inline(node.body)
+            finally:
+                self.loop_kinds = self.loop_kinds[:-1]
             return
         names = [node.target] if isinstance(node.target, ast.Name) else list(getattr(node.target, "elts", []))
         if not all(isinstance(n, ast.Name) for n in names) or len(names) != len(spec.extents):
             raise self.error(node, f"this loop binds {len(spec.extents)} variable(s); write "
                                    f"`for {', '.join('ijkl'[:len(spec.extents)])} in ...`")
         self.scopes.append({})
+        self.loop_kinds = getattr(self, "loop_kinds", []) + [spec.kind]
         loop_vars = []
         try:
             for n in names:
@@ -363,6 +368,7 @@ class Parser(ExprMixin):
             body = self.block(node.body)
         finally:
             self.scopes.pop()
+            self.loop_kinds = self.loop_kinds[:-1]
         for v, extent in reversed(list(zip(loop_vars, spec.extents))):
             body = For(v, const(0), as_expr(extent), spec.kind, body, 1, spec.annotations, span=self.span(node))
         self.builder.emit(body)
@@ -380,12 +386,14 @@ class Parser(ExprMixin):
         wave = Var(self.builder.fresh_name("wave"))
         linear = binary("+", binary("*", wave, as_expr(spec.wave_size)), as_expr(spec.index))
         self.scopes.append({})
+        self.loop_kinds = getattr(self, "loop_kinds", []) + ["serial"]
         try:
             for n, e in zip(names, spec.tile_of(linear)):
                 self.bind(n.id, e)
             body = self.block(node.body)
         finally:
             self.scopes.pop()
+            self.loop_kinds = self.loop_kinds[:-1]
         waves = binary("//", binary("+", total, binary("-", as_expr(spec.wave_size), 1)), as_expr(spec.wave_size))
         guarded = If(binary("<", linear, total), body, None, span=self.span(node))
         self.builder.emit(For(wave, const(0), waves, "serial", guarded, 1, (), span=self.span(node)))
@@ -451,10 +459,26 @@ class Parser(ExprMixin):
                                    f"buffer or T.alloc_var, so nothing in the body can change it",
                              hint="keep the loop state in a T.alloc_var (or a buffer element) and update it in "
                                   "the body")
-        body = self.block(node.body, new_scope=True)
+        self.loop_kinds = getattr(self, "loop_kinds", []) + ["while"]
+        try:
+            body = self.block(node.body, new_scope=True)
+        finally:
+            self.loop_kinds = self.loop_kinds[:-1]
         self.builder.emit(While(cast(cond, dt.bool_), body, span=self.span(node)))
 
-    for _bad in ("Break", "Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
+    def stmt_Break(self, node):
+        """`break` in a serial loop (T.serial / range / T.unroll / while); never in T.Parallel, whose
+        iterations are spread over threads, nor T.Pipelined, whose copies run ahead of the body."""
+        kinds = getattr(self, "loop_kinds", [])
+        if not kinds:
+            raise self.error(node, "`break` outside a loop")
+        if kinds[-1] not in ("serial", "unroll", "while"):
+            what = {"parallel": "T.Parallel (its iterations run on different threads)",
+                    "pipelined": "T.Pipelined (its copies are issued ahead of the body)"}.get(kinds[-1], kinds[-1])
+            raise self.error(node, f"`break` cannot leave {what}", hint="use a T.serial loop or a while loop")
+        self.builder.emit(Break(span=self.span(node)))
+
+    for _bad in ("Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",
                  "Global", "Nonlocal", "Import", "ImportFrom"):
         locals()["stmt_" + _bad] = (lambda kind: lambda self, node: (_ for _ in ()).throw(
             self.error(node, f"`{kind.lower()}` is not supported inside a kernel body")))(_bad)

@@ -8,8 +8,8 @@ inside the buffer.  Global tensors are exempt: their ragged edges are guarded la
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import For, Kernel, Let, Load, Store, Visitor
-from ..ir.analysis import INF, bounds
+from ..ir import Binary, For, If, Kernel, Let, Load, Store, Var, Visitor, binary, const
+from ..ir.analysis import INF, bounds, linear
 from ..ir.func import PrimFunc
 from ..ir.tileop import TileOp
 
@@ -18,6 +18,37 @@ class _Check(Visitor):
     def __init__(self):
         self.env = {}
         self.span = None
+        self.guards: list = []  # (var, U): inside `if var < U:` (var <= U - 1), innermost last
+
+    def visit_If(self, s: If):
+        self.visit(s.cond)
+        pushed = _upper_guards(s.cond)
+        self.guards += pushed
+        self.visit(s.then)
+        del self.guards[len(self.guards) - len(pushed):]
+        if s.orelse is not None:
+            self.visit(s.orelse)
+
+    def _guarded_hi(self, idx, hi):
+        """A tighter upper bound of `idx` from the enclosing `if x < U` guards: with idx = c*x + rest
+        (c > 0), idx <= c*(U - 1) + rest, whose terms may cancel (`if tx < R - off: s[tx + off]`)."""
+        li = linear(idx)
+        if li is None:
+            return hi
+        for x, upper in self.guards:
+            c = li[1].get(x, 0)
+            lu = linear(upper)
+            if c <= 0 or lu is None:
+                continue
+            terms = {k: v for k, v in li[1].items() if k is not x}
+            for k, v in lu[1].items():
+                terms[k] = terms.get(k, 0) + c * v
+            e = const(li[0] + c * (lu[0] - 1))
+            for k, v in terms.items():
+                if v:
+                    e = binary("+", e, binary("*", k, v) if v != 1 else k)
+            hi = min(hi, bounds(e, self.env)[1])
+        return hi
 
     def visit_Kernel(self, k: Kernel):
         for v, g in zip(k.block_vars, k.grid):
@@ -41,6 +72,8 @@ class _Check(Visitor):
             return
         for d, (idx, size) in enumerate(zip(indices, buf.shape)):
             lo, hi = bounds(idx, self.env)
+            if hi != INF and hi >= size and self.guards:
+                hi = self._guarded_hi(idx, hi)
             if (hi != INF and hi >= size) or (lo != -INF and lo < 0):
                 raise TilecraftError(
                     f"index out of range: {buf.name} ({buf.scope}, shape {tuple(buf.shape)}) is indexed "
@@ -70,6 +103,22 @@ class _Check(Visitor):
                         f"accessed in dimension {d} from {lo} to {hi + ext - 1 if hi != INF else 'unbounded'} "
                         f"(extent {ext}), but the dimension has size {size}", op.span)
         Visitor.generic(self, op)
+
+
+def _upper_guards(cond) -> list:
+    """(var, U) for each conjunct `var < U` / `var <= U` / `U > var` / `U >= var` of an if's condition."""
+    if isinstance(cond, Binary) and cond.op in ("and", "&") and cond.dtype.is_bool:
+        return _upper_guards(cond.a) + _upper_guards(cond.b)
+    if not isinstance(cond, Binary):
+        return []
+    op, a, b = cond.op, cond.a, cond.b
+    if op in (">", ">="):
+        op, a, b = {">": "<", ">=": "<="}[op], b, a
+    if op == "<" and isinstance(a, Var) and a.dtype.is_int:
+        return [(a, b)]
+    if op == "<=" and isinstance(a, Var) and a.dtype.is_int:
+        return [(a, binary("+", b, 1))]
+    return []
 
 
 def check_regions(func: PrimFunc, target) -> PrimFunc:
