@@ -146,7 +146,8 @@ def test_gemm_copy_atomic_options_warn_once_and_keep_results(build, device):
     torch.testing.assert_close(kernel(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
 
 
-def test_atomic_return_prev_is_refused_by_name():
+def test_atomic_return_prev_of_a_tile_is_refused():
+    # one element only (the scalar form is tested in tests/cuda/test_atomic_return_prev.py)
     from tilecraft.errors import TilecraftError
 
     @tilelang.jit
@@ -154,9 +155,9 @@ def test_atomic_return_prev_is_refused_by_name():
         @T.prim_func
         def main(A: T.Tensor((N,), "float32")):
             with T.Kernel(1) as bx:
-                old = T.atomic_add(A[0], 1.0, return_prev=True)
+                old = T.atomic_add(A[0:N], 1.0, return_prev=True)
         return main
-    with pytest.raises(TilecraftError, match=r"return_prev=True\) is not supported"):
+    with pytest.raises(TilecraftError, match=r"updates one element"):
         returns_prev.get_tir(4)
 
 

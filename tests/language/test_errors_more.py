@@ -43,9 +43,9 @@ def mistake(kind):
             elif kind == "nested-kernel":
                 with T.Kernel(2) as by:  # err:nested-kernel
                     pass
-            elif kind == "break":
+            elif kind == "continue":
                 for i in range(4):
-                    break  # err:break
+                    continue  # err:continue
             elif kind == "alloc-kernel-shape":
                 X = T.alloc_shared((bx, 16), "float32")  # err:alloc-kernel-shape
             elif kind == "too-many-indices":
@@ -86,7 +86,7 @@ CASES = {
     "float-index": [r"integer"],
     "nonstatic-slice": [r"compile-time extent"],
     "nested-kernel": [r"nested"],
-    "break": [r"break"],
+    "continue": [r"continue"],
     "alloc-kernel-shape": [r"compile-time"],
     "too-many-indices": [r"2 dimension", r"3"],
     "copy-two-elements": [r"single element"],
