@@ -90,6 +90,7 @@ class JITFactory:
         self.signature = inspect.signature(fn)
         self._kernels: dict = {}
         self._lock = threading.Lock()
+        self._body = None  # a KernelBodyJit when the function is the kernel itself (jit_eager.py)
         functools.update_wrapper(self, fn)
 
     def _key(self, args, kwargs):
@@ -102,6 +103,11 @@ class JITFactory:
                 default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None)
 
     def __call__(self, *args, **kwargs) -> JITKernel:
+        if self._body is None:
+            from .jit_eager import KernelBodyJit, is_kernel_body_jit
+            self._body = KernelBodyJit(self.fn) if is_kernel_body_jit(self.fn) else False
+        if self._body:
+            return self._call_kernel_body(args, kwargs)
         try:
             key = self._key(args, kwargs)
         except TypeError as e:
@@ -117,6 +123,24 @@ class JITFactory:
         with self._lock:
             self._kernels[key] = kernel
         return kernel
+
+    def _call_kernel_body(self, args, kwargs):
+        """TileLang's kernel-body style (jit_eager.py): compile for the Python arguments, run on the tensors."""
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        names = self._body.tensor_names
+        statics = {k: v for k, v in bound.arguments.items() if k not in names}
+        from .target import default_target_key
+        key = ("body", _freeze(tuple(statics.items())), repr(sorted(env.default_pass_configs().items())),
+               default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None)
+        entry = self._kernels.get(key)
+        if entry is None:
+            func, order = self._body.build(bound.arguments)
+            entry = (compile(func, **self.compile_kwargs), order)
+            with self._lock:
+                self._kernels[key] = entry
+        kernel, order = entry
+        return kernel(*[bound.arguments[n] for n in order])
 
     def get_tir(self, *args, **kwargs) -> PrimFunc:
         """The parsed program for these arguments, without compiling it."""

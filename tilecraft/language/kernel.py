@@ -19,10 +19,11 @@ class KernelSpec:
         from ..errors import TilecraftError
         from .builder import caller_span
         raise TilecraftError(
-            "`with T.Kernel(...)` runs outside a @T.prim_func body: TileLang's newer jit style (the kernel "
-            "body directly inside the @tilelang.jit function, tensors declared in the body, T.const / "
-            "T.empty) is not supported by tilecraft yet", caller_span(),
-            hint="put the body in a `@T.prim_func def main(A: T.Tensor(...), ...)` and return it from the factory")
+            "`with T.Kernel(...)` runs outside a @T.prim_func body: a kernel is either the body of a "
+            "`@T.prim_func` or, in TileLang's newer jit style, the body of the `@tilelang.jit` function itself "
+            "(tensors declared there as `x: T.Tensor(...)`; T.const / T.empty are not supported yet)", caller_span(),
+            hint="decorate the function holding the kernel with @tilelang.jit, or put the body in a "
+                 "`@T.prim_func def main(A: T.Tensor(...), ...)` returned from the factory")
 
     def __exit__(self, *exc):
         return False
