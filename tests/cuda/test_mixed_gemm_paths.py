@@ -17,9 +17,11 @@ from tilecraft.errors import TilecraftError
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
 
 
-def mixed_paths(M=64, N=64, K=64):
-    """C = A·B on wgmma; E = (C * d[j]) · B with the scaled product as a register A operand whose
-    layout keeps that gemm on mma.sync -- both gemms read the shared B tile."""
+def mixed_paths(M=64, N=64, K=64, two_nests=True):
+    """C = A·B on wgmma; E = (C * d[j]) · B with the scaled product as a register A operand.  Built
+    in two element-wise nests, the product is not a plain element-wise image of C, which keeps that
+    gemm on mma.sync -- both gemms read the shared B tile.  In one nest (FlashAttention backward's
+    dS) it stays on wgmma, A from registers."""
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), D: T.Tensor((N,), "float32"),
              C: T.Tensor((M, N), "float32"), E: T.Tensor((M, N), "float32")):
@@ -35,8 +37,14 @@ def mixed_paths(M=64, N=64, K=64):
             T.copy(D, d_s)
             T.clear(acc)
             T.gemm(a_s, b_s, acc)
-            for i, j in T.Parallel(M, N):
-                p[i, j] = acc[i, j] * d_s[j]
+            if two_nests:
+                for i, j in T.Parallel(M, N):
+                    p[i, j] = acc[i, j]
+                for i, j in T.Parallel(M, N):
+                    p[i, j] = p[i, j] * d_s[j]
+            else:
+                for i, j in T.Parallel(M, N):
+                    p[i, j] = acc[i, j] * d_s[j]
             T.clear(acc2)
             T.gemm(p, b_s, acc2)
             T.copy(acc, C)
@@ -65,6 +73,19 @@ def test_mma_sync_gemm_reads_the_wgmma_tile_swizzled():
     src = k.get_kernel_source()
     rs = [line for line in src.splitlines() if "tc::gemm_rs<" in line]
     assert rs and "false, 1, tc::half_t>" in rs[0], rs  # SWZ_B = 1: the bytes wgmma's layout put there
+
+
+@pytest.mark.cuda_compile
+def test_an_elementwise_image_of_an_accumulator_feeds_wgmma_from_registers():
+    plan = tilelang.compile(mixed_paths(two_nests=False), out_idx=[3, 4], target=SM90).get_plan()
+    assert "on mma.sync" not in plan and "A from registers" in plan, plan
+
+
+def test_one_nest_form_on_the_cpu_target():
+    a, b, d = torch.randn(64, 64).half(), torch.randn(64, 64).half(), torch.rand(64)
+    c, e = tilelang.compile(mixed_paths(two_nests=False), out_idx=[3, 4], target="cpu")(a, b, d)
+    rc, re = reference(a, b, d)
+    torch.testing.assert_close(e, re, rtol=1e-2, atol=5e-2)
 
 
 @pytest.mark.cuda_compile

@@ -16,8 +16,9 @@ from test_mixed_gemm_paths import mixed_paths, reference  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
-def test_mixed_paths_on_gpu():
-    k = tilelang.compile(mixed_paths(), out_idx=[3, 4], target="cuda")
+@pytest.mark.parametrize("two_nests", [True, False], ids=["wgmma+mma.sync", "wgmma+wgmma-rs"])
+def test_mixed_paths_on_gpu(two_nests):
+    k = tilelang.compile(mixed_paths(two_nests=two_nests), out_idx=[3, 4], target="cuda")
     for _ in range(3):
         a, b = (torch.randn(64, 64, device="cuda").half() for _ in range(2))
         d = torch.rand(64, device="cuda")

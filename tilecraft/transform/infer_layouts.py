@@ -54,6 +54,25 @@ def parallel_nests(body) -> list:
     return nests
 
 
+def _elementwise_feeds(body) -> dict:
+    """fragment -> the same-shaped fragments a T.Parallel nest reads at exactly its loop indices
+    while writing that fragment at exactly its loop indices (and nothing else writes it)."""
+    feeds: dict = {}
+    writers: dict = {}
+    for vars_, extents, inner, _ in parallel_nests(body):
+        stores = collect(inner, lambda n: isinstance(n, Store) and n.buffer.scope == "fragment")
+        for st in stores:
+            writers[st.buffer] = writers.get(st.buffer, 0) + 1
+            if tuple(st.indices) != tuple(vars_) or tuple(st.buffer.shape) != tuple(extents):
+                feeds[st.buffer] = None  # written another way: no carried layout
+                continue
+            reads = collect(st.value, lambda n: isinstance(n, Load) and n.buffer.scope == "fragment"
+                            and tuple(n.buffer.shape) == tuple(extents) and tuple(n.indices) == tuple(vars_))
+            if feeds.get(st.buffer, ()) is not None:
+                feeds[st.buffer] = tuple(feeds.get(st.buffer, ())) + tuple(r.buffer for r in reads)
+    return {b: v for b, v in feeds.items() if v and writers.get(b) == 1}
+
+
 def outside_parallel_fragments(body) -> list:
     """(buffer, span) of the first element access of each fragment that is read or written
     outside every T.Parallel loop (in a condition, a serial loop, a scalar statement)."""
@@ -322,9 +341,13 @@ class _Inference:
         return rs, sources
 
     def _fragment_a_sources(self, body, gemms) -> set:
-        """Accumulators whose values reach some gemm's A operand through fragment copies."""
+        """Accumulators whose values reach some gemm's A operand through fragment copies, or through
+        element-wise T.Parallel nests that write the fragment at exactly the loop's indices from
+        same-shaped fragments read at those indices (`dS[i, j] = P[i, j] * (dP[i, j] - D[j])`: the
+        nest is laid out like them, so their layout carries over)."""
         copies = [c for c in collect(body, lambda n: isinstance(n, Copy))
                   if c.src.buffer.scope == "fragment" and c.dst.buffer.scope == "fragment"]
+        elementwise = _elementwise_feeds(body)
         sources = set()
         for g in gemms:
             if g.a.buffer.scope != "fragment":
@@ -334,6 +357,7 @@ class _Inference:
                 b = frontier.pop()
                 sources.add(b)
                 frontier |= {c.src.buffer for c in copies if c.dst.buffer is b and c.src.buffer not in sources}
+                frontier |= {s for s in elementwise.get(b, ()) if s not in sources}
         return sources
 
     def _propagate(self, ops, nests) -> bool:
