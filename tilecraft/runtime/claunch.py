@@ -1,0 +1,210 @@
+"""The compiled launcher (runtime/claunch.cpp): building it once, and making one per kernel.
+
+Before: a static kernel whose generated call (runtime/fastpath.py) qualifies: the CPU target's
+entry, or a CUDA kernel whose arguments are all pointers with a constant grid.
+After: `cpu_launcher(kernel)` / `cuda_launcher(kernel, ...)` return a `_tclaunch.Launcher` that
+does the whole cached call in C (every check of the generated Python call, output allocation,
+the launch), or None when the extension cannot be had; the caller then keeps the Python call.
+
+The extension is C++ against Python.h only (no torch or CUDA headers), compiled with the CPU
+target's compiler (`env.cxx()`) on first use and kept under ``<cache_dir>/launcher/<key>/``
+(the key: its source, this Python's version and ABI, the compiler), loaded once per process.
+libcuda is not linked: the CUDA launcher gets cuLaunchKernel's address from the ctypes handle
+runtime/cuda_driver.py already resolves (dlopen of libcuda.so.1), so the module imports and the
+CPU target uses it on machines with no GPU.  ``TILECRAFT_LAUNCHER=python`` turns it off.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.machinery
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+
+from .. import env
+
+__all__ = ["MISS", "module", "enabled", "cpu_launcher", "cuda_launcher", "stub_launch_address"]
+
+log = logging.getLogger(__name__)
+SOURCE = Path(__file__).with_name("claunch.cpp")
+
+
+class _Miss:
+    """What a Launcher returns when a check fails: run the general checked path instead."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "MISS"
+
+
+MISS = _Miss()
+_lock = threading.Lock()
+_state: dict = {}   # "module": the loaded extension or None (tried and failed); "error": why
+
+
+def enabled() -> bool:
+    """False when ``TILECRAFT_LAUNCHER=python`` asks for the Python call."""
+    return os.environ.get("TILECRAFT_LAUNCHER", "c").strip().lower() not in ("python", "py", "0", "off")
+
+
+def _key(source: bytes, cxx: str) -> str:
+    h = hashlib.sha256(source)
+    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cxx):
+        h.update(b"\0" + part.encode())
+    return h.hexdigest()[:24]
+
+
+def _build(source_path: Path, out: Path, cxx: str) -> None:
+    paths = sysconfig.get_paths()
+    incs = []
+    for inc in (paths.get("include"), paths.get("platinclude")):
+        if inc and inc not in incs:
+            incs += ["-I", inc]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out.parent)
+    os.close(fd)
+    try:
+        cmd = [cxx, "-O2", "-shared", "-fPIC", "-fno-exceptions", "-fno-rtti", *incs, str(source_path), "-o", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{(proc.stderr or proc.stdout)[-2000:]}")
+        os.replace(tmp, out)   # atomic: a process that races us loads a whole library or builds its own
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load(path: Path):
+    loader = importlib.machinery.ExtensionFileLoader("tilecraft._tclaunch", str(path))
+    spec = importlib.util.spec_from_file_location("tilecraft._tclaunch", str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def module():
+    """The loaded extension (built on first use), or None when it cannot be built or loaded."""
+    if "module" in _state:
+        return _state["module"]
+    with _lock:
+        if "module" not in _state:
+            mod = None
+            try:
+                source = SOURCE.read_bytes()
+                cxx = env.cxx()
+                path = Path(env.cache_dir()) / "launcher" / _key(source, cxx) / "_tclaunch.so"
+                if not path.exists():
+                    try:
+                        _build(SOURCE, path, cxx)
+                    except OSError:  # an unwritable cache directory: build for this process only
+                        path = Path(tempfile.mkdtemp(prefix="tilecraft-launcher-")) / "_tclaunch.so"
+                        _build(SOURCE, path, cxx)
+                mod = _load(path)
+            except Exception as e:  # noqa: BLE001 - no compiler, no Python.h: the Python call stays
+                _state["error"] = f"{type(e).__name__}: {e}"
+                log.info("tilecraft: compiled launcher unavailable, using the Python call (%s)", _state["error"])
+            _state["module"] = mod
+    return _state["module"]
+
+
+def error() -> str | None:
+    """Why the extension is unavailable (None when it loaded or was not tried)."""
+    return _state.get("error")
+
+
+def stub_launch_address() -> int:
+    """Address of a no-op with cuLaunchKernel's signature (the driver stubbed out: profiles, tests)."""
+    mod = module()
+    if mod is None:
+        raise RuntimeError(f"tilecraft: the compiled launcher is unavailable ({error()})")
+    return mod.stub_launch_address()
+
+
+def _signature(kernel, tensor_type):
+    params = kernel.params
+    taken = [i for i, p in enumerate(params) if not p.is_output]
+    twins = []
+    for p in params:
+        twin = -1
+        if p.is_output:
+            twin = next((j for j in taken if tuple(params[j].shape) == tuple(p.shape)
+                         and params[j].dtype == p.dtype), -1)
+        twins.append(twin)
+    return (tensor_type, tuple(p.dtype for p in params), tuple(tuple(int(s) for s in p.shape) for p in params),
+            tuple(bool(p.is_output) for p in params), tuple(twins))
+
+
+def _no_stream(_):
+    raise AssertionError("the CPU launcher reads no stream")
+
+
+def cpu_launcher(kernel):
+    """The Launcher of a static CPU-target kernel, or None without the extension."""
+    mod = module() if enabled() else None
+    if mod is None or len(kernel.params) > 64:
+        return None
+    torch = _torch()
+    la = kernel._launch
+    params, cpu = kernel.params, kernel._cpu_device
+
+    def alloc(i: int, dev: int):
+        p = params[i]
+        return torch.empty(tuple(p.shape), dtype=p.dtype, device=cpu)
+
+    def on_error(rc, dev, stream, ptrs):
+        kernel._cpu_failed(rc)
+
+    return mod.Launcher(*_signature(kernel, torch.Tensor), "is_cpu", False, torch.empty_like, alloc,
+                        0, ctypes.cast(la.fn, ctypes.c_void_p).value, ctypes.addressof(la.dims),
+                        (1, 1, 1), (1, 1, 1), 0, _no_stream, _no_stream, _no_stream, on_error, MISS)
+
+
+def cuda_launcher(kernel, fast: dict, launch_address: int | None = None, tensor_type=None,
+                  empty_like=None, device_attr: str = "is_cuda"):
+    """The Launcher of a static CUDA kernel (`fast`: `CudaLauncher.fast_launch_state()`), or None
+    without the extension or without libcuda.  `launch_address` (default: libcuda's
+    cuLaunchKernel), `tensor_type`, `empty_like` and `device_attr` are there for stand-ins:
+    the tests and benchmarks/launch_profile.py run the same C code with no GPU."""
+    mod = module() if enabled() else None
+    if mod is None or len(kernel.params) > 64:
+        return None
+    if launch_address is None:
+        from .cuda_driver import libcuda_launch
+        fn = libcuda_launch()
+        if fn is None:
+            return None
+        launch_address = ctypes.cast(fn, ctypes.c_void_p).value
+    torch = _torch()
+    la = kernel._launch
+    params = kernel.params
+    entries, load_entry = fast["entries"], fast["load"]
+    devices: dict = {}
+
+    def load(dev: int) -> int:
+        return int(load_entry(dev).handle)
+
+    def alloc(i: int, dev: int):
+        p = params[i]
+        d = devices.get(dev) or devices.setdefault(dev, torch.device("cuda", dev))
+        return torch.empty(tuple(p.shape), dtype=p.dtype, device=d)
+
+    def on_error(err, dev, stream, ptrs):
+        """A rejected launch: the entry's slow path (right context, retry) or the driver's error."""
+        (entries.get(dev) or load_entry(dev)).launch_failed(err, la._grid, la.block, la.smem, stream, ptrs)
+
+    return mod.Launcher(*_signature(kernel, tensor_type or torch.Tensor), device_attr, True,
+                        empty_like or torch.empty_like, alloc, 1, launch_address, None, la._grid, la.block,
+                        la.smem, load, fast["raw_stream"], fast["stream_handle"], on_error, MISS)
+
+
+def _torch():
+    from .args import _load_torch
+    return _load_torch()
