@@ -92,10 +92,14 @@ def build_calls(kernel):
 
     fast = dict(entries={-1: entry}, load=lambda dev: entry, raw_stream=raw_stream,
                 stream_handle=ns["stream_handle"])
-    launcher = claunch.cuda_launcher(kernel, fast, launch_address=address, device_attr="is_cpu")
-    cns = dict(fast=launcher, MISS=claunch.MISS, compiled_call=None, is_compiling=ns["is_compiling"])
-    exec(compile(fastpath.C_SOURCE, "<after>", "exec"), cns)  # noqa: S102
-    after = cns["__call__"]
+    after = {}
+    for variant in ("c", "capi"):
+        launcher = claunch.cuda_launcher(kernel, fast, launch_address=address, device_attr="is_cpu", variant=variant)
+        if launcher is None:
+            continue
+        cns = dict(fast=launcher, MISS=claunch.MISS, compiled_call=None, is_compiling=ns["is_compiling"])
+        exec(compile(fastpath.C_SOURCE, "<after>", "exec"), cns)  # noqa: S102
+        after["torch-aware build" if claunch.module(variant).native_build() else "Python.h-only build"] = cns["__call__"]
     return before, after, ns, entry
 
 
@@ -106,17 +110,18 @@ def main():
     R = args.rounds
     kernel = tilelang.compile(elementwise.vector_add.get_tir(N), out_idx=[-1],
                               target={"kind": "cuda", "arch": "sm_90a"})
-    before, after, ns, entry = build_calls(kernel)
+    before, afters, ns, entry = build_calls(kernel)
     a, b = torch.randn(N), torch.randn(N)
     k = kernel
     c = before(k, a, b)
     assert c.shape == (N,) and struct.unpack("<3q", bytes(entry.slots)) == (a.data_ptr(), b.data_ptr(), c.data_ptr())
-    assert after(k, a, b).shape == (N,)
-    try:  # a miss reaches the checked path, which raises (on a CPU tensor: the device error)
-        after(k, a.double(), b)
-        raise AssertionError("a float64 tensor was launched")
-    except TypeError:
-        pass
+    for after in afters.values():
+        assert after(k, a, b).shape == (N,)
+        try:  # a miss reaches the checked path, which raises (on a CPU tensor: the device error)
+            after(k, a.double(), b)
+            raise AssertionError("a float64 tensor was launched")
+        except TypeError:
+            pass
 
     D0, S0, is_compiling = ns["D0"], ns["S0"], ns["is_compiling"]
     Tensor, empty_like, raw_stream, streams = torch.Tensor, torch.empty_like, ns["raw_stream"], ns["streams"]
@@ -172,21 +177,26 @@ def main():
     alloc = ns_per_call(lambda: empty_like(a), rounds=R)
     drv = ns_per_call(lambda: launch(hv, GX, GY, GZ, BX, BY, BZ, 0, sv, av, None), rounds=R)
     print("-- whole calls, alternated (before / after), output allocated")
-    rows = {"before: generated Python call": lambda: before(k, a, b),
-            "after: compiled launcher": lambda: after(k, a, b),
-            "before, output given": lambda: before(k, a, b, c),
-            "after, output given": lambda: after(k, a, b, c)}
+    rows = {"before: generated Python call": lambda: before(k, a, b)}
+    for name, after in afters.items():
+        rows[f"after: compiled launcher, {name}"] = lambda after=after: after(k, a, b)
+    rows["before, output given"] = lambda: before(k, a, b, c)
+    for name, after in afters.items():
+        rows[f"after, output given, {name}"] = lambda after=after: after(k, a, b, c)
     best = {name: float("inf") for name in rows}
     for _ in range(3):
         for name, fn in rows.items():
             best[name] = min(best[name], ns_per_call(fn, rounds=R))
     for name, t in best.items():
         print(f"{t:9.0f}  {name}")
-    b0, a0 = best["before: generated Python call"], best["after: compiled launcher"]
-    print(f"saved per call: {b0 - a0:.0f} ns ({b0 / a0:.2f}x less host time with the driver stubbed)")
-    print(f"our own code, i.e. total - empty_like ({alloc:.0f}) - the driver call: before "
-          f"{b0 - alloc - drv:.0f} ns (ctypes stub {drv:.0f} ns), after {a0 - alloc:.0f} ns "
-          f"(the stub called from C costs ~nothing)")
+    b0 = best["before: generated Python call"]
+    print(f"our own code = total - empty_like ({alloc:.0f} ns) - the driver call (ctypes stub {drv:.0f} ns; "
+          f"from C ~0): before {b0 - alloc - drv:.0f} ns")
+    for name in afters:
+        a0 = best[f"after: compiled launcher, {name}"]
+        print(f"after, {name}: saved {b0 - a0:.0f} ns per call ({b0 / a0:.2f}x less host time with the "
+              f"driver stubbed); total - empty_like {a0 - alloc:.0f} ns (the torch-aware build allocates "
+              f"through at::empty_like, without Python's argument parsing)")
     add = ns_per_call(lambda: torch.add(a, b), rounds=R)
     print(f"for scale: torch.add(a, b) on these CPU tensors {add:.0f} ns (computes on the CPU: not the GPU figure)")
 

@@ -6,12 +6,16 @@ After: `cpu_launcher(kernel)` / `cuda_launcher(kernel, ...)` return a `_tclaunch
 does the whole cached call in C (every check of the generated Python call, output allocation,
 the launch), or None when the extension cannot be had; the caller then keeps the Python call.
 
-The extension is C++ against Python.h only (no torch or CUDA headers), compiled with the CPU
-target's compiler (`env.cxx()`) on first use and kept under ``<cache_dir>/launcher/<key>/``
-(the key: its source, this Python's version and ABI, the compiler), loaded once per process.
+The extension is C++, compiled with the CPU target's compiler (`env.cxx()`) on first use and kept
+under ``<cache_dir>/launcher/<key>/`` (the key: its source, this Python's version and ABI, the
+compiler and flags, torch's version), loaded once per process.  It is built one of two ways:
+with torch's headers and libraries (``-DTC_WITH_TORCH``: tensor metadata read from the
+at::Tensor, outputs from at::empty_like; ~10 s once), else against Python.h only (tensor
+attributes read through Python calls; <1 s once).  No CUDA headers either way.
 libcuda is not linked: the CUDA launcher gets cuLaunchKernel's address from the ctypes handle
 runtime/cuda_driver.py already resolves (dlopen of libcuda.so.1), so the module imports and the
-CPU target uses it on machines with no GPU.  ``TILECRAFT_LAUNCHER=python`` turns it off.
+CPU target uses it on machines with no GPU.  ``TILECRAFT_LAUNCHER=capi`` asks for the
+Python.h-only build, ``TILECRAFT_LAUNCHER=python`` for no compiled launcher (`mode()`).
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from pathlib import Path
 
 from .. import env
 
-__all__ = ["MISS", "module", "enabled", "cpu_launcher", "cuda_launcher", "stub_launch_address"]
+__all__ = ["MISS", "module", "mode", "enabled", "error", "cpu_launcher", "cuda_launcher", "stub_launch_address"]
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("claunch.cpp")
@@ -50,19 +54,41 @@ _lock = threading.Lock()
 _state: dict = {}   # "module": the loaded extension or None (tried and failed); "error": why
 
 
+def mode() -> str:
+    """``TILECRAFT_LAUNCHER``: "c" (default: the torch-aware build, else the Python.h-only one),
+    "capi" (the Python.h-only build), or "python" (no compiled launcher)."""
+    raw = os.environ.get("TILECRAFT_LAUNCHER", "c").strip().lower()
+    return {"py": "python", "0": "python", "off": "python", "": "c"}.get(raw, raw)
+
+
 def enabled() -> bool:
     """False when ``TILECRAFT_LAUNCHER=python`` asks for the Python call."""
-    return os.environ.get("TILECRAFT_LAUNCHER", "c").strip().lower() not in ("python", "py", "0", "off")
+    return mode() != "python"
 
 
-def _key(source: bytes, cxx: str) -> str:
+def _torch_flags() -> list | None:
+    """Compiler flags for the torch-aware build (torch's headers and libraries), or None."""
+    torch = _torch()
+    root = Path(torch.__file__).resolve().parent
+    inc, lib = root / "include", root / "lib"
+    if not (inc / "torch" / "csrc" / "autograd" / "python_variable.h").exists() or not lib.is_dir():
+        return None
+    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+    return ["-std=c++20", "-DTC_WITH_TORCH", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-I", str(inc),
+            "-I", str(inc / "torch" / "csrc" / "api" / "include"), "-L", str(lib), "-lc10", "-ltorch_cpu",
+            "-ltorch_python", f"-Wl,-rpath,{lib}", "-w"]
+
+
+def _key(source: bytes, cxx: str, flags: list) -> str:
     h = hashlib.sha256(source)
-    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cxx):
+    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cxx, *flags):
         h.update(b"\0" + part.encode())
+    if flags:
+        h.update(_torch().__version__.encode())
     return h.hexdigest()[:24]
 
 
-def _build(source_path: Path, out: Path, cxx: str) -> None:
+def _build(source_path: Path, out: Path, cxx: str, flags: list) -> None:
     paths = sysconfig.get_paths()
     incs = []
     for inc in (paths.get("include"), paths.get("platinclude")):
@@ -72,7 +98,7 @@ def _build(source_path: Path, out: Path, cxx: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        cmd = [cxx, "-O2", "-shared", "-fPIC", "-fno-exceptions", "-fno-rtti", *incs, str(source_path), "-o", tmp]
+        cmd = [cxx, "-O2", "-shared", "-fPIC", *incs, str(source_path), "-o", tmp, *flags]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{(proc.stderr or proc.stdout)[-2000:]}")
@@ -90,33 +116,50 @@ def _load(path: Path):
     return mod
 
 
-def module():
-    """The loaded extension (built on first use), or None when it cannot be built or loaded."""
-    if "module" in _state:
-        return _state["module"]
+def _build_and_load(flags: list):
+    source = SOURCE.read_bytes()
+    cxx = env.cxx()
+    path = Path(env.cache_dir()) / "launcher" / _key(source, cxx, flags) / "_tclaunch.so"
+    if not path.exists():
+        try:
+            _build(SOURCE, path, cxx, flags)
+        except OSError:  # an unwritable cache directory: build for this process only
+            path = Path(tempfile.mkdtemp(prefix="tilecraft-launcher-")) / "_tclaunch.so"
+            _build(SOURCE, path, cxx, flags)
+    return _load(path)
+
+
+def module(variant: str | None = None):
+    """The loaded extension (built on first use), or None when it cannot be built or loaded.
+    `variant`: "c" (torch-aware, falling back to "capi") or "capi"; default: `mode()`."""
+    variant = variant or mode()
+    if variant == "python":
+        return None
+    if variant in _state:
+        return _state[variant]
     with _lock:
-        if "module" not in _state:
-            mod = None
-            try:
-                source = SOURCE.read_bytes()
-                cxx = env.cxx()
-                path = Path(env.cache_dir()) / "launcher" / _key(source, cxx) / "_tclaunch.so"
-                if not path.exists():
-                    try:
-                        _build(SOURCE, path, cxx)
-                    except OSError:  # an unwritable cache directory: build for this process only
-                        path = Path(tempfile.mkdtemp(prefix="tilecraft-launcher-")) / "_tclaunch.so"
-                        _build(SOURCE, path, cxx)
-                mod = _load(path)
-            except Exception as e:  # noqa: BLE001 - no compiler, no Python.h: the Python call stays
-                _state["error"] = f"{type(e).__name__}: {e}"
-                log.info("tilecraft: compiled launcher unavailable, using the Python call (%s)", _state["error"])
-            _state["module"] = mod
-    return _state["module"]
+        if variant not in _state:
+            mod, errors = None, []
+            tries = ([_torch_flags] if variant == "c" else []) + [lambda: []]
+            for get_flags in tries:
+                try:
+                    flags = get_flags()
+                    if flags is None:
+                        errors.append("torch's headers are not installed")
+                        continue
+                    mod = _build_and_load(flags)
+                    break
+                except Exception as e:  # noqa: BLE001 - no compiler, no Python.h: the Python call stays
+                    errors.append(f"{type(e).__name__}: {e}")
+            _state["error"] = "; ".join(errors) or None
+            if errors:
+                log.info("tilecraft: compiled launcher: %s", _state["error"])
+            _state[variant] = mod
+    return _state[variant]
 
 
 def error() -> str | None:
-    """Why the extension is unavailable (None when it loaded or was not tried)."""
+    """What failed while building the extension (None when nothing did or nothing was tried)."""
     return _state.get("error")
 
 
@@ -146,9 +189,9 @@ def _no_stream(_):
     raise AssertionError("the CPU launcher reads no stream")
 
 
-def cpu_launcher(kernel):
+def cpu_launcher(kernel, variant: str | None = None):
     """The Launcher of a static CPU-target kernel, or None without the extension."""
-    mod = module() if enabled() else None
+    mod = module(variant)
     if mod is None or len(kernel.params) > 64:
         return None
     torch = _torch()
@@ -168,12 +211,13 @@ def cpu_launcher(kernel):
 
 
 def cuda_launcher(kernel, fast: dict, launch_address: int | None = None, tensor_type=None,
-                  empty_like=None, device_attr: str = "is_cuda"):
+                  empty_like=None, device_attr: str = "is_cuda", variant: str | None = None):
     """The Launcher of a static CUDA kernel (`fast`: `CudaLauncher.fast_launch_state()`), or None
     without the extension or without libcuda.  `launch_address` (default: libcuda's
     cuLaunchKernel), `tensor_type`, `empty_like` and `device_attr` are there for stand-ins:
-    the tests and benchmarks/launch_profile.py run the same C code with no GPU."""
-    mod = module() if enabled() else None
+    the tests and benchmarks/launch_profile.py run the same C code with no GPU; `variant` as
+    in `module()`."""
+    mod = module(variant)
     if mod is None or len(kernel.params) > 64:
         return None
     if launch_address is None:
