@@ -27,6 +27,7 @@ VARIANTS = ["c", "capi"]
 
 def with_launcher(kernel, variant, monkeypatch):
     monkeypatch.setenv("TILECRAFT_LAUNCHER", variant)
+    claunch.wait()  # the torch-aware build may still run in the background
     kernel.__class__ = specialize(kernel, "c")
     assert type(kernel).launcher == "c", claunch.error()
     assert claunch.module(variant).native_build() == (variant == "c")
@@ -150,7 +151,9 @@ def staged(kernel, variant, result=0, **kw):
             failures.append(args)
     fast = dict(entries={}, load=lambda dev: loads.append(dev) or Entry(), raw_stream=lambda dev: 0x5EA + dev,
                 stream_handle=lambda s: s if isinstance(s, int) else s.cuda_stream)
+    claunch.wait()
     launcher = claunch.cuda_launcher(kernel, fast, launch_address=driver.address, variant=variant, **kw)
+    assert claunch.module(variant).native_build() == (variant == "c")
     assert launcher is not None, claunch.error()
     return launcher, driver, failures, loads
 
@@ -217,3 +220,40 @@ def test_threads_share_one_cuda_launcher_without_mixing_arguments(cuda_add):
     with ThreadPoolExecutor(8) as pool:
         expected = [t for got in pool.map(work, ins) for t in got]
     assert sorted(tuple(c["ptrs"]) for c in driver.calls) == sorted((x, y, o) for o, x, y in expected)
+
+
+def test_python_call_when_asked(cpu_add, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_LAUNCHER", "python")
+    cpu_add.__class__ = specialize(cpu_add)
+    assert type(cpu_add).launcher == "python" and "cfn(PTRS(" in type(cpu_add).call_source
+    a, b = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(cpu_add(a, b), a + b)
+
+
+UPGRADE = r"""
+import torch, tilecraft as tilelang
+from tilecraft.kernels import elementwise
+from tilecraft.runtime import claunch
+k = tilelang.compile(elementwise.vector_add.get_tir(1000), out_idx=[-1], target="cpu")
+first = type(k).__call__.__globals__["fast"]
+assert claunch.building() and not claunch.module().native_build(), "the first kernel waits for no compiler"
+a, b = torch.randn(1000), torch.randn(1000)
+torch.testing.assert_close(k(a, b), a + b)
+claunch.wait()
+now = type(k).__call__.__globals__["fast"]
+assert now is not first and type(now) is claunch.module("c").Launcher and claunch.module().native_build(), claunch.error()
+torch.testing.assert_close(k(a, b), a + b)
+print("OK")
+"""
+
+
+def test_a_fresh_machine_builds_the_torch_aware_launcher_in_the_background(tmp_path):
+    """First kernel: the Python.h-only launcher at once; then the torch-aware build finishes in
+    a thread and the kernel is moved onto it (a subprocess: this one has both loaded already)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TILECRAFT_LAUNCHER_DIR=str(tmp_path / "launcher"), TILECRAFT_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("TILECRAFT_LAUNCHER", None)
+    proc = subprocess.run([sys.executable, "-c", UPGRADE], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]

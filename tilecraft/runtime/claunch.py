@@ -7,8 +7,10 @@ does the whole cached call in C (every check of the generated Python call, outpu
 the launch), or None when the extension cannot be had; the caller then keeps the Python call.
 
 The extension is C++, compiled with the CPU target's compiler (`env.cxx()`) on first use and kept
-under ``<cache_dir>/launcher/<key>/`` (the key: its source, this Python's version and ABI, the
-compiler and flags, torch's version), loaded once per process.  It is built one of two ways:
+under ``<TILECRAFT_LAUNCHER_DIR>/<key>/`` (default ~/.cache/tilecraft-launcher; the key: its
+source, this Python's version and ABI, the compiler and flags, torch's version), loaded once per
+process.  It lives apart from the kernel cache: a fresh TILECRAFT_CACHE_DIR (a cold-compile
+measurement, a test) must not pay for rebuilding it.  It is built one of two ways:
 with torch's headers and libraries (``-DTC_WITH_TORCH``: tensor metadata read from the
 at::Tensor, outputs from at::empty_like; ~10 s once), else against Python.h only (tensor
 attributes read through Python calls; <1 s once).  No CUDA headers either way.
@@ -30,11 +32,13 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 from .. import env
 
-__all__ = ["MISS", "module", "mode", "enabled", "error", "cpu_launcher", "cuda_launcher", "stub_launch_address"]
+__all__ = ["MISS", "module", "mode", "enabled", "error", "wait", "building", "pending", "cpu_launcher",
+           "cuda_launcher", "stub_launch_address"]
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("claunch.cpp")
@@ -50,15 +54,18 @@ class _Miss:
 
 
 MISS = _Miss()
-_lock = threading.Lock()
-_state: dict = {}   # "module": the loaded extension or None (tried and failed); "error": why
+_locks = {"torch": threading.Lock(), "capi": threading.Lock()}  # one per variant: a background
+_start = threading.Lock()                                        # build never blocks the other
+_state: dict = {}       # variant ("torch", "capi") -> the loaded extension, or None when it failed
+_errors: list = []      # why a variant failed
+_builder: list = [None]  # the thread building the torch-aware variant
+_pending = weakref.WeakSet()  # kernels to move onto the torch-aware variant once it is built
 
 
 def mode() -> str:
-    """``TILECRAFT_LAUNCHER``: "c" (default: the torch-aware build, else the Python.h-only one),
-    "capi" (the Python.h-only build), or "python" (no compiled launcher)."""
-    raw = os.environ.get("TILECRAFT_LAUNCHER", "c").strip().lower()
-    return {"py": "python", "0": "python", "off": "python", "": "c"}.get(raw, raw)
+    """``TILECRAFT_LAUNCHER`` (`env.launcher()`): "c" (default: the torch-aware build, else the
+    Python.h-only one), "capi" (the Python.h-only build), or "python" (no compiled launcher)."""
+    return env.launcher()
 
 
 def enabled() -> bool:
@@ -116,51 +123,117 @@ def _load(path: Path):
     return mod
 
 
+def _path(flags: list) -> Path:
+    return Path(env.launcher_dir()) / _key(SOURCE.read_bytes(), env.cxx(), flags) / "_tclaunch.so"
+
+
 def _build_and_load(flags: list):
-    source = SOURCE.read_bytes()
-    cxx = env.cxx()
-    path = Path(env.cache_dir()) / "launcher" / _key(source, cxx, flags) / "_tclaunch.so"
+    path = _path(flags)
     if not path.exists():
         try:
-            _build(SOURCE, path, cxx, flags)
-        except OSError:  # an unwritable cache directory: build for this process only
+            _build(SOURCE, path, env.cxx(), flags)
+        except OSError:  # an unwritable directory: build for this process only
             path = Path(tempfile.mkdtemp(prefix="tilecraft-launcher-")) / "_tclaunch.so"
-            _build(SOURCE, path, cxx, flags)
+            _build(SOURCE, path, env.cxx(), flags)
     return _load(path)
 
 
-def module(variant: str | None = None):
-    """The loaded extension (built on first use), or None when it cannot be built or loaded.
-    `variant`: "c" (torch-aware, falling back to "capi") or "capi"; default: `mode()`."""
-    variant = variant or mode()
-    if variant == "python":
-        return None
-    if variant in _state:
-        return _state[variant]
-    with _lock:
-        if variant not in _state:
-            mod, errors = None, []
-            tries = ([_torch_flags] if variant == "c" else []) + [lambda: []]
-            for get_flags in tries:
+def _try(name: str, get_flags):
+    """Build (if needed) and load one variant, once per process; None (reason in `error()`) on failure."""
+    if name not in _state:
+        with _locks[name]:
+            if name not in _state:
+                mod = None
                 try:
                     flags = get_flags()
                     if flags is None:
-                        errors.append("torch's headers are not installed")
-                        continue
+                        raise RuntimeError("torch's headers are not installed")
                     mod = _build_and_load(flags)
-                    break
-                except Exception as e:  # noqa: BLE001 - no compiler, no Python.h: the Python call stays
-                    errors.append(f"{type(e).__name__}: {e}")
-            _state["error"] = "; ".join(errors) or None
-            if errors:
-                log.info("tilecraft: compiled launcher: %s", _state["error"])
-            _state[variant] = mod
-    return _state[variant]
+                except Exception as e:  # noqa: BLE001 - no compiler, no Python.h: a slower path stays
+                    _errors.append(f"{name} build: {type(e).__name__}: {e}")
+                    log.info("tilecraft: compiled launcher (%s) unavailable: %s", name, _errors[-1])
+                _state[name] = mod
+    return _state[name]
+
+
+def _capi():
+    return _try("capi", lambda: [])
+
+
+def _torch_aware():
+    return _try("torch", _torch_flags)
+
+
+def _background_torch_build() -> None:
+    """Build the torch-aware variant in a thread (~10 s of the compiler, once per machine), then
+    move every kernel specialized meanwhile (on the Python.h-only variant) onto it."""
+    mod = _torch_aware()
+    if mod is None:
+        return
+    from .fastpath import specialize
+    for kernel in list(_pending):
+        try:
+            cls = specialize(kernel)
+            if cls is not None:
+                kernel.__class__ = cls
+        except Exception as e:  # noqa: BLE001 - the kernel keeps the launcher it has
+            log.info("tilecraft: kernel %s keeps its launcher: %s", getattr(kernel, "name", "?"), e)
+    _pending.clear()
+
+
+def module(variant: str | None = None):
+    """The loaded extension, or None when it cannot be built or loaded.  `variant` (default:
+    `mode()`): "capi" (Python.h-only, built in the foreground, <1 s once) or "c": the torch-aware
+    build when it is on disk or built, else the Python.h-only one while the torch-aware one
+    builds in a background thread (`wait()` blocks until it is done)."""
+    variant = variant or mode()
+    if variant == "python":
+        return None
+    if variant == "capi":
+        return _capi()
+    mod = _state.get("torch")
+    if mod is not None or "torch" in _state:
+        return mod or _capi()
+    try:
+        flags = _torch_flags()
+        ready = flags is not None and _path(flags).exists()
+    except Exception:  # noqa: BLE001
+        ready = True   # let _try record why
+    if ready:
+        return _torch_aware() or _capi()
+    with _start:
+        if _builder[0] is None:
+            _builder[0] = threading.Thread(target=_background_torch_build, name="tilecraft-launcher-build",
+                                           daemon=True)
+            _builder[0].start()
+    return _capi()
+
+
+def wait(timeout: float | None = None):
+    """Block until the torch-aware build (if one is running) is done; the module `module()` gives then."""
+    if mode() == "c":
+        module("c")
+        t = _builder[0]
+        if t is not None:
+            t.join(timeout)
+    return module()
+
+
+def building() -> bool:
+    """Whether the torch-aware variant is being built in the background right now."""
+    t = _builder[0]
+    return t is not None and t.is_alive()
+
+
+def pending(kernel) -> None:
+    """Remember a kernel that got the Python.h-only launcher while the torch-aware one builds."""
+    if _state.get("torch") is None and building():
+        _pending.add(kernel)
 
 
 def error() -> str | None:
     """What failed while building the extension (None when nothing did or nothing was tried)."""
-    return _state.get("error")
+    return "; ".join(_errors) or None
 
 
 def stub_launch_address() -> int:
