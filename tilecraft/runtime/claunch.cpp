@@ -24,8 +24,8 @@
 #ifdef TC_WITH_TORCH
 /* Built a second way when torch's headers are there (runtime/claunch.py tries this first): a
  * torch.Tensor's metadata is read from its at::Tensor directly and outputs come from
- * at::empty_like, instead of ~6 Python attribute calls per tensor.  Same checks, same misses. */
-#include <ATen/ops/empty_like.h>
+ * at::empty, instead of ~6 Python attribute calls per tensor.  Same checks, same misses. */
+#include <ATen/ops/empty.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 #endif
@@ -180,22 +180,23 @@ static PyObject *launcher_call(PyObject *self, PyObject *const *argv, size_t nar
     if (!given) {
         for (i = 0; i < L->nparams; i++) {
             if (!L->is_out[i]) continue;
-            PyObject *o;
-            if (L->twin[i] >= 0) {
-                o = NULL;
+            PyObject *o = NULL;
 #ifdef TC_WITH_TORCH
-                if (L->native) {
-                    try {
-                        o = THPVariable_Wrap(at::empty_like(THPVariable_Unpack(t[L->twin[i]])));
-                    } catch (...) {
-                        o = NULL;  /* e.g. out of memory: torch.empty_like below raises torch's own error */
-                    }
-                    if (o == NULL) PyErr_Clear();
+            if (L->native) {
+                /* one dispatch, contiguous: what torch.empty_like gives for a checked contiguous twin */
+                try {
+                    at::Device where = L->want_cuda ? at::Device(at::kCUDA, (c10::DeviceIndex)dev) : at::Device(at::kCPU);
+                    o = THPVariable_Wrap(at::empty(at::IntArrayRef(L->shape[i], (size_t)L->ndim[i]),
+                                                   at::TensorOptions().dtype(L->stype[i]).device(where)));
+                } catch (...) {
+                    o = NULL;  /* e.g. out of memory: the Python allocation below raises torch's own error */
                 }
+                if (o == NULL) PyErr_Clear();
+            }
 #endif
-                if (o == NULL) o = PyObject_CallOneArg(L->empty_like, t[L->twin[i]]);
-            } else {
-                o = PyObject_CallFunction(L->alloc, "il", i, dev);
+            if (o == NULL) {
+                if (L->twin[i] >= 0) o = PyObject_CallOneArg(L->empty_like, t[L->twin[i]]);
+                else o = PyObject_CallFunction(L->alloc, "il", i, dev);
             }
             if (o == NULL) goto done;
             t[i] = made[nmade++] = o;

@@ -12,7 +12,7 @@ source, this Python's version and ABI, the compiler and flags, torch's version),
 process.  It lives apart from the kernel cache: a fresh TILECRAFT_CACHE_DIR (a cold-compile
 measurement, a test) must not pay for rebuilding it.  It is built one of two ways:
 with torch's headers and libraries (``-DTC_WITH_TORCH``: tensor metadata read from the
-at::Tensor, outputs from at::empty_like; ~10 s once), else against Python.h only (tensor
+at::Tensor, outputs from at::empty; ~10 s once), else against Python.h only (tensor
 attributes read through Python calls; <1 s once).  No CUDA headers either way.
 libcuda is not linked: the CUDA launcher gets cuLaunchKernel's address from the ctypes handle
 runtime/cuda_driver.py already resolves (dlopen of libcuda.so.1), so the module imports and the
