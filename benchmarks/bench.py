@@ -506,7 +506,13 @@ def _context_alive() -> bool:
 
 
 def run_groups(groups, rows):
+    from tilecraft.runtime import claunch
     from tilecraft.target import default_target
+    t0 = time.perf_counter()
+    claunch.wait()  # built once per machine, before any timing (the cold-compile child finds it on disk)
+    print(f"[bench] launcher: {claunch.mode()}"
+          + (f", torch-aware build {claunch.module().native_build()}" if claunch.module() else f" ({claunch.error()})")
+          + f" ({time.perf_counter() - t0:.1f}s)", flush=True)
     with default_target("cpu" if on_cpu() else "auto"):   # library kernels follow --cpu
         _run_groups(groups, rows)
 
