@@ -34,7 +34,8 @@ def test_generated_call_is_used_on_cuda():
     k = K.vector_add(4096)
     assert k.target.kind == "cuda"
     assert type(k).launcher == "c" and claunch.module().native_build(), claunch.error()
-    assert type(type(k).__call__.__globals__["fast"]) is claunch.module().Launcher
+    fast = type(k).__call__.__globals__["fast"]
+    assert type(fast) is claunch.module().Launcher and fast.native == 1  # at::Tensor read directly
     k._call_checked = lambda *a: pytest.fail("the compiled launcher missed on valid tensors")
     a, b, c = rand(4096), rand(4096), rand(4096)
     torch.testing.assert_close(k(a, b), a + b)

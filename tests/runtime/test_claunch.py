@@ -42,6 +42,7 @@ def cpu_add():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cpu_kernel_through_the_launcher_equals_torch(cpu_add, variant, monkeypatch):
     k = with_launcher(cpu_add, variant, monkeypatch)
+    assert type(k).__call__.__globals__["fast"].native == (variant == "c")
     for _ in range(3):
         a, b = torch.randn(1000), torch.randn(1000)
         torch.testing.assert_close(k(a, b), a + b)
@@ -166,6 +167,7 @@ def test_cuda_mode_on_stand_in_tensors(cuda_add, variant):
         allocs.append(t)
         return CudaLike(t.shape, t.dtype, 0x9000, t.get_device())
     launcher, driver, _, loads = staged(cuda_add, variant, tensor_type=CudaLike, empty_like=empty_like)
+    assert launcher.native == 0  # not a torch.Tensor: read through its attributes
     la = cuda_add._launch
     a, b = CudaLike((1000,), torch.float32, 0x1000, 1), CudaLike((1000,), torch.float32, 0x2000, 1)
     out = launcher((a, b), None)
@@ -190,6 +192,7 @@ def test_cuda_mode_on_stand_in_tensors(cuda_add, variant):
 def test_cuda_mode_on_torch_tensors(cuda_add, variant):
     """CPU tensors read as at::Tensor (torch-aware build) or through Python, device test `is_cpu`."""
     launcher, driver, _, loads = staged(cuda_add, variant, device_attr="is_cpu")
+    assert launcher.native == (variant == "c") and launcher.nparams == 3
     a, b = torch.randn(1000), torch.randn(1000)
     out = launcher((a, b), None)
     assert isinstance(out, torch.Tensor) and out.shape == (1000,) and out.dtype == torch.float32

@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -393,6 +394,12 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     return (PyObject *)L;
 }
 
+static PyMemberDef launcher_members[] = {
+    {(char *)"native", T_INT, offsetof(Launcher, native), READONLY,
+     (char *)"1 when tensors are read as at::Tensor (torch-aware build, torch.Tensor), 0 through Python"},
+    {(char *)"nparams", T_INT, offsetof(Launcher, nparams), READONLY, (char *)"parameters of the signature"},
+    {NULL, 0, 0, 0, NULL}};
+
 static PyTypeObject LauncherType = {PyVarObject_HEAD_INIT(NULL, 0)};
 
 /* A no-op with cuLaunchKernel's signature: the driver stubbed out, for profiles and tests. */
@@ -435,6 +442,7 @@ extern "C" PyMODINIT_FUNC PyInit__tclaunch(void) {
     LauncherType.tp_call = PyVectorcall_Call;
     LauncherType.tp_vectorcall_offset = offsetof(Launcher, vectorcall);
     LauncherType.tp_doc = "One static kernel signature: call with (args_tuple, stream).";
+    LauncherType.tp_members = launcher_members;
     if (PyType_Ready(&LauncherType) < 0) return NULL;
     s_dtype = PyUnicode_InternFromString("dtype");
     s_shape = PyUnicode_InternFromString("shape");

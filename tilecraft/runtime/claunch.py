@@ -13,7 +13,10 @@ process.  It lives apart from the kernel cache: a fresh TILECRAFT_CACHE_DIR (a c
 measurement, a test) must not pay for rebuilding it.  It is built one of two ways:
 with torch's headers and libraries (``-DTC_WITH_TORCH``: tensor metadata read from the
 at::Tensor, outputs from at::empty; ~10 s once), else against Python.h only (tensor
-attributes read through Python calls; <1 s once).  No CUDA headers either way.
+attributes read through Python calls; <1 s once).  No CUDA headers either way.  When the
+torch-aware build is not on disk yet, the first kernels get the Python.h-only launcher at once
+while the torch-aware one builds in a background thread; they are moved onto it when it is
+loaded (`wait()` blocks for it: benchmarks and tests that time the users' call use it).
 libcuda is not linked: the CUDA launcher gets cuLaunchKernel's address from the ctypes handle
 runtime/cuda_driver.py already resolves (dlopen of libcuda.so.1), so the module imports and the
 CPU target uses it on machines with no GPU.  ``TILECRAFT_LAUNCHER=capi`` asks for the
