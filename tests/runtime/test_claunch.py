@@ -256,6 +256,8 @@ def test_a_fresh_machine_builds_the_torch_aware_launcher_in_the_background(tmp_p
     import os
     import subprocess
     import sys
+    if claunch._torch_flags() is None:
+        pytest.skip("this torch install has no headers: there is no torch-aware build to wait for")
     env = dict(os.environ, TILECRAFT_LAUNCHER_DIR=str(tmp_path / "launcher"), TILECRAFT_CACHE_DIR=str(tmp_path / "c"))
     env.pop("TILECRAFT_LAUNCHER", None)
     proc = subprocess.run([sys.executable, "-c", UPGRADE], capture_output=True, text=True, env=env, timeout=300)
