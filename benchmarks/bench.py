@@ -430,24 +430,65 @@ def g_compile(rows):
 _host_us = host_time_us  # one definition, in tilecraft.profiler
 
 
+def _launch_variant(k, mode):
+    """The same kernel object called the way TILECRAFT_LAUNCHER=`mode` would (python, capi)."""
+    from tilecraft.runtime.fastpath import specialize
+    other = type(k).__new__(type(k))
+    other.__dict__.update(k.__dict__)
+    old = os.environ.get("TILECRAFT_LAUNCHER")
+    os.environ["TILECRAFT_LAUNCHER"] = mode
+    try:
+        cls = specialize(other)
+    finally:
+        if old is None:
+            os.environ.pop("TILECRAFT_LAUNCHER", None)
+        else:
+            os.environ["TILECRAFT_LAUNCHER"] = old
+    if cls is None:
+        return None
+    other.__class__ = cls
+    return other
+
+
 def g_launch(rows):
+    """Host time per cached launch of the users' call (the compiled launcher: torch-aware build
+    unless TILECRAFT_LAUNCHER says otherwise) beside torch.add, alternated in one run; the
+    Python call and the Python.h-only launcher ("before") are timed beside them."""
     import tilecraft.kernels as K
+    from tilecraft.runtime import claunch
     r = row("host time / cached launch", "1024 fp32, out alloc", ref_name="torch.add", unit="us")
     rows.append(r)
     try:
+        claunch.wait()  # a first run on this machine builds the torch-aware launcher (~10 s, once)
         k = K.vector_add(1024)
         a, b = rand(1024, dtype=torch.float32), rand(1024, dtype=torch.float32)
-        r["size"] = f"1024 fp32 on {STATE['device']}, out alloc"
+        kind = type(k).launcher if hasattr(type(k), "launcher") else "general"
+        if kind == "c":
+            kind += " (torch-aware)" if claunch.module().native_build() else " (Python.h only)"
+        r["size"] = f"1024 fp32 on {STATE['device']}, out alloc, launcher {kind}"
         err = rel_err(k(a, b), a + b)
         r["check"] = ("PASS" if err < 1e-6 else "FAIL") + f" {err:.1e}"
+        calls = {"ours": k}
+        for mode, label in (("python", "Python call"), ("capi", "Python.h-only launcher")):
+            other = _launch_variant(k, mode)
+            if other is not None and (mode == "python" or type(other).launcher == "c"):
+                calls[label] = other
         bursts = 50 if STATE["quick"] else 200
-        ours, ref = [], []
+        times = {name: [] for name in calls}
+        ref = []
         for _ in range(3):  # in turn, best of each: host clocks drift over a run
-            ours.append(_host_us(lambda: k(a, b), bursts))
+            for name, fn in calls.items():
+                times[name].append(_host_us(lambda fn=fn: fn(a, b), bursts))
             ref.append(_host_us(lambda: torch.add(a, b), bursts))
-        ours, ref = min(ours), min(ref)
+        ref = min(ref)
+        ours = min(times.pop("ours"))
         r.update(ours_ms=ours / 1e3, ref_ms=ref / 1e3, speed=ours / ref, achieved=ours,
                  note="ours/ref = time ratio (goal <= 1)" + ("; SLOWER than torch.add" if ours > ref else ""))
+        for name, ts in times.items():
+            t = min(ts)
+            rows.append(row(f"host time / cached launch, before: {name}", "1024 fp32, out alloc", check="-",
+                            ref_name="torch.add", unit="us", ours_ms=t / 1e3, ref_ms=ref / 1e3, speed=t / ref,
+                            achieved=t, note="the same kernel called this way, same run (TILECRAFT_LAUNCHER)"))
     except Exception as e:  # noqa: BLE001
         r["check"] = f"ERROR {type(e).__name__}: {str(e)[:160]}"
 
@@ -465,7 +506,13 @@ def _context_alive() -> bool:
 
 
 def run_groups(groups, rows):
+    from tilecraft.runtime import claunch
     from tilecraft.target import default_target
+    t0 = time.perf_counter()
+    claunch.wait()  # built once per machine, before any timing (the cold-compile child finds it on disk)
+    print(f"[bench] launcher: {claunch.mode()}"
+          + (f", torch-aware build {claunch.module().native_build()}" if claunch.module() else f" ({claunch.error()})")
+          + f" ({time.perf_counter() - t0:.1f}s)", flush=True)
     with default_target("cpu" if on_cpu() else "auto"):   # library kernels follow --cpu
         _run_groups(groups, rows)
 
@@ -595,7 +642,7 @@ def main(argv=None):
     if slower:
         text += "slower than torch in this run: " + "; ".join(slower) + "\n"
     for r in launch:
-        text += (f"host time per cached launch: {r['achieved']:.2f} us vs torch.add {r['ref_ms'] * 1e3:.2f} us = "
+        text += (f"{r['kernel']}: {r['achieved']:.2f} us vs torch.add {r['ref_ms'] * 1e3:.2f} us = "
                  f"{r['speed']:.2f}x the time ({'SLOWER' if r['speed'] > 1 else 'at or below torch'})\n")
     slug = re.sub(r"[^a-z0-9]+", "_", env["gpu"].lower()).strip("_")
     stem = f"{datetime.date.today().isoformat()}_{slug}{'_quick' if args.quick else ''}"

@@ -2,10 +2,11 @@
 
     python3 benchmarks/launch_overhead.py
 
-Compares the pieces of `JITKernel.__call__` for a tiny vector add (the generated call of
-runtime/fastpath.py, the general checked path, argument checks, output allocation, the
-launcher's Python, the driver call through cuda.bindings and through ctypes with and without
-argtypes) with `torch.add`, so a change to the hot path can be judged against its parts.
+Compares the pieces of `JITKernel.__call__` for a tiny vector add (the users' call: the compiled
+launcher of runtime/claunch.py; the generated Python call of runtime/fastpath.py it replaced; the
+general checked path, argument checks, output allocation, the launcher's Python, the driver call
+through cuda.bindings and through ctypes with and without argtypes) with `torch.add`, so a change
+to the hot path can be judged against its parts.  Without a GPU: benchmarks/launch_profile.py.
 """
 from __future__ import annotations
 
@@ -25,8 +26,18 @@ host_us = host_time_us  # one definition, in tilecraft.profiler
 
 def main():
     import tilecraft.kernels as K
+    from tilecraft.runtime import claunch
+    from tilecraft.runtime.fastpath import specialize
+    claunch.wait()  # the torch-aware launcher (built once per machine)
     n = 1024
     k = K.vector_add(n)
+    print(f"users' call: {type(k).launcher} launcher"
+          + (f", torch-aware build {claunch.module().native_build()}" if type(k).launcher == "c" else ""))
+    kp = type(k).__new__(type(k))
+    kp.__dict__.update(k.__dict__)
+    os.environ["TILECRAFT_LAUNCHER"] = "python"
+    kp.__class__ = specialize(kp)
+    del os.environ["TILECRAFT_LAUNCHER"]
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     c = torch.empty_like(a)
     la = k._launch
@@ -63,8 +74,10 @@ def main():
         ("torch.add(a, b)", lambda: torch.add(a, b)),
         ("torch.empty(n)", lambda: torch.empty(n, device=a.device)),
         ("torch.empty_like(a)", lambda: torch.empty_like(a)),
-        ("kernel(a, b) (generated call, output allocated)", lambda: k(a, b)),
-        ("kernel(a, b, c) (generated call, output given)", lambda: k(a, b, c)),
+        ("kernel(a, b) (users' call, output allocated)", lambda: k(a, b)),
+        ("kernel(a, b, c) (users' call, output given)", lambda: k(a, b, c)),
+        ("kernel(a, b) (generated Python call, output allocated)", lambda: kp(a, b)),
+        ("kernel(a, b, c) (generated Python call, output given)", lambda: kp(a, b, c)),
         ("kernel._call_checked((a, b)) (general path)", lambda: k._call_checked((a, b), None)),
         ("ctypes libcuda cuLaunchKernel, no argtypes (what the generated call uses)",
          lambda: entry.launch(entry.hv, gx, gy, gz, bx, by, bz, 0, sv, entry.av, None)),

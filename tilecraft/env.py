@@ -58,6 +58,16 @@ def _parse_cuda_compiler(name: str, raw: str) -> str:
     return value
 
 
+LAUNCHERS = ("c", "capi", "python")
+
+
+def _parse_launcher(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in LAUNCHERS:
+        raise ValueError(f"environment variable {name}={raw!r}: expected one of {', '.join(LAUNCHERS)}")
+    return value
+
+
 def _parse_json_object(name: str, raw: str) -> dict:
     import json
     try:
@@ -154,6 +164,14 @@ class Knobs:
     pass_configs: dict = _knob(
         "PASS_CONFIGS", _parse_json_object, dict,
         "pass_configs every compile starts from, as a JSON object; a kernel's own pass_configs win")
+    launcher: str = _knob(
+        "LAUNCHER", _parse_launcher, "c",
+        "how a cached static kernel is called: c (compiled launcher, torch-aware build first), capi "
+        "(compiled against Python.h only) or python (generated Python call); see runtime/claunch.py")
+    launcher_dir: Path = _knob(
+        "LAUNCHER_DIR", _parse_path, lambda: Path.home() / ".cache" / "tilecraft-launcher",
+        "where the compiled launcher is built once per Python, torch and compiler (apart from the "
+        "kernel cache, so a fresh TILECRAFT_CACHE_DIR does not rebuild it)")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 
@@ -205,6 +223,16 @@ def cuda_compiler() -> str:
 def cxx() -> str:
     """The C++ compiler for the CPU target: ``TILECRAFT_CXX``, then ``CXX``, then g++/c++ on PATH."""
     return knobs.cxx
+
+
+def launcher() -> str:
+    """``TILECRAFT_LAUNCHER``: ``"c"`` (default), ``"capi"`` or ``"python"``."""
+    return knobs.launcher
+
+
+def launcher_dir() -> Path:
+    """``TILECRAFT_LAUNCHER_DIR``: where the compiled launcher is built (default ~/.cache/tilecraft-launcher)."""
+    return knobs.launcher_dir
 
 
 def default_pass_configs() -> dict:

@@ -23,6 +23,13 @@ the checks and the launch only:
 - First of all, under `torch.compile` tracing the call becomes the kernel's torch custom op
   (`torch_op.compiled_call`), so graphs capture it instead of breaking.
 
+When the compiled launcher (runtime/claunch.py) is available, which is the default, the
+generated `__call__` is only the torch.compile test and one call into it: the same checks,
+allocation and launch done in C (`_tclaunch.Launcher`), with the same fall-through to
+`_call_checked` on any miss.  The Python body above stays as the fallback (no C++ compiler or
+no Python.h on the machine, or ``TILECRAFT_LAUNCHER=python``); `type(kernel).launcher` says
+which one a kernel got ("c" or "python").
+
 Kernels that do not qualify keep the general `JITKernel.__call__`.
 """
 from __future__ import annotations
@@ -45,7 +52,7 @@ def _alloc(shape: tuple, idx: int, device: str) -> str:
     return f"empty({dims}, dtype=D{idx}, device={device})"
 
 
-def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
+def _branch(kernel, given_outputs: bool, cuda: bool, device_attr: str) -> list:
     """Source lines (indented for the body of `if n == ...:`) of one fast branch."""
     params = kernel.params
     names = [f"p{i}" for i in range(len(params))]
@@ -53,7 +60,7 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
     lines = [f"    {', '.join(names[i] for i in taken)}, = args"]
     first = taken[0]
     if cuda:
-        lines.append(f"    if {_tensor_test(names[first], first, params[first].shape, names[first] + '.is_cuda')}:")
+        lines.append(f"    if {_tensor_test(names[first], first, params[first].shape, names[first] + '.' + device_attr)}:")
         lines.append(f"        dev = {names[first]}.get_device()")
         rest = taken[1:]
         ind = "        "
@@ -63,7 +70,7 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
             lines.append(f"        if {tests}:")
             ind = "            "
     else:
-        tests = " and ".join(_tensor_test(names[i], i, params[i].shape, f"{names[i]}.is_cpu") for i in taken)
+        tests = " and ".join(_tensor_test(names[i], i, params[i].shape, f"{names[i]}.{device_attr}") for i in taken)
         lines.append(f"    if {tests}:")
         ind = "        "
     if not given_outputs:
@@ -102,9 +109,12 @@ def _branch(kernel, given_outputs: bool, cuda: bool) -> list:
     return lines
 
 
-def _source(kernel, cuda: bool) -> str:
+def _source(kernel, cuda: bool, device_attr: str | None = None) -> str:
     """`__call__` (the torch.compile test, then the fast branches) and `_eager_call` (the same
-    branches without the test: what the custom op runs)."""
+    branches without the test: what the custom op runs).  `device_attr` (default `is_cuda` /
+    `is_cpu`) is the tensor attribute of the device test (benchmarks/launch_profile.py runs the
+    CUDA branch on CPU tensors with `is_cpu`)."""
+    device_attr = device_attr or ("is_cuda" if cuda else "is_cpu")
     n_in = sum(1 for p in kernel.params if not p.is_output)
     n_all = len(kernel.params)
     branches = [(n_in, False)] if n_in else []
@@ -113,13 +123,32 @@ def _source(kernel, cuda: bool) -> str:
     fast = ["    n = len(args)"]
     for k, (count, given) in enumerate(branches):
         fast.append(f"    {'if' if k == 0 else 'elif'} n == {count}:")
-        fast += ["    " + ln for ln in _branch(kernel, given, cuda)]
+        fast += ["    " + ln for ln in _branch(kernel, given, cuda, device_attr)]
     fast.append("    return self._call_checked(args, stream)")
     call = ["def __call__(self, *args, stream=None):",
             "    if is_compiling():",
             "        return compiled_call(self, args, stream)"] + fast
     eager = ["def _eager_call(self, args, stream=None):", "    args = tuple(args)"] + fast
     return "\n".join(call + [""] + eager) + "\n"
+
+
+# The call when the compiled launcher does the work: `fast` is the kernel's `_tclaunch.Launcher`.
+C_SOURCE = """\
+def __call__(self, *args, stream=None):
+    if is_compiling():
+        return compiled_call(self, args, stream)
+    r = fast(args, stream)
+    if r is MISS:
+        return self._call_checked(args, stream)
+    return r
+
+def _eager_call(self, args, stream=None):
+    args = tuple(args)
+    r = fast(args, stream)
+    if r is MISS:
+        return self._call_checked(args, stream)
+    return r
+"""
 
 
 def _cuda_namespace(kernel) -> dict | None:
@@ -149,21 +178,32 @@ def _cuda_namespace(kernel) -> dict | None:
                 BX=block[0], BY=block[1], BZ=block[2], SMEM=launcher.smem)
 
 
-def specialize(kernel):
-    """The class with the generated `__call__` for `kernel`, or None when it does not qualify."""
+def specialize(kernel, launcher: str = "auto"):
+    """The class with the generated `__call__` for `kernel`, or None when it does not qualify.
+    `launcher`: "auto" (the compiled launcher when available, else the Python call), "c" (None
+    without it) or "python"."""
     if not kernel.params or any(not p.static for p in kernel.params):
         return None
     if all(p.is_output for p in kernel.params):
         return None
     cuda = kernel.target.kind == "cuda"
+    fast = None
     if cuda:
         ns = _cuda_namespace(kernel)
         if ns is None:
             return None
+        if launcher != "python":
+            from .claunch import cuda_launcher
+            fast = cuda_launcher(kernel, ns)
     else:
         la = kernel._launch
         ns = {"cfn": la.fn, "PTRS": ctypes.c_void_p * len(kernel.params), "DIMS": la.dims,
               "CPU": kernel._cpu_device}
+        if launcher != "python":
+            from .claunch import cpu_launcher
+            fast = cpu_launcher(kernel)
+    if fast is None and launcher == "c":
+        return None
     torch = _load_torch()
     from .torch_op import compiled_call
     ns.update(Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like,
@@ -171,15 +211,23 @@ def specialize(kernel):
     for i, p in enumerate(kernel.params):
         ns[f"D{i}"] = p.dtype
         ns[f"S{i}"] = tuple(p.shape)
-    source = _source(kernel, cuda)
+    if fast is not None:
+        from .claunch import MISS, pending
+        pending(kernel)  # moved onto the torch-aware launcher when its background build is done
+        ns.update(fast=fast, MISS=MISS)
+        source = C_SOURCE
+    else:
+        source = _source(kernel, cuda)
     code = compile(source, f"<tilecraft call of {kernel.name}>", "exec")
     exec(code, ns)  # noqa: S102 - our own text, built above from the signature
     fn = ns["__call__"]
     fn.__doc__ = type(kernel).__call__.__doc__
     base = type(kernel)
+    while "call_source" in base.__dict__:  # re-specializing: derive from the general class
+        base = base.__base__
     return type(base.__name__, (base,), {"__call__": fn, "_eager_call": ns["_eager_call"],
                                          "__module__": base.__module__, "__qualname__": base.__qualname__,
-                                         "call_source": source})
+                                         "call_source": source, "launcher": "c" if fast is not None else "python"})
 
 
 def _is_compiling_fn(torch):
