@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import tilecraft
 import tilecraft.kernels as K  # noqa: E402
 from tilecraft.runtime import claunch  # noqa: E402
 from tilecraft.profiler.bench import host_time_us  # noqa: E402
@@ -36,22 +37,27 @@ def test_generated_call_is_used_on_cuda():
     assert type(k).launcher == "c" and claunch.module().native_build(), claunch.error()
     fast = type(k).__call__.__globals__["fast"]
     assert type(fast) is claunch.module().Launcher and fast.native == 1  # at::Tensor read directly
-    k._call_checked = lambda *a: pytest.fail("the compiled launcher missed on valid tensors")
-    a, b, c = rand(4096), rand(4096), rand(4096)
-    torch.testing.assert_close(k(a, b), a + b)
-    assert k(a, b, c) is c
-    torch.testing.assert_close(c, a + b)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # the current stream is read per call
-        out = k(a, b)
-    s.synchronize()
-    torch.testing.assert_close(out, a + b)
-    mm = K.matmul(256, 192, 128)  # an output unlike any input: allocated with its own shape
-    mm._call_checked = k._call_checked
-    x, y = rand(256, 128, dtype=torch.float16), rand(128, 192, dtype=torch.float16)
-    assert rel_err(mm(x, y), x.double() @ y.double()) < 1e-2
-    del k._call_checked, mm._call_checked
+    # an output unlike any input, allocated with its own shape: a GEMM without TMA tensor maps
+    # (kernels that take tensor maps build them per call on the checked path)
+    mm = tilecraft.compile(K.matmul.fn(256, 192, 128), out_idx=[-1], target="cuda",
+                           pass_configs={"tc.use_tma": False})
+    missed = lambda *a: pytest.fail("the compiled launcher missed on valid tensors")  # noqa: E731
+    k._call_checked = mm._call_checked = missed
+    try:
+        a, b, c = rand(4096), rand(4096), rand(4096)
+        torch.testing.assert_close(k(a, b), a + b)
+        assert k(a, b, c) is c
+        torch.testing.assert_close(c, a + b)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # the current stream is read per call
+            out = k(a, b)
+        s.synchronize()
+        torch.testing.assert_close(out, a + b)
+        x, y = rand(256, 128, dtype=torch.float16), rand(128, 192, dtype=torch.float16)
+        assert rel_err(mm(x, y), x.double() @ y.double()) < 1e-2
+    finally:
+        del k._call_checked, mm._call_checked
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
