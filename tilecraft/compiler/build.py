@@ -50,10 +50,15 @@ def check_pass_configs(pass_configs, target_kind=None) -> Options:
     return Options.make({**defaults, **dict(given)}, target_kind)
 
 
-def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
+def effective_pass_configs(pass_configs, target) -> Options:
+    """The options a kernel is lowered with: the target's defaults under what the program and
+    TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)."""
     given = check_pass_configs(pass_configs, target.kind)
-    # the target's defaults under what the program and TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)
-    configs = Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
+    return Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
+
+
+def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
+    configs = effective_pass_configs(pass_configs, target)
     ir_text = func.script()
     from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
     post = (postproc_token(),) if target.kind == "cuda" and postproc_token() else ()
