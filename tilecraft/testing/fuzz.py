@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from .fuzz_build import CUDA_VARIANTS
+from .fuzz_build import BATCH, CUDA_VARIANTS
 from .fuzz_parallel import run_tasks, tasks_of
 from .fuzz_report import Report
 from .fuzz_run import Program, compare, inputs_of, run_once, unpack  # noqa: F401 - Program: the public name
@@ -87,6 +87,7 @@ class GpuChecker:
                 if why:
                     self._check_context(prog.name, vname, why)
                 else:
+                    args = [a.cpu() for a in args]   # once, for both comparisons
                     why = compare(args, want, prog.mod)
                     why = why and f"GPU vs torch: {why}"
                     if not why and cpu_want is not None:
@@ -111,7 +112,9 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
     gpu = target == "cuda"
     variants = gpu_variants() if gpu else CUDA_VARIANTS if target == "cpu" else ()
     checker = GpuChecker(variants, workdir) if gpu else None
+    batch = max(1, min(batch, BATCH))   # one translation unit per target and task: fuzz_build never pools
     tasks = [(seed, idx, workdir, variants, gpu) for seed, idx in tasks_of(pairs, batch)]
+    jobs = min(jobs, len(tasks))   # one task (e.g. --only I): in this process, no pool to start
     total, done, t0 = len(pairs), 0, time.perf_counter()
     every = progress_every or max(batch, total // 10)
     next_line = every
