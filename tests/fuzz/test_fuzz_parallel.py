@@ -32,7 +32,7 @@ def _simulated_gpu(monkeypatch, wrong: bool):
     """A stand-in for the device: 'running' a kernel fills the outputs with the torch reference
     (plus one when `wrong`), so everything but the launch itself is the real GPU path: the cubins
     and references sent by the workers, the kernels made from them, the comparisons, the report."""
-    def run_once(kernel, mod, seed, device="cpu"):
+    def run_once(kernel, mod, seed, device="cpu", wait=None):
         assert kernel.target.kind == "cuda" and kernel.artifact.binary, "the worker's cubin reached the kernel"
         args = fuzz.inputs_of(mod, seed)
         for i, t in mod.fz_reference(*[a.clone() for a in args]).items():
@@ -76,3 +76,16 @@ def test_a_batch_keeps_the_wgmma_switches_its_kernels_set():
     assert _wgmma_defines([none, none]) == ["TC_NO_WGMMA"]
     assert _wgmma_defines([none, only128, only64]) == ["TC_WGMMA_ONLY", "TC_WGMMA_N64", "TC_WGMMA_N128"]
     assert _wgmma_defines([only64, every]) == []   # a kernel that needs every shape gets them all
+
+
+def test_a_lost_cuda_context_stops_the_run_with_the_program_named(tmp_path, monkeypatch):
+    """A launch fails and the context cannot synchronize afterwards (here: there is no GPU at all,
+    so the check that follows any run failure fails too): the run stops at that task instead of
+    reporting thousands of programs that could not run, and names the program."""
+    monkeypatch.setattr(fuzz, "gpu_variants", lambda: (("sm_80", "sm_80", {}),))
+    monkeypatch.setattr(fuzz, "run_once", lambda *a, **k: (None, "run failed: CudaError: an illegal address"))
+    report = Report()
+    fuzz.check(PAIRS, "cuda", report, str(tmp_path), jobs=1, batch=4)
+    assert report.stopped is not None and "fz_41_" in report.stopped.lost
+    assert report.totals()["cpu"]["programs"] == 4, "the run went on after the context was lost"
+    assert report.failures[0][0] == "gpu sm_80" and "illegal address" in report.failures[0][2]

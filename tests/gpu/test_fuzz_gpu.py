@@ -41,6 +41,7 @@ def fuzz_run(tmp_path_factory):
 def test_every_variant_ran_the_programs_on_the_gpu(fuzz_run):
     """The run compared what it should: every program on the CPU, and on every variant this GPU
     runs (the Hopper pass configs change GEMM loops only: those variants run the GEMMs)."""
+    assert fuzz_run.stopped is None, f"the run stopped early: {fuzz_run.stopped.lost}"
     totals = fuzz_run.totals()
     n = len(SEEDS) * PER_SEED
     assert totals["cpu"]["programs"] == n, fuzz_run.table()

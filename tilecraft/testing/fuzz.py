@@ -61,10 +61,26 @@ class GpuChecker:
     them on the program's inputs and compare with the torch reference and the CPU target's outputs
     (both computed by the worker)."""
 
+    HANG_S = 30.0   # a fuzzed kernel runs for milliseconds: one still running after this is hung
+
     def __init__(self, variants: tuple, workdir: str):
         self.variants = {v[0]: v for v in variants}
         self.workdir = workdir
         self.lost = ""   # set when a kernel left the CUDA context unusable: nothing after it can run
+        self.hung = False
+
+    def _wait(self) -> None:
+        """Wait for the launched kernel, but not forever: a deadlocked pipeline (an mbarrier that
+        never completes) must end the run with a report, not eat the GPU machine's time."""
+        import torch
+        done = torch.cuda.Event()
+        done.record()
+        deadline = time.perf_counter() + self.HANG_S
+        while not done.query():
+            if time.perf_counter() > deadline:
+                self.hung = True
+                raise TimeoutError(f"the kernel was still running after {self.HANG_S:.0f} s (a hang)")
+            time.sleep(1e-4)
 
     def check(self, seed: int, index: int, entry: dict, cubins: dict, report: Report) -> None:
         from ..compiler.build import Artifact
@@ -91,7 +107,7 @@ class GpuChecker:
             else:
                 art = Artifact(Target.resolve({"kind": "cuda", "arch": arch}), source, meta, binary=cubins[key])
                 args, why = run_once(JITKernel(prog.func, art, pass_configs=configs), prog.mod, prog.data_seed,
-                                     device="cuda")
+                                     device="cuda", wait=self._wait)
                 if why:
                     self._check_context(prog.name, vname, why)
                 else:
@@ -106,6 +122,9 @@ class GpuChecker:
 
     def _check_context(self, name: str, vname: str, why: str) -> None:
         import torch
+        if self.hung:   # synchronizing would wait for the hung kernel
+            self.lost = f"{name} on {vname} hung ({why[:200]})"
+            return
         try:
             torch.cuda.synchronize()
             torch.ones(1, device="cuda").sum().item()
@@ -139,8 +158,10 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
             el = time.perf_counter() - t0
             print(f"[fuzz] {done}/{total} programs, {len(report.failures)} failure(s), {el:.0f} s"
                   + (f", ~{el / done * (total - done):.0f} s left" if done < total else ""), file=out, flush=True)
-        if checker is not None and checker.lost:
-            print(f"[fuzz] {checker.lost}", file=out, flush=True)
+        if checker is not None and checker.lost:   # nothing more can run on this GPU
+            print(f"[fuzz] stopped after {done} of {total} programs: {checker.lost}", file=out, flush=True)
+            report.stopped = checker
+            break
 
 
 def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=True, workdir=None,
@@ -213,7 +234,10 @@ def main(argv=None) -> int:
                     f"`python -m tilecraft.testing.fuzz {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
                     f"{table}\n\nSeconds: CPU-seconds summed per row (lowering + compiling in the workers, "
                     f"running + comparing); wall time below.\n\n{summary}\n")
-    print(summary)
+    print(summary, flush=True)
+    if report.stopped is not None and report.stopped.hung:
+        sys.stderr.flush()
+        os._exit(1)   # a kernel is still running: skip the teardown that would wait for it
     return 1 if report.failures else 0
 
 

@@ -75,14 +75,15 @@ def mismatch(got, want, tol: str) -> str:
             f"got {g[idx].item():.6g}, expected {w[idx].item():.6g}")
 
 
-def run_once(kernel, mod, seed: int, device: str = "cpu"):
+def run_once(kernel, mod, seed: int, device: str = "cpu", wait=None):
     """(arguments after the run, '') or (None, why it failed to run): `kernel` on the program's
-    fresh inputs (every parameter passed in, outputs pre-filled with random values)."""
+    fresh inputs (every parameter passed in, outputs pre-filled with random values).  On a GPU,
+    `wait()` (default: synchronize) waits for the kernel; it may raise (a watchdog)."""
     args = [t.to(device) for t in inputs_of(mod, seed)]
     try:
         kernel(*args)
         if device != "cpu":
-            torch.cuda.synchronize()
+            (wait or torch.cuda.synchronize)()
     except Exception as e:  # noqa: BLE001 - a crash at run time is a finding
         return None, f"run failed: {type(e).__name__}: {str(e)[:500]}"
     return args, ""
