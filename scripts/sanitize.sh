@@ -53,7 +53,7 @@ run_tool() {
     racecheck) extra=(--racecheck-report hazard) ;;
   esac
   start=$(date +%s)
-  TILECRAFT_SANITIZE_KERNELS="$LOGS/kernels_$tool.txt" timeout "$TOOL_TIMEOUT" \
+  TILECRAFT_SANITIZE_KERNELS="$LOGS/kernels_$tool.txt" timeout -k 10 "$TOOL_TIMEOUT" \
     "$SAN" --tool "$tool" --report-api-errors no --kernel-name-exclude kns=fmha --print-limit 200 \
     --target-processes application-only --error-exitcode 86 --log-file "$LOGS/$tool.log" "${extra[@]}" \
     "$PY" -m pytest -q -p no:cacheprovider -p sanitize_plugin "${SELECTION[@]}" > "$LOGS/$tool.pytest.txt" 2>&1
