@@ -89,3 +89,10 @@ def test_a_lost_cuda_context_stops_the_run_with_the_program_named(tmp_path, monk
     assert report.stopped is not None and "fz_41_" in report.stopped.lost
     assert report.totals()["cpu"]["programs"] == 4, "the run went on after the context was lost"
     assert report.failures[0][0] == "gpu sm_80" and "illegal address" in report.failures[0][2]
+
+
+def test_max_failures_ends_a_broken_run_early(tmp_path, monkeypatch):
+    _simulated_gpu(monkeypatch, wrong=True)
+    report = Report()
+    fuzz.check(PAIRS[:12], "cuda", report, str(tmp_path), jobs=1, batch=4, max_failures=1)
+    assert report.checked == 4 and report.failures, (report.checked, report.table())

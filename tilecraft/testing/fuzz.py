@@ -133,9 +133,10 @@ class GpuChecker:
 
 
 def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1, batch: int = 16,
-          out=sys.stdout, progress_every: int = 0) -> None:
+          out=sys.stdout, progress_every: int = 0, max_failures: int = 0) -> None:
     """Check the programs [(seed, index)] on `target` (module docstring), recording every outcome in
-    `report`; a progress line every `progress_every` programs (default: about every 10%)."""
+    `report`; a progress line every `progress_every` programs (default: about every 10%); stop
+    early once `max_failures` (when > 0) programs failed (a broken harness must not eat GPU time)."""
     gpu = target == "cuda"
     variants = gpu_variants() if gpu else CUDA_VARIANTS if target == "cpu" else ()
     checker = GpuChecker(variants, workdir) if gpu else None
@@ -153,6 +154,7 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
             if entry["cuda"]:
                 checker.check(res["seed"], index, entry, res["cubins"], report)
         done += len(res["programs"])
+        report.checked = done
         if done >= next_line or done == total:
             next_line = done + every
             el = time.perf_counter() - t0
@@ -162,11 +164,15 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
             print(f"[fuzz] stopped after {done} of {total} programs: {checker.lost}", file=out, flush=True)
             report.stopped = checker
             break
+        if max_failures and len(report.failures) >= max_failures:
+            print(f"[fuzz] stopped after {done} of {total} programs: {len(report.failures)} failures "
+                  f"(--max-failures {max_failures})", file=out, flush=True)
+            break
 
 
 def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=True, workdir=None,
          out=sys.stdout, jobs: int = 1, batch: int = 16, shrink_tries: int = 150, max_shrink: int = 5,
-         progress_every: int = 0) -> Report:
+         progress_every: int = 0, max_failures: int = 0) -> Report:
     """Generate and check `count` programs of `seed` (or the indices `only`); returns the report
     (at most `max_shrink` failing programs shrunk and saved under `save_dir` when given)."""
     own = workdir is None
@@ -174,7 +180,7 @@ def fuzz(count: int, seed: int, target: str, only=None, save_dir=None, shrink=Tr
     report = Report()
     indices = list(only) if only is not None else list(range(count))
     check([(seed, i) for i in indices], target, report, workdir, jobs=jobs, batch=batch, out=out,
-          progress_every=progress_every)
+          progress_every=progress_every, max_failures=max_failures)
     if report.failures and shrink:
         from .fuzz_shrink import shrink_and_save
         seen = set()
@@ -208,6 +214,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-shrink", action="store_true")
     ap.add_argument("--shrink-tries", type=int, default=150, help="candidate programs the shrinker may try per failure")
     ap.add_argument("--max-shrink", type=int, default=5, help="failing programs shrunk and saved at most")
+    ap.add_argument("--max-failures", type=int, default=0, help="stop once this many programs failed (0: never)")
     ap.add_argument("--table", default=None, help="also write the results table (markdown) to this file")
     args = ap.parse_args(argv)
     save_dir = args.save_dir or _default_save_dir()
@@ -215,7 +222,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     report = fuzz(args.count, args.seed, args.target, only=args.only, save_dir=save_dir, shrink=not args.no_shrink,
                   jobs=jobs, batch=args.batch, shrink_tries=args.shrink_tries, max_shrink=args.max_shrink,
-                  progress_every=args.progress)
+                  progress_every=args.progress, max_failures=args.max_failures)
     seconds = time.perf_counter() - t0
     for (tgt, why), names in sorted(report.refusals.items()):
         print(f"[fuzz] refused on {tgt} ({len(names)}x, e.g. {names[0]}): {why}")
@@ -224,7 +231,7 @@ def main(argv=None) -> int:
               f"[fuzz]   reproduce: python -m tilecraft.testing.fuzz --seed {s} --only {i} --target {args.target}")
     table = report.table()
     print(table)
-    n = len(args.only) if args.only is not None else args.count
+    n = report.checked
     summary = (f"compared {n} programs (seed {args.seed}, target {args.target}, {jobs} worker(s)) in {seconds:.0f} s: "
                f"{len(report.failures)} failure(s)")
     if args.table:

@@ -22,6 +22,7 @@ class Report:
         self.failures: list = []    # (target, (seed, index, name), why)
         self.refusals: dict = {}    # (target, first 100 characters of the error) -> [program names]
         self.stopped = None         # the GPU checker, when a lost CUDA context ended the run early
+        self.checked = 0            # programs checked (fewer than asked for when the run stopped early)
 
     def add(self, target: str, kind: str, prog: tuple, status: str, why: str = "", seconds: float = 0.0):
         """Record one program's outcome on `target`: `prog` is (seed, index, name), `status` one of
