@@ -44,6 +44,9 @@ def gpu_variants() -> tuple:
     (compiled for the GPU's own plain arch: sm_80 machine code does not load on a newer GPU, and
     without the `a` features the compiler takes the sm_80 path), sm_90a only on 9.0."""
     import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("--target cuda needs a CUDA GPU (torch.cuda.is_available() is False); "
+                         "--target cpu compiles every CUDA variant without one")
     major, minor = torch.cuda.get_device_capability()
     own = f"sm_{major}{minor}"
     return tuple((name, own if arch == "sm_80" else arch, cfg) for name, arch, cfg in CUDA_VARIANTS
