@@ -28,6 +28,7 @@ says how many programs were compared.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -146,7 +147,7 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
     batch = max(1, min(batch, BATCH))   # one translation unit per target and task: fuzz_build never pools
     tasks = [(seed, idx, workdir, variants, gpu) for seed, idx in tasks_of(pairs, batch)]
     jobs = min(jobs, len(tasks))   # one task (e.g. --only I): in this process, no pool to start
-    total, done, t0 = len(pairs), 0, time.perf_counter()
+    total, done, tasks_done, t0 = len(pairs), 0, 0, time.perf_counter()
     every = progress_every or max(batch, total // 10)
     next_line = every
     for res in run_tasks(tasks, jobs):
@@ -158,6 +159,11 @@ def check(pairs: list, target: str, report: Report, workdir: str, jobs: int = 1,
                 checker.check(res["seed"], index, entry, res["cubins"], report)
         done += len(res["programs"])
         report.checked = done
+        tasks_done += 1
+        if gpu and tasks_done % 16 == 0:
+            # a kernel's generated call class sits in a reference cycle that holds its loaded module:
+            # collect now and then so thousands of modules are not all kept loaded on the device
+            gc.collect()
         if done >= next_line or done == total:
             next_line = done + every
             el = time.perf_counter() - t0
