@@ -50,15 +50,20 @@ def check_pass_configs(pass_configs, target_kind=None) -> Options:
     return Options.make({**defaults, **dict(given)}, target_kind)
 
 
+def effective_pass_configs(pass_configs, target) -> Options:
+    """The options a kernel is lowered with: the target's defaults under what the program and
+    TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)."""
+    given = check_pass_configs(pass_configs, target.kind)
+    return Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
+
+
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     if target.kind == "cuda":
         from .split_kernels import split_kernels
         parts = split_kernels(func)
         if parts:
             return _build_parts(func, parts, target, pass_configs)
-    given = check_pass_configs(pass_configs, target.kind)
-    # the target's defaults under what the program and TILECRAFT_PASS_CONFIGS say (sm_90a: the Hopper path)
-    configs = Options.make({**target.pass_config_defaults(given), **dict(given.given)}, target.kind, warn=False)
+    configs = effective_pass_configs(pass_configs, target)
     ir_text = func.script()
     from ..transform.lower_manual_sync_cpu import warn_register_hints
     warn_register_hints(func, target)  # before the cache: a cached kernel warns too

@@ -13,7 +13,7 @@ import itertools
 import os
 import re
 
-from ..compiler.build import Artifact, check_pass_configs
+from ..compiler.build import Artifact, effective_pass_configs
 from ..errors import TilecraftError
 from ..target import Target
 
@@ -46,7 +46,7 @@ def lower(func, target, configs) -> str:
 def lower_with_meta(func, target, configs) -> tuple:
     """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them."""
     from ..transform.pipeline import run_pipeline
-    configs = check_pass_configs(configs)
+    configs = effective_pass_configs(configs, target)   # the target's defaults too, as compiler.build
     lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
     if target.kind == "cpu":
         from ..codegen.cpp import ENTRY, generate_cpp
@@ -56,21 +56,41 @@ def lower_with_meta(func, target, configs) -> tuple:
     return source, dict(meta, binary_name="kernel.cubin", kernel=func.name)
 
 
+_WGMMA_DEFINE = re.compile(r"^#define (TC_NO_WGMMA|TC_WGMMA_ONLY|TC_WGMMA_N\d+)\b")
+
+
 def _split(source: str):
-    inc = [ln for ln in source.splitlines() if ln.startswith("#include")]
-    body = [ln for ln in source.splitlines() if not ln.startswith("#include")]
-    return inc, "\n".join(body)
+    """(#include lines, wgmma #define names, the rest) of one generated source."""
+    lines = source.splitlines()
+    inc = [ln for ln in lines if ln.startswith("#include")]
+    defs = [m.group(1) for m in map(_WGMMA_DEFINE.match, lines) if m]
+    body = [ln for ln in lines if not ln.startswith("#include") and not _WGMMA_DEFINE.match(ln)]
+    return inc, defs, "\n".join(body)
+
+
+def _wgmma_defines(per_source: list) -> list:
+    """The wgmma switches one translation unit of several sources may set before the headers
+    (codegen/cuda.py sets them per kernel to parse fewer wrappers): TC_NO_WGMMA when no source
+    issues a wgmma, else TC_WGMMA_ONLY with every shape any source issues, else none (all shapes)."""
+    if all("TC_NO_WGMMA" in d for d in per_source):
+        return ["TC_NO_WGMMA"]
+    if all("TC_NO_WGMMA" in d or "TC_WGMMA_ONLY" in d for d in per_source):
+        shapes = sorted({x for d in per_source for x in d if x.startswith("TC_WGMMA_N")}, key=lambda x: int(x[10:]))
+        return ["TC_WGMMA_ONLY"] + shapes
+    return []
 
 
 def _batch_source(sources: list, cpu: bool) -> str:
-    includes, bodies = [], []
+    includes, defines, bodies = [], [], []
     for n, src in enumerate(sources):
-        inc, body = _split(src)
+        inc, defs, body = _split(src)
         includes += [i for i in inc if i not in includes]
+        defines.append(defs)
         if cpu:
             body = re.sub(r"\btc_entry\(", f"tc_entry_{n}(", body)
         bodies.append(f"namespace tcfz_{n} {{\n{body}\n}}  // namespace tcfz_{n}")
-    return "\n".join(includes) + "\n\n" + "\n\n".join(bodies) + "\n"
+    head = [f"#define {d}" for d in _wgmma_defines(defines)] + includes
+    return "\n".join(head) + "\n\n" + "\n\n".join(bodies) + "\n"
 
 
 def _lower_job(job) -> tuple:
@@ -84,7 +104,7 @@ def _lower_job(job) -> tuple:
         return "failed", f"internal error while lowering: {type(e).__name__}: {e}"
 
 
-def _lower_all(funcs, target, configs) -> tuple:
+def lower_all(funcs, target, configs) -> tuple:
     """Lower every program (in the worker processes when there are many: the passes are Python)."""
     jobs_list = [(func, target, configs) for _, func in funcs]
     results = _map(jobs_list, _lower_job) if len(funcs) >= 4 * BATCH else [_lower_job(j) for j in jobs_list]
@@ -136,7 +156,7 @@ def _map(jobs_list, fn=None):
     return list(_POOL.map(fn, jobs_list, chunksize=max(1, len(jobs_list) // (4 * jobs()))))
 
 
-def _compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
+def compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict:
     """name -> (ok, binary or error, position in its batch or None when compiled alone), compiling
     BATCH programs per translation unit and each program of a failed batch alone."""
     names = sorted(lowered)
@@ -161,10 +181,10 @@ def build_cpu(funcs: list, workdir: str) -> dict:
     """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)]."""
     from ..runtime.kernel import JITKernel
     target = Target.resolve("cpu")
-    outcomes, lowered = _lower_all(funcs, target, {})
+    outcomes, lowered = lower_all(funcs, target, {})
     byname = dict(funcs)
     libs: dict = {}
-    for name, (ok, binary, pos) in _compile_batches("cpu", lowered, "fuzz", {}).items():
+    for name, (ok, binary, pos) in compile_batches("cpu", lowered, "fuzz", {}).items():
         if not ok:
             outcomes[name] = Outcome(failed=f"C++ compile error: {binary}")
             continue
@@ -184,9 +204,9 @@ def compile_cuda_batch(funcs: list, variant: tuple, kernels: bool = False) -> di
     `kernels` a JITKernel for the local GPU, loaded from the batch's cubin."""
     _, arch, configs = variant
     target = Target.resolve({"kind": "cuda", "arch": arch})
-    outcomes, lowered = _lower_all(funcs, target, configs)
+    outcomes, lowered = lower_all(funcs, target, configs)
     byname = dict(funcs)
-    for name, (ok, binary, _) in _compile_batches("cuda", lowered, arch, configs).items():
+    for name, (ok, binary, _) in compile_batches("cuda", lowered, arch, configs).items():
         if not ok:
             outcomes[name] = Outcome(failed=f"CUDA compile error ({arch}): {binary}")
         elif not kernels:

@@ -106,6 +106,8 @@ def _gen_copy(rng, s):
 
 
 def _gen_gemm(rng, s):
+    if rng.random() < 0.5:
+        return _gen_gemm_tensor_core(rng, s)
     s["dab"] = rng.choice(("float16", "float16", "bfloat16", "float32"))
     s["bm"], s["bn"] = rng.choice((16, 32, 64)), rng.choice((16, 32, 64))
     s["bk"] = rng.choice((16, 32)) if s["dab"] != "float32" else rng.choice((8, 16))
@@ -117,6 +119,24 @@ def _gen_gemm(rng, s):
     s["threads"] = rng.choice((64, 128, 128, 256))
     s["policy"] = rng.choice(("Square", "FullRow", "FullCol"))
     s["dyn"] = rng.choice((None, None, None, "M", "K"))
+    s["clear"] = rng.choice(("clear", "fill"))
+
+
+def _gen_gemm_tensor_core(rng, s):
+    """A GEMM shaped for the tensor-core paths: fp16/bf16 in, fp32 accumulator, whole warpgroups
+    along block_M, so sm_80 takes mma.sync and sm_90a wgmma; static sizes whose rows are multiples
+    of 16 bytes (still ragged against the tiles), so the pipelined loop can load by TMA and the
+    warp-specialized variant can split it."""
+    s["dab"] = rng.choice(("float16", "bfloat16"))
+    s["dacc"], s["dc"] = "float32", rng.choice(("float32", s["dab"]))
+    s["bm"], s["bn"], s["bk"] = rng.choice((64, 64, 128)), rng.choice((16, 32, 64, 128)), rng.choice((16, 32, 64))
+    s["threads"] = 128 * rng.choice((1, s["bm"] // 64))
+    s["M"] = _size(rng, s["bm"])
+    s["N"], s["K"] = (8 * -(-_size(rng, t) // 8) for t in (s["bn"], s["bk"]))
+    s["ta"], s["tb"] = rng.random() < 0.3, rng.random() < 0.3
+    s["stages"] = rng.choice((0, 1, 2, 3, 3))
+    s["policy"] = rng.choice(("Square", "FullRow", "FullCol"))
+    s["dyn"] = rng.choice((None, None, None, "M"))
     s["clear"] = rng.choice(("clear", "fill"))
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import sys
 
 import torch
@@ -55,6 +56,8 @@ def mismatch(got, want, tol: str) -> str:
     """'' when `got` matches `want` within the tolerance class, else a one-line summary."""
     if got.shape != want.shape:
         return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    if got.dtype == want.dtype and got.device == want.device and torch.equal(got, want):
+        return ""   # the common case, cheaply (NaNs never compare equal: they take the full check)
     g, w = got.detach().cpu().double(), want.detach().cpu().double()
     if tol == "int32" and not got.dtype.is_floating_point and not want.dtype.is_floating_point:
         bad = g != w
@@ -72,21 +75,76 @@ def mismatch(got, want, tol: str) -> str:
             f"got {g[idx].item():.6g}, expected {w[idx].item():.6g}")
 
 
-def run_and_compare(kernel, mod, seed: int, device: str = "cpu", expected=None) -> str:
-    """Run `kernel` on the program's inputs; '' when every parameter matches `expected`
-    (the torch reference by default), else what differed."""
-    inputs = inputs_of(mod, seed)
-    want = expected if expected is not None else expected_of(mod, inputs)
-    args = [t.to(device) for t in inputs]
+def run_once(kernel, mod, seed: int, device: str = "cpu", wait=None):
+    """(arguments after the run, '') or (None, why it failed to run): `kernel` on the program's
+    fresh inputs (every parameter passed in, outputs pre-filled with random values).  On a GPU,
+    `wait()` (default: synchronize) waits for the kernel; it may raise (a watchdog)."""
+    args = [t.to(device) for t in inputs_of(mod, seed)]
     try:
         kernel(*args)
         if device != "cpu":
-            torch.cuda.synchronize()
+            (wait or torch.cuda.synchronize)()
     except Exception as e:  # noqa: BLE001 - a crash at run time is a finding
-        return f"run failed: {type(e).__name__}: {str(e)[:500]}"
+        return None, f"run failed: {type(e).__name__}: {str(e)[:500]}"
+    return args, ""
+
+
+def compare(args: list, want: dict, mod) -> str:
+    """'' when every parameter of `want` (index -> tensor) matches `args`, else what differed."""
     for i, w in want.items():
         bad = mismatch(args[i], w, mod.FZ_TOL)
         if bad:
             role = "output" if i in mod.FZ_OUTPUTS else "input (must stay unchanged)"
             return f"parameter {i} ({role}): {bad}"
     return ""
+
+
+def run_and_compare(kernel, mod, seed: int, device: str = "cpu", expected=None) -> str:
+    """Run `kernel` on the program's inputs; '' when every parameter matches `expected`
+    (the torch reference by default), else what differed."""
+    want = expected if expected is not None else expected_of(mod, inputs_of(mod, seed))
+    args, why = run_once(kernel, mod, seed, device)
+    return why or compare(args, want, mod)
+
+
+# ---- tensors across processes (the parallel fuzzer's workers send references back) --------------
+
+def pack(t) -> tuple:
+    """A CPU tensor as plain picklable data (no shared-memory handles: thousands of them would
+    exhaust file descriptors)."""
+    t = t.detach().cpu().contiguous()
+    raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    return str(t.dtype).replace("torch.", ""), tuple(t.shape), raw
+
+
+def unpack(packed: tuple):
+    dtype, shape, raw = packed
+    dt = getattr(torch, dtype)
+    if not raw:
+        return torch.empty(shape, dtype=dt)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dt).reshape(shape)
+
+
+class Program:
+    """Program `index` of `seed`: its spec (from its own random stream), the module rendered to
+    `workdir`/<name>.py and imported (`mod`, `func`), or `error` when the parser rejected it."""
+
+    def __init__(self, seed: int, index: int, workdir: str, spec: dict | None = None):
+        from .fuzz_gen import random_spec, render
+        self.seed, self.index = seed, index
+        self.spec = spec or random_spec(random.Random(f"{seed}:{index}"), f"fz_{seed}_{index}")
+        self.name = self.spec["name"]
+        self.path = os.path.join(workdir, f"{self.name}.py")
+        with open(self.path, "w") as f:
+            f.write(render(self.spec))
+        self.mod = self.func = None
+        self.error = ""
+        try:
+            self.mod = load_module(self.path)
+            self.func = self.mod.FZ_FUNC
+        except Exception as e:  # noqa: BLE001 - a valid program the parser rejects is a finding
+            self.error = f"parse: {type(e).__name__}: {str(e)[:500]}"
+
+    @property
+    def data_seed(self) -> int:
+        return self.seed * 100003 + self.index

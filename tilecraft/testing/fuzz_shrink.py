@@ -16,7 +16,7 @@ import time
 from .fuzz_build import CUDA_VARIANTS, build_cpu, build_gpu, compile_cuda_batch
 from .fuzz_expr import subexpressions
 from .fuzz_gen import render
-from .fuzz_run import load_module, run_and_compare
+from .fuzz_run import load_module, run_and_compare, run_once
 
 SIMPLER = {"threads": 128, "dyn_m": False, "dyn": None, "loop": None, "form": "assign", "stage": "shared",
            "out": "copy", "stages": 0, "ta": False, "tb": False, "policy": "Square", "clear": True,
@@ -52,14 +52,23 @@ def failure(spec: dict, target: str, workdir: str) -> str:
         bad = run_and_compare(out.kernel, mod, seed)
         return bad and f"CPU vs torch: {bad}"
     kind, variant_name = target.split(" ", 1)
-    variant = next(v for v in CUDA_VARIANTS if v[0] == variant_name)
     if kind == "compile":
+        variant = next(v for v in CUDA_VARIANTS if v[0] == variant_name)
         return compile_cuda_batch([(spec["name"], mod.FZ_FUNC)], variant)[spec["name"]].failed
+    from .fuzz import gpu_variants   # compiled for what this GPU loads (the sm_80 path: its own arch)
+    variant = next(v for v in gpu_variants() if v[0] == variant_name)
     out = build_gpu(mod.FZ_FUNC, variant)
     if out.kernel is None:
         return out.failed
     bad = run_and_compare(out.kernel, mod, seed, device="cuda")
-    return bad and f"GPU vs torch: {bad}"
+    if bad:
+        return f"GPU vs torch: {bad}"
+    cpu = build_cpu([(spec["name"], mod.FZ_FUNC)], workdir)[spec["name"]]   # the other reference
+    args, why = run_once(cpu.kernel, mod, seed) if cpu.kernel is not None else (None, "no CPU kernel")
+    if why:
+        return ""
+    bad = run_and_compare(out.kernel, mod, seed, device="cuda", expected=dict(enumerate(args)))
+    return bad and f"GPU vs CPU: {bad}"
 
 
 def candidates(spec: dict):
