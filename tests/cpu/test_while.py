@@ -108,9 +108,9 @@ def _bad(kind):
             elif kind == "no-buffer":
                 while bx < 4:  # err:no-buffer
                     X[0] = 1
-            elif kind == "break":
+            elif kind == "continue":
                 while i < 4:
-                    break  # err:break
+                    continue  # err:continue
             elif kind == "else":
                 while i < 4:  # err:else
                     i = i + 1
@@ -121,7 +121,7 @@ def _bad(kind):
 
 @pytest.mark.parametrize("kind,match", [("python", "Python value.*never end"),
                                         ("no-buffer", "reads no buffer"),
-                                        ("break", "`break` is not supported"),
+                                        ("continue", "`continue` is not supported"),
                                         ("else", "while ... else is not supported")])
 def test_unsupported_while_forms_are_clear_errors(kind, match):
     with pytest.raises(TilecraftError, match=match) as info:
