@@ -117,22 +117,11 @@ class Driver:
         return self.result
 
 
-class CudaLike:
-    """Just what the launcher's getter route reads on a CUDA tensor."""
+import os  # noqa: E402
+import sys  # noqa: E402
 
-    is_cuda = True
-
-    def __init__(self, shape, dtype, ptr, device=0, contiguous=True):
-        self.shape, self.dtype, self._ptr, self._dev, self._contig = torch.Size(shape), dtype, ptr, device, contiguous
-
-    def get_device(self):
-        return self._dev
-
-    def data_ptr(self):
-        return self._ptr
-
-    def is_contiguous(self):
-        return self._contig
+sys.path.insert(0, os.path.dirname(__file__))
+from test_fastpath_cuda_nogpu import CudaLike  # noqa: E402,F401  (what the launcher's getter route reads)
 
 
 @pytest.fixture(scope="module")
