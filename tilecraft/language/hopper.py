@@ -80,6 +80,15 @@ def mbarrier_arrive(mbarrier):
     b.emit(BarrierArrive(_barrier_ref("T.mbarrier_arrive", mbarrier), span=b.span))
 
 
+def cp_async_barrier_noinc(barrier_id):
+    """`T.cp_async_barrier_noinc(bar)`: this thread arrives on `bar` once its earlier asynchronous
+    copies have landed (PTX cp.async.mbarrier.arrive.noinc: the arrival counts toward the expected
+    ones).  tilecraft's copies and element stores have landed when the next statement starts, so
+    this is the thread's arrival now: T.barrier_arrive."""
+    b = require_kernel("T.cp_async_barrier_noinc")
+    b.emit(BarrierArrive(_barrier_ref("T.cp_async_barrier_noinc", barrier_id), span=b.span))
+
+
 def mbarrier_wait_parity(mbarrier, parity):
     """`T.mbarrier_wait_parity(bars[i], parity)`: the same as T.barrier_wait."""
     b = require_kernel("T.mbarrier_wait_parity")
