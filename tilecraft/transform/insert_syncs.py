@@ -8,6 +8,12 @@ iteration) whose accesses would conflict with the next iteration's.
 Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
 only a little time.
 
+Inside a `T.ws` branch (ir/hopper.py) a `Sync` is a barrier of the branch's threads (the printer
+makes it a named barrier).  The program orders its branches against each other with its own
+mbarriers, so accesses in one branch are not checked against another's; statements of the whole
+block are checked against everything, and a branch against the whole block's statements (the
+barrier then goes before the branch, where every thread passes).
+
 Device intrinsics are read through their declared effects (ir/intrinsics), never their names: a
 pointer operand declared as written (or updated atomically) in shared memory is a write, one
 declared as read a read; mbarrier operands are synchronisation objects, not data; and every
