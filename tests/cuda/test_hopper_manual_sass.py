@@ -180,3 +180,13 @@ def test_small_shared_buffers_fill_the_gaps_between_wgmma_tiles():
     k = _compile(gemm_two_barriers, 256, 256, 256, 128, 128, 64, 0, 1)
     offs = re.findall(r"reinterpret_cast<tc::uint64_t\*>\(tc_smem \+ (\d+)\)", k.get_kernel_source())
     assert sorted(int(o) for o in offs) == [0, 128]
+
+
+@pytest.mark.parametrize("factory,args", [(gemm_two_barriers, (256, 256, 256, 128, 128, 64, 1, 0)),
+                                          (gemm_barrier_ring, (256, 256, 256, 128, 128, 64)),
+                                          (gemm_split_n, (256, 256, 256, 128, 128, 64))])
+def test_branches_compile_for_sm80_on_mma_sync(factory, args):
+    src = _compile(factory, *args, target=SM80).get_kernel_source()
+    assert "tc::gemm_ss<" in src and "gemm_ss_sm90" not in src
+    for _, _, body in _branches(src):
+        assert "__syncthreads" not in body
