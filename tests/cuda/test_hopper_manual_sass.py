@@ -190,3 +190,40 @@ def test_branches_compile_for_sm80_on_mma_sync(factory, args):
     assert "tc::gemm_ss<" in src and "gemm_ss_sm90" not in src
     for _, _, body in _branches(src):
         assert "__syncthreads" not in body
+
+
+def test_no_block_barrier_between_role_branches():
+    """Roles that run whole loops in their branches: a block barrier between two branches would
+    never be reached by every thread (the first role waits for the second's arrivals).  The
+    barrier the whole block's copy before them needs goes before the first branch."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((128, 64), "float16"), A: T.Tensor((64, 64), "float16"), Y: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            Q = T.alloc_shared((64, 64), "float16")
+            K_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(128)
+            T.copy(A, Q)                      # the whole block; only the producer reads Q
+            with T.ws(0):
+                T.clear(acc)
+                for k in T.serial(2):
+                    T.barrier_wait(full, k % 2)
+                    T.gemm(K_s, B_s, acc)
+                    T.barrier_arrive(empty)
+                T.copy(acc, Y[0:64, :])
+            with T.ws(1):
+                for k in T.serial(2):
+                    T.barrier_wait(empty, (k + 1) % 2)
+                    T.copy(X[k * 64:(k + 1) * 64, :], K_s)
+                    T.copy(Q, B_s)
+                    T.barrier_arrive(full)
+    src = tilelang.compile(main, out_idx=[2], target=SM90).get_kernel_source()
+    first, second = src.index("// T.ws(0,)"), src.index("// T.ws(1,)")
+    between = src[first:second]
+    depth_zero_sync = [ln for ln in between.splitlines() if ln.startswith("  __syncthreads")]
+    assert not depth_zero_sync, "no block barrier between the two role branches"
+    assert "__syncthreads" in src[:first], "the block's copy of Q is fenced before the branches"

@@ -119,7 +119,7 @@ class _State:
 
 def _block(stmts, state: _State, in_loop: bool = False) -> list:
     out = []
-    for s in stmts:
+    for i, s in enumerate(stmts):
         if isinstance(s, Sync):
             state.clear()
             out.append(s)
@@ -160,10 +160,20 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
             # first when the same warp groups may have used shared memory since the last block
             # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
             # is over before this branch writes or reads
+            # A block barrier goes before the first of consecutive branches, never between two:
+            # warp groups that each run their whole role in a branch (waiting on mbarriers the
+            # others fill) would never all reach one placed between them.
+            run = stmts[i:]
+            run = run[:next((j for j, x in enumerate(run) if not isinstance(x, WarpGroupScope)), len(run))]
+            if i == 0 or not isinstance(stmts[i - 1], WarpGroupScope):
+                rr, ww = set(), set()
+                for x in run:
+                    xr, xw = _access(x)
+                    rr, ww = rr | xr, ww | xw
+                if state.conflicts_outside(rr, ww):
+                    out.append(Sync())
+                    state.clear()
             r, w = _access(s)
-            if state.conflicts_outside(r, w):
-                out.append(Sync())
-                state.clear()
             body = _block(_stmts(s.body), _State())
             if (r or w) and (in_loop or s.groups in state.branches):
                 body = [Sync()] + body
