@@ -55,7 +55,7 @@ class _Stage(Mutator):
 
     def visit_WarpGroupScope(self, s):
         """A `T.ws` branch: its gemms run on its own threads (transform/warp_groups.py)."""
-        outer, self.threads = self.threads, scope_threads(s)
+        outer, self.threads = self.threads, scope_threads(s, self.threads)
         try:
             return Mutator.generic(self, s)
         finally:
