@@ -324,3 +324,33 @@ def test_front_end_errors_name_the_line(stmt, match, tmp_path):
     with pytest.raises(TilecraftError, match=match) as info:
         T.prim_func(fn)
     assert info.value.span is not None and info.value.span.line == 6
+
+
+@tilelang.jit(out_idx=[1])
+def branch_bounded_indices(N):
+    """Indices that are in range only under their branch's condition (`if i >= 4: s[i - 4]`,
+    an `elif` reached only past the first condition): accepted by the bounds check, which reads
+    the conditions (TileLang's producer branches index shared tiles with `tx - 256`)."""
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            lo = T.alloc_shared((4,), "float32")
+            hi = T.alloc_shared((4,), "float32")
+            for i in T.serial(12):
+                if i < 4:
+                    lo[i] = X[i] * 2
+                elif i >= 4 and i < 8:
+                    hi[i - 4] = X[i] + 1
+                else:
+                    Y[i] = lo[i - 8] + hi[i - 8]
+            for i in T.serial(8):
+                Y[i] = X[i]
+    return main
+
+
+def test_indices_bounded_by_their_branch(build, device):
+    x = torch.randn(12)
+    y = build(branch_bounded_indices, 12)(x.to(device)).cpu()
+    ref = x.clone()
+    ref[8:] = x[0:4] * 2 + x[4:8] + 1
+    torch.testing.assert_close(y, ref)

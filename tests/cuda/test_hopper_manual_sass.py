@@ -107,3 +107,123 @@ def test_fragment_shared_between_branches_is_an_error():
         x = __import__("torch").randn(128, 64)   # the CPU reference has no registers: it runs
         y = tilelang.compile(main, out_idx=[1], target="cpu")(x)
     assert (y == x).all()
+
+
+def roles_by_thread_index(M, N, K, bm=64, bn=64, bk=64):
+    """TileLang's other way to specialize warp groups (its MLA programs): `if`s on the thread
+    index around tile work, a producer storing elements itself with thread-relative indices and
+    arriving with T.cp_async_barrier_noinc; three warp groups."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             D: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=384) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C0 = T.alloc_fragment((bm, bn), "float32")
+            C1 = T.alloc_fragment((bm, bn), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(256)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.set_max_nreg(240, 1)
+                T.clear(C0)
+                for ko in T.serial(T.ceildiv(K, bk)):
+                    T.barrier_wait(full, ko % 2)
+                    T.gemm(A_s, B_s, C0)
+                    T.barrier_arrive(empty)
+                T.copy(C0, C[by * bm, bx * bn])
+            elif tx >= 128 and tx < 256:
+                T.set_max_nreg(240, 1)
+                T.clear(C1)
+                for ko in T.serial(T.ceildiv(K, bk)):
+                    T.barrier_wait(full, ko % 2)
+                    T.gemm(A_s, B_s, C1)
+                    for i, j in T.Parallel(bm, bn):
+                        C1[i, j] = C1[i, j] * 0.5
+                    T.barrier_arrive(empty)
+                T.copy(C1, D[by * bm, bx * bn])
+            else:
+                T.set_max_nreg(40, 0)
+                for ko in T.serial(T.ceildiv(K, bk)):
+                    T.barrier_wait(empty, (ko + 1) % 2)
+                    for r in T.serial(bm // 16):
+                        for v in T.vectorized(8):
+                            A_s[r * 16 + (tx - 256) // 8, (tx - 256) % 8 * 8 + v] = A[
+                                by * bm + r * 16 + (tx - 256) // 8, ko * bk + (tx - 256) % 8 * 8 + v]
+                            B_s[r * 16 + (tx - 256) // 8, (tx - 256) % 8 * 8 + v] = B[
+                                ko * bk + r * 16 + (tx - 256) // 8, bx * bn + (tx - 256) % 8 * 8 + v]
+                    T.cp_async_barrier_noinc(full)
+    return main
+
+
+def test_thread_index_ifs_become_warp_group_branches():
+    k = tilelang.compile(roles_by_thread_index(128, 128, 256), out_idx=[2, 3], target=SM90)
+    src = k.get_kernel_source()
+    assert {(lo, hi) for lo, hi, _ in _branches(src)} == {(0, 128), (128, 256), (256, 384)}
+    assert src.count("tc::gemm_ss_sm90<64, 64, 64, 1,") == 2, "each consumer's gemm on its own warp group"
+    assert "__syncthreads" not in "".join(body for _, _, body in _branches(src))
+    assert src.count("tc::mbar_arrive(") == 3   # the noinc arrival included
+    assert "__launch_bounds__(384, 1)" in src
+
+
+def test_unaligned_thread_index_if_stays_an_if():
+    # `tx < 64` is not a warp-group boundary: an ordinary branch (T.sync_threads(3, 64) inside)
+    import test_named_barrier
+    src = tilelang.compile(test_named_barrier.prefix_sum_first_warps(), out_idx=[-1], target=SM90).get_kernel_source()
+    assert "tc_tid >= 0 && tc_tid < 64" not in src and "tc::named_barrier_sync<3, 64>()" in src
+
+
+def test_small_shared_buffers_fill_the_gaps_between_wgmma_tiles():
+    # mbarriers and row vectors keep 128-byte alignment next to 1024-aligned wgmma tiles
+    k = _compile(gemm_two_barriers, 256, 256, 256, 128, 128, 64, 0, 1)
+    offs = re.findall(r"reinterpret_cast<tc::uint64_t\*>\(tc_smem \+ (\d+)\)", k.get_kernel_source())
+    assert sorted(int(o) for o in offs) == [0, 128]
+
+
+@pytest.mark.parametrize("factory,args", [(gemm_two_barriers, (256, 256, 256, 128, 128, 64, 1, 0)),
+                                          (gemm_barrier_ring, (256, 256, 256, 128, 128, 64)),
+                                          (gemm_split_n, (256, 256, 256, 128, 128, 64))])
+def test_branches_compile_for_sm80_on_mma_sync(factory, args):
+    src = _compile(factory, *args, target=SM80).get_kernel_source()
+    assert "tc::gemm_ss<" in src and "gemm_ss_sm90" not in src
+    for _, _, body in _branches(src):
+        assert "__syncthreads" not in body
+
+
+def test_no_block_barrier_between_role_branches():
+    """Roles that run whole loops in their branches: a block barrier between two branches would
+    never be reached by every thread (the first role waits for the second's arrivals).  The
+    barrier the whole block's copy before them needs goes before the first branch."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((128, 64), "float16"), A: T.Tensor((64, 64), "float16"), Y: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            Q = T.alloc_shared((64, 64), "float16")
+            K_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(128)
+            T.copy(A, Q)                      # the whole block; only the producer reads Q
+            with T.ws(0):
+                T.clear(acc)
+                for k in T.serial(2):
+                    T.barrier_wait(full, k % 2)
+                    T.gemm(K_s, B_s, acc)
+                    T.barrier_arrive(empty)
+                T.copy(acc, Y[0:64, :])
+            with T.ws(1):
+                for k in T.serial(2):
+                    T.barrier_wait(empty, (k + 1) % 2)
+                    T.copy(X[k * 64:(k + 1) * 64, :], K_s)
+                    T.copy(Q, B_s)
+                    T.barrier_arrive(full)
+    src = tilelang.compile(main, out_idx=[2], target=SM90).get_kernel_source()
+    first, second = src.index("// T.ws(0,)"), src.index("// T.ws(1,)")
+    between = src[first:second]
+    depth_zero_sync = [ln for ln in between.splitlines() if ln.startswith("  __syncthreads")]
+    assert not depth_zero_sync, "no block barrier between the two role branches"
+    assert "__syncthreads" in src[:first], "the block's copy of Q is fenced before the branches"

@@ -27,3 +27,18 @@ def test_roles_gemm_with_setmaxnreg_on_gpu(M, N, K):
     b = torch.randn(K, N, dtype=torch.float16, device="cuda")
     c = k(a, b)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+def test_thread_index_roles_on_gpu():
+    """Three warp groups by `if tx ...`: two consumers (C = A @ B, D = (A @ B) / 2) fed by a
+    producer that stores elements itself and arrives with T.cp_async_barrier_noinc."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cuda"))
+    from test_hopper_manual_sass import roles_by_thread_index
+    M, N, K = 192, 256, 320
+    k = tilelang.compile(roles_by_thread_index(M, N, K), out_idx=[2, 3], target="cuda")
+    a = torch.randn(M, K, dtype=torch.float16, device="cuda")
+    b = torch.randn(K, N, dtype=torch.float16, device="cuda")
+    c, d = k(a, b)
+    ref = a.float() @ b.float()
+    torch.testing.assert_close(c.float(), ref, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(d.float(), ref / 2, rtol=1e-2, atol=1e-2)

@@ -143,7 +143,7 @@ class CudaPrinter(CPrinter):
         """`T.ws(g0, ...)`: the threads of warp groups g0.. (contiguous, transform/warp_groups.py);
         a barrier inside is a named barrier of those threads (id 2 + g0: 0 is __syncthreads, 1
         the automatic warp specialization's consumer barrier)."""
-        lo, hi = 128 * s.groups[0], 128 * (s.groups[-1] + 1)
+        lo, hi = 128 * s.groups[0], min(128 * (s.groups[-1] + 1), self.kernel.num_threads)
         self.doc.line(f"if (tc_tid >= {lo} && tc_tid < {hi}) {{  // T.ws{tuple(s.groups)}")
         self.doc.indent()
         outer, self.group_barrier = self.group_barrier, I.NamedBarrierSync(2 + s.groups[0], hi - lo)

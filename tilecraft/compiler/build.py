@@ -67,6 +67,9 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     ir_text = func.script()
     from ..transform.lower_manual_sync_cpu import warn_register_hints
     warn_register_hints(func, target)  # before the cache: a cached kernel warns too
+    if target.kind == "cuda" and env.cuda_compiler() == "nvrtc" and configs.device_compile_flags:
+        from .nvrtc_flags import nvrtc_flags
+        nvrtc_flags(configs.device_compile_flags)   # likewise: the nvcc-only flags NVRTC drops
     from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
     post = (postproc_token(),) if target.kind == "cuda" and postproc_token() else ()
     key = kernel_cache_key(ir_text, target, {"options": configs.cache_token(), "postproc": post})

@@ -51,7 +51,11 @@ def cuda_options(configs: dict | None, compiler: str) -> tuple[bool, list[str]]:
     flags = ["--dopt=on"] if compiler == "nvrtc" else []  # nvcc gets -O3 from compile_cuda_nvcc
     for flag in ptxas:
         flags += ["-Xptxas", flag]
-    return fast_math, flags + list(opts.device_compile_flags)
+    user = list(opts.device_compile_flags)
+    if compiler == "nvrtc":  # nvcc spellings NVRTC rejects: translated or dropped with a warning
+        from .nvrtc_flags import nvrtc_flags
+        user = nvrtc_flags(user)
+    return fast_math, flags + user
 
 
 def compile_cuda(source: str, target, configs: dict | None = None, *, name: str = "kernel.cu") -> bytes:

@@ -104,7 +104,6 @@ def _unsupported(name, why):
 
 
 _HOPPER = "a manual Hopper construct (TMA copies and wgmma issued by hand)"
-cp_async_barrier_noinc = _unsupported("cp_async_barrier_noinc", _HOPPER)
 tma_copy = _unsupported("tma_copy", _HOPPER)
 wgmma_gemm = _unsupported("wgmma_gemm", _HOPPER)
 

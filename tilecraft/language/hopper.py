@@ -13,7 +13,7 @@ compiler's own warp specialization from moving registers (it is `T.no_set_max_nr
 from __future__ import annotations
 
 from ..ir import Alloc, Annotate, Buffer, Expr, Load, Ref, as_expr, dtype as dt
-from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
 from .builder import error, require_kernel
 
 MAX_ARRIVALS = (1 << 20) - 1  # the CPU simulation's field width (tilecraft_cpu.h); the hardware allows 2^20 - 1 too
@@ -80,6 +80,15 @@ def mbarrier_arrive(mbarrier):
     b.emit(BarrierArrive(_barrier_ref("T.mbarrier_arrive", mbarrier), span=b.span))
 
 
+def cp_async_barrier_noinc(barrier_id):
+    """`T.cp_async_barrier_noinc(bar)`: this thread arrives on `bar` once its earlier asynchronous
+    copies have landed (PTX cp.async.mbarrier.arrive.noinc: the arrival counts toward the expected
+    ones).  tilecraft's copies and element stores have landed when the next statement starts, so
+    this is the thread's arrival now: T.barrier_arrive."""
+    b = require_kernel("T.cp_async_barrier_noinc")
+    b.emit(BarrierArrive(_barrier_ref("T.cp_async_barrier_noinc", barrier_id), span=b.span))
+
+
 def mbarrier_wait_parity(mbarrier, parity):
     """`T.mbarrier_wait_parity(bars[i], parity)`: the same as T.barrier_wait."""
     b = require_kernel("T.mbarrier_wait_parity")
@@ -110,11 +119,6 @@ def ws(*warp_group_idx):
             groups.append(x)
     if not groups:
         raise error("T.ws(): name at least one warp group (thread index // 128)")
-    threads = 1
-    for t in b.kernel.spec.threads:
-        threads *= t
-    if threads % WARP_GROUP:
-        raise error(f"T.ws: the block has {threads} threads, not whole warp groups of {WARP_GROUP}")
     return WarpGroups(tuple(sorted(set(groups))), b.span)
 
 

@@ -8,7 +8,7 @@ inside the buffer.  Global tensors are exempt: their ragged edges are guarded la
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Binary, For, If, Kernel, Let, Load, Store, Var, Visitor, binary, const
+from ..ir import Binary, Cast, Const, For, If, Kernel, Let, Load, Store, Var, Visitor, binary, const
 from ..ir.analysis import INF, bounds, linear
 from ..ir.func import PrimFunc
 from ..ir.tileop import TileOp
@@ -18,20 +18,36 @@ class _Check(Visitor):
     def __init__(self):
         self.env = {}
         self.span = None
+        self.kernel = None
         self.guards: list = []  # (var, U): inside `if var < U:` (var <= U - 1), innermost last
 
+    def visit_Kernel(self, k: Kernel):
+        self.kernel = k
+        for v, g in zip(k.block_vars, k.grid):
+            self.env[v] = (0, bounds(g, self.env)[1] - 1)
+        for v, t in zip(k.thread_vars, k.threads):
+            self.env[v] = (0, t - 1)
+        Visitor.generic(self, k)
+
     def visit_If(self, s: If):
+        """Inside a branch, the variables its condition bounds are bounded (`if tx >= 256:` ...
+        `s[(tx - 256) // 8]`): comparisons of a variable with a constant, joined by `and`."""
         self.visit(s.cond)
-        pushed = _upper_guards(s.cond)
-        self.guards += pushed
-        self.visit(s.then)
-        del self.guards[len(self.guards) - len(pushed):]
-        if s.orelse is not None:
-            self.visit(s.orelse)
+        for branch, truth in ((s.then, True), (s.orelse, False)):
+            if branch is None:
+                continue
+            saved = dict(self.env)
+            _narrow(self.env, s.cond, truth)
+            pushed = _upper_guards(s.cond) if truth else []
+            self.guards += pushed
+            self.visit(branch)
+            del self.guards[len(self.guards) - len(pushed):]
+            self.env = saved
 
     def _guarded_hi(self, idx, hi):
-        """A tighter upper bound of `idx` from the enclosing `if x < U` guards: with idx = c*x + rest
-        (c > 0), idx <= c*(U - 1) + rest, whose terms may cancel (`if tx < R - off: s[tx + off]`)."""
+        """A tighter upper bound of `idx` from the enclosing `if x < U` guards with U an expression:
+        with idx = c*x + rest (c > 0), idx <= c*(U - 1) + rest, whose terms may cancel
+        (`if tx < R - off: s[tx + off]`, TileLang's top-k selector)."""
         li = linear(idx)
         if li is None:
             return hi
@@ -50,12 +66,15 @@ class _Check(Visitor):
             hi = min(hi, bounds(e, self.env)[1])
         return hi
 
-    def visit_Kernel(self, k: Kernel):
-        for v, g in zip(k.block_vars, k.grid):
-            self.env[v] = (0, bounds(g, self.env)[1] - 1)
-        for v, t in zip(k.thread_vars, k.threads):
-            self.env[v] = (0, t - 1)
-        Visitor.generic(self, k)
+    def visit_WarpGroupScope(self, s):
+        """`with T.ws(g):` -- the flat thread index is in the branch's warp groups."""
+        saved = dict(self.env)
+        x = self.kernel.thread_vars[0] if self.kernel is not None and self.kernel.thread_vars else None
+        if x is not None and tuple(self.kernel.threads[1:]) in ((), (1,), (1, 1)):
+            lo, hi = self.env[x]
+            self.env[x] = (max(lo, 128 * s.groups[0]), min(hi, 128 * (s.groups[-1] + 1) - 1))
+        self.visit(s.body)
+        self.env = saved
 
     def visit_For(self, f: For):
         lo, hi = bounds(f.start, self.env)
@@ -107,6 +126,8 @@ class _Check(Visitor):
 
 def _upper_guards(cond) -> list:
     """(var, U) for each conjunct `var < U` / `var <= U` / `U > var` / `U >= var` of an if's condition."""
+    while isinstance(cond, Cast):
+        cond = cond.value
     if isinstance(cond, Binary) and cond.op in ("and", "&") and cond.dtype.is_bool:
         return _upper_guards(cond.a) + _upper_guards(cond.b)
     if not isinstance(cond, Binary):
@@ -119,6 +140,60 @@ def _upper_guards(cond) -> list:
     if op == "<=" and isinstance(a, Var) and a.dtype.is_int:
         return [(a, binary("+", b, 1))]
     return []
+
+
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _narrow(env: dict, cond, truth: bool) -> None:
+    """Tighten `env` with what `cond` being `truth` says about single variables."""
+    while isinstance(cond, Cast):
+        cond = cond.value
+    if not isinstance(cond, Binary):
+        return
+    if (cond.op == "and" and truth) or (cond.op == "or" and not truth):
+        _narrow(env, cond.a, truth)
+        _narrow(env, cond.b, truth)
+        return
+    if cond.op in ("and", "or"):   # `elif`: not (a and b) with a known to hold says not b
+        for known, other in ((cond.a, cond.b), (cond.b, cond.a)):
+            if _holds(env, known, cond.op == "and"):
+                _narrow(env, other, truth)
+                return
+        return
+    op, v, c = cond.op, cond.a, cond.b
+    if isinstance(v, Const) and isinstance(c, Var):
+        op, v, c = _FLIP.get(op, op), c, v
+    if op not in _NEGATE or not isinstance(v, Var) or v not in env or not isinstance(c, Const):
+        return
+    op = op if truth else _NEGATE[op]
+    k = int(c.value) if float(c.value).is_integer() else None
+    if k is None:
+        return
+    lo, hi = env[v]
+    new = {"<": (lo, min(hi, k - 1)), "<=": (lo, min(hi, k)), ">": (max(lo, k + 1), hi),
+           ">=": (max(lo, k), hi), "==": (max(lo, k), min(hi, k))}.get(op)
+    if new is not None and new[0] <= new[1]:
+        env[v] = new
+
+
+def _holds(env: dict, cond, truth: bool) -> bool:
+    """Whether `cond` is provably `truth` under `env` (a comparison of a variable with a constant)."""
+    while isinstance(cond, Cast):
+        cond = cond.value
+    if not isinstance(cond, Binary) or cond.op not in _NEGATE:
+        return False
+    v = cond.a if isinstance(cond.a, Var) else cond.b
+    if not isinstance(v, Var) or v not in env:
+        return False
+    op, c = (cond.op, cond.b) if v is cond.a else (_FLIP[cond.op], cond.a)
+    if not isinstance(c, Const):
+        return False
+    op = op if truth else _NEGATE[op]
+    k, (lo, hi) = c.value, env[v]
+    return {"<": hi < k, "<=": hi <= k, ">": lo > k, ">=": lo >= k, "==": lo == hi == k,
+            "!=": k < lo or k > hi}[op]
 
 
 def check_regions(func: PrimFunc, target) -> PrimFunc:

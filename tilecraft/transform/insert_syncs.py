@@ -8,6 +8,12 @@ iteration) whose accesses would conflict with the next iteration's.
 Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
 only a little time.
 
+Inside a `T.ws` branch (ir/hopper.py) a `Sync` is a barrier of the branch's threads (the printer
+makes it a named barrier).  The program orders its branches against each other with its own
+mbarriers, so accesses in one branch are not checked against another's; statements of the whole
+block are checked against everything, and a branch against the whole block's statements (the
+barrier then goes before the branch, where every thread passes).
+
 Device intrinsics are read through their declared effects (ir/intrinsics), never their names: a
 pointer operand declared as written (or updated atomically) in shared memory is a write, one
 declared as read a read; mbarrier operands are synchronisation objects, not data; and every
@@ -113,7 +119,7 @@ class _State:
 
 def _block(stmts, state: _State, in_loop: bool = False) -> list:
     out = []
-    for s in stmts:
+    for i, s in enumerate(stmts):
         if isinstance(s, Sync):
             state.clear()
             out.append(s)
@@ -154,10 +160,20 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
             # first when the same warp groups may have used shared memory since the last block
             # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
             # is over before this branch writes or reads
+            # A block barrier goes before the first of consecutive branches, never between two:
+            # warp groups that each run their whole role in a branch (waiting on mbarriers the
+            # others fill) would never all reach one placed between them.
+            run = stmts[i:]
+            run = run[:next((j for j, x in enumerate(run) if not isinstance(x, WarpGroupScope)), len(run))]
+            if i == 0 or not isinstance(stmts[i - 1], WarpGroupScope):
+                rr, ww = set(), set()
+                for x in run:
+                    xr, xw = _access(x)
+                    rr, ww = rr | xr, ww | xw
+                if state.conflicts_outside(rr, ww):
+                    out.append(Sync())
+                    state.clear()
             r, w = _access(s)
-            if state.conflicts_outside(r, w):
-                out.append(Sync())
-                state.clear()
             body = _block(_stmts(s.body), _State())
             if (r or w) and (in_loop or s.groups in state.branches):
                 body = [Sync()] + body

@@ -73,7 +73,7 @@ class _Lower(Mutator):
     def visit_WarpGroupScope(self, s):
         """A `T.ws` branch: its tile ops are spread over its own threads (transform/warp_groups.py)."""
         outer = self.ctx
-        self.ctx = outer.for_threads(scope_threads(s), scope_base(s))
+        self.ctx = outer.for_threads(scope_threads(s, outer.kernel.num_threads), scope_base(s))
         try:
             return Mutator.generic(self, s)
         finally:

@@ -16,8 +16,9 @@ automatic pipelining and warp specialization leave it as written.
   from lower_manual_sync_cpu.warn_register_hints at build time), as is
   `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
   to read (it then moves no registers).
-Branches are checked here, where the user's line is still at hand: their warp groups must exist
-in the block and be contiguous (warp_groups.check_scope).
+An `if` on the thread index around tile work (`if tx < 128:`) becomes such a branch too
+(thread_range_branches.py).  Branches are checked here, where the user's line is still at hand:
+their warp groups must exist in the block and be contiguous (warp_groups.check_scope).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ..ir import intrinsics as I
 from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
 from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from .thread_range_branches import as_branches, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
 _CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope)
@@ -42,11 +44,24 @@ class _Lower(Mutator):
 
     def visit_Kernel(self, k: Kernel):
         from ..ir import collect
-        if not collect(k.body, lambda n: isinstance(n, _CONSTRUCTS)):
-            return Mutator.generic(self, k)  # only the register hint, if anything
         self.block_threads = k.num_threads
+        self.tids = thread_aliases(k)
+        self.branches = 0
         body = Mutator.generic(self, k).body
+        if not self.branches and not collect(k.body, lambda n: isinstance(n, _CONSTRUCTS)):
+            return replace(k, body=body)  # only the register hint, if anything
         return replace(k, body=seq(Annotate(MANUAL, True, span=k.span), body))
+
+    def visit_If(self, s: If):
+        """`if tx < 128:` around tile work: a warp-group branch (thread_range_branches.py)."""
+        out = as_branches(s, self.tids, self.block_threads, self.visit)
+        if out is None:
+            return Mutator.generic(self, s)
+        from ..ir import collect
+        for scope in collect(out, lambda n: isinstance(n, WarpGroupScope)):
+            check_scope(scope, self.block_threads)
+        self.branches += 1
+        return out
 
     def visit_WarpGroupScope(self, s: WarpGroupScope):
         check_scope(s, self.block_threads)

@@ -2,7 +2,7 @@
 
 Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the lowering state's
 `smem_offsets` maps each shared buffer to its byte offset (128-byte aligned, which TMA and
-16-byte vector accesses need; 1024 with wgmma tiles) and `smem_bytes` is the total.
+16-byte vector accesses need; 1024 for wgmma tiles) and `smem_bytes` is the total.
 
 Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
 statements that touch the buffer (a loop counts as one statement, so everything a loop body uses
@@ -58,16 +58,18 @@ def _lifetimes(k: Kernel, bufs) -> dict:
 
 
 def _place(bufs, life, align=ALIGN) -> tuple[dict, int]:
+    """`align`: one alignment for every buffer, or a function giving each buffer's."""
+    align_of = align if callable(align) else (lambda b: align)
     placed = []  # (offset, end offset, first, last)
     offsets, top = {}, 0
     for b in sorted(bufs, key=lambda b: (life[b][0], -b.nbytes)):
         lo, hi = life[b]
         busy = sorted((o, e) for o, e, f, l in placed if not (l < lo or f > hi))
-        off = 0
+        off, a = 0, align_of(b)
         for o, e in busy:
             if off + b.nbytes <= o:
                 break
-            off = max(off, -(-e // align) * align)
+            off = max(off, -(-e // a) * a)
         offsets[b] = off
         placed.append((off, off + b.nbytes, lo, hi))
         top = max(top, off + b.nbytes)
@@ -81,8 +83,10 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         for a in collect(k.body, lambda n: isinstance(n, Alloc)):
             if a.buffer.scope == "shared" and a.buffer not in bufs:
                 bufs.append(a.buffer)
-        # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels
-        align = 1024 if any(func.lowering.smem_layouts.get(b) == SWIZZLE_SM90 for b in bufs) else ALIGN
+        # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels;
+        # the other buffers (row vectors, mbarriers) keep 128 and so fill the gaps between tiles
+        def align(b, layouts=func.lowering.smem_layouts):
+            return 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN
         offs, size = _place(bufs, _lifetimes(k, bufs), align)
         offsets.update(offs)
         total = max(total, size)

@@ -26,6 +26,7 @@ from ..ir import Alloc, Buffer, Copy, Gemm, Mutator, Region, const, seq
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaRSPlan
 from ..layout.fragment import mma_accumulator_layout
+from .warp_groups import scope_threads
 
 
 def reads_from_registers(g: Gemm, layouts: dict, threads: int) -> bool:
@@ -49,6 +50,14 @@ class _Stage(Mutator):
         outer, self.threads = self.threads, k.num_threads
         try:
             return Mutator.generic(self, k)
+        finally:
+            self.threads = outer
+
+    def visit_WarpGroupScope(self, s):
+        """A `T.ws` branch: its gemms run on its own threads (transform/warp_groups.py)."""
+        outer, self.threads = self.threads, scope_threads(s, self.threads)
+        try:
+            return Mutator.generic(self, s)
         finally:
             self.threads = outer
 

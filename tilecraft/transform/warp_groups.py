@@ -24,8 +24,9 @@ def is_manual(node) -> bool:
                 or collect(node, lambda n: isinstance(n, WarpGroupScope)))
 
 
-def scope_threads(s: WarpGroupScope) -> int:
-    return WARP_GROUP * len(s.groups)
+def scope_threads(s: WarpGroupScope, block_threads: int) -> int:
+    """The branch's thread count (the block's last warp group may be partial: 64 threads, say)."""
+    return s.threads_in(block_threads)
 
 
 def scope_base(s: WarpGroupScope) -> int:
@@ -38,7 +39,7 @@ def check_scope(s: WarpGroupScope, block_threads: int) -> None:
     their count, so that the tensor-core gemms of the header library, which number warp groups
     from threadIdx.x / 128 modulo their own count, see them in order."""
     g = s.groups
-    n_groups = block_threads // WARP_GROUP
+    n_groups = -(-block_threads // WARP_GROUP)
     if g[-1] >= n_groups:
         raise TilecraftError(f"T.ws{tuple(g)}: the block has {block_threads} threads, warp groups 0..{n_groups - 1}; "
                              f"warp group {g[-1]} has no threads (CUDA target)", s.span)
@@ -92,7 +93,7 @@ def thread_contexts(k: Kernel) -> list:
     out = [(k, outside)]
     for groups, ss in by_groups.items():
         mine = [allocs[b] for b in allocs if owner.get(b) == groups]
-        sub = replace(k, threads=(WARP_GROUP * len(groups), 1, 1))
+        sub = replace(k, threads=(WarpGroupScope(groups, seq()).threads_in(k.num_threads), 1, 1))
         out.append((sub, seq(*mine, *[s.body for s in ss])))
     return out
 

@@ -1,0 +1,90 @@
+"""`if tx < 128: ... elif tx < 256: ... else: ...` as warp-group branches (CUDA targets).
+
+TileLang programs specialize warp groups by hand with `T.ws(g)` or with `if`s on the thread index
+(`tx = T.get_thread_binding()`); TileLang bounds each branch's threads from its condition, and tile
+ops inside are spread over those threads only.  Here such an `if` becomes the `WarpGroupScope` of
+`T.ws` (ir/hopper.py): when its condition bounds the (1-D) thread index to whole warp groups
+(comparisons with multiples of 128, joined by `and`) and its branch holds tile work (tile ops,
+T.Parallel loops, T.set_max_nreg).  An `else` becomes the branch of the remaining threads when they
+are contiguous, an `elif` chain a branch per condition (each thread runs one branch of the chain,
+so their order does not matter).  Anything else stays an ordinary `if`.
+"""
+from __future__ import annotations
+
+from ..ir import Binary, Cast, Const, For, If, Let, Var, collect, seq
+from ..ir.hopper import WARP_GROUP, SetMaxNreg, WarpGroupScope
+from ..ir.tileop import TileOp
+
+
+def thread_aliases(k) -> set:
+    """The kernel's x thread index and the lets bound to it (`tx = T.get_thread_binding()`), when
+    the block is one-dimensional (so threadIdx.x is the flat index); else empty."""
+    if tuple(k.threads[1:]) not in ((), (1,), (1, 1)) or not k.thread_vars:
+        return set()
+    names = {k.thread_vars[0]}
+    for s in collect(k.body, lambda n: isinstance(n, Let)):
+        if isinstance(s.value, Var) and s.value in names:
+            names.add(s.var)
+    return names
+
+
+def _interval(cond, tids, block) -> tuple | None:
+    """[lo, hi) of the thread indices for which `cond` holds, or None when it is not such a bound."""
+    while isinstance(cond, Cast):
+        cond = cond.value
+    if not isinstance(cond, Binary):
+        return None
+    if cond.op == "and":
+        a, b = _interval(cond.a, tids, block), _interval(cond.b, tids, block)
+        return None if a is None or b is None else (max(a[0], b[0]), min(a[1], b[1]))
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    op, x, c = cond.op, cond.a, cond.b
+    if isinstance(x, Const) and isinstance(c, Var) and op in flip:
+        op, x, c = flip[op], c, x
+    if op not in flip or not (isinstance(x, Var) and x in tids and isinstance(c, Const)):
+        return None
+    v = int(c.value)
+    return {"<": (0, v), "<=": (0, v + 1), ">": (v + 1, block), ">=": (v, block)}[op]
+
+
+def _groups(lo, hi, block) -> tuple | None:
+    lo, hi = max(lo, 0), min(hi, block)
+    if lo >= hi or lo % WARP_GROUP or (hi % WARP_GROUP and hi != block):
+        return None
+    return tuple(range(lo // WARP_GROUP, -(-hi // WARP_GROUP)))
+
+
+def _has_tile_work(node) -> bool:
+    return bool(collect(node, lambda n: isinstance(n, (TileOp, SetMaxNreg))
+                        or (isinstance(n, For) and n.kind == "parallel")))
+
+
+def as_branches(s: If, tids, block, visit, reach=None):
+    """The statement replacing `s` (its branches visited by `visit`), or None to keep the `if`.
+    `reach`: the thread indices [lo, hi) that get to `s` (an `elif` is reached by the threads the
+    conditions before it left)."""
+    if not tids or not _has_tile_work(s):
+        return None
+    reach = reach or (0, block)
+    iv = _interval(s.cond, tids, block)
+    if iv is None:
+        return None
+    lo, hi = max(iv[0], reach[0]), min(iv[1], reach[1])
+    groups = _groups(lo, hi, block)
+    if groups is None:
+        return None
+    first = WarpGroupScope(groups, visit(s.then), span=s.span)
+    if s.orelse is None:
+        return first
+    left = (hi, reach[1]) if lo <= reach[0] else (reach[0], lo) if hi >= reach[1] else None
+    if left is None:
+        return None
+    rest = s.orelse
+    if isinstance(rest, If):
+        other = as_branches(rest, tids, block, visit, left)
+        if other is not None:
+            return seq(first, other)
+    remaining = _groups(left[0], left[1], block)
+    if remaining is None:
+        return None
+    return seq(first, WarpGroupScope(remaining, visit(rest), span=rest.span or s.span))
