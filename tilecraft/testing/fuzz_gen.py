@@ -15,7 +15,11 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
 - ``gemm``: pipelined GEMMs with transposes, odd M/N/K, float16 / bfloat16 / float32 inputs,
   float32 or 16-bit accumulators, every warp policy, optionally a dynamic M or K;
 - ``atomic``: row sums added atomically into a vector, or whole tiles added into a shared
-  output region by every column block.
+  output region by every column block;
+- ``chain``: two GEMMs in a row (FlashAttention's shape): S = A·B, an element-wise P = f(S, v[j])
+  in one or two T.Parallel nests, then P·Dᵀ or P·Bᵀ -- the second gemm takes its A operand from
+  registers and may read the first gemm's shared tile again, so wgmma and mma.sync paths meet on
+  one tile (the kernels where a wrong dK was found, 2026-11-30).
 
 Variable names (parameters, buffers, loop variables, block indices, symbols) are drawn from
 `NAMES`, a small pool of names C, CUDA or the printers already use: name collisions in the
@@ -34,7 +38,7 @@ NAMES = ("k", "n", "m", "i", "j", "i1", "i2", "r", "e9", "tid", "int", "float", 
          "tc_args", "tc_dims", "tc_entry", "threadIdx", "blockIdx", "blockDim", "acc", "red1", "x",
          "main", "C_local", "bx", "by", "kernel", "auto", "new", "delete", "template", "signed", "ko")
 KINDS = ("ewise", "ewise", "reduce", "reduce", "rowwise", "rowwise", "cumsum", "copy", "copy", "gemm", "gemm",
-         "atomic")
+         "atomic", "chain")
 TILE = (8, 16, 32, 64)
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -158,5 +162,18 @@ def _gen_rowwise(rng, s):
                                              rng.randint(1, 3)))
 
 
-GEN = {"rowwise": _gen_rowwise, "ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
+def _gen_chain(rng, s):
+    s["names"] = rng.sample(NAMES, 15)
+    s["dab"] = rng.choice(("float16", "bfloat16"))
+    s["bm"] = rng.choice((64, 64, 128))
+    s["threads"] = 128 * rng.choice((1, s["bm"] // 64))
+    s["bk"], s["bn"] = rng.choice((16, 32, 64)), rng.choice((16, 32, 64, 128))
+    s["bd"] = rng.choice((16, 32, 64, 128))
+    s["M"] = _size(rng, s["bm"])
+    s["share"] = rng.random() < 0.5      # the second gemm reads B's shared tile (transposed) again
+    s["nests"] = rng.choice((1, 2))       # two nests: P is no plain element-wise image of S
+    s["scale"] = rng.choice((0.5, 0.125, 1.0, -0.25))
+
+
+GEN = {"chain": _gen_chain, "rowwise": _gen_rowwise, "ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
        "gemm": _gen_gemm, "atomic": _gen_atomic}

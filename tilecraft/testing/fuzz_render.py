@@ -304,6 +304,63 @@ def _render_gemm(sp, s):
     return {"outputs": [2], "globals": glob, "dtypes": {sp["dab"], sp["dacc"], sp["dc"]}}
 
 
+def _render_chain(sp, s):
+    A, B, V, D, E, As, Bs, Vs, Ds, S, P, Ef, bx, i, j = _names(sp, *"A B V D E As Bs Vs Ds S P Ef bx i j".split())
+    bm, bk, bn, bd, M, d, sc = sp["bm"], sp["bk"], sp["bn"], sp["bd"], sp["M"], sp["dab"], sp["scale"]
+    en = bk if sp["share"] else bd
+    dparam = "" if sp["share"] else f"{D}: T.Tensor(({bn}, {bd}), \"{d}\"), "
+    s(0, "@T.prim_func")
+    s(0, f"def {sp['name']}({A}: T.Tensor(({M}, {bk}), \"{d}\"), {B}: T.Tensor(({bk}, {bn}), \"{d}\"), "
+         f"{V}: T.Tensor(({bn},), \"float32\"), {dparam}{E}: T.Tensor(({M}, {en}), \"float32\")):")
+    s(1, f"with T.Kernel(T.ceildiv({M}, {bm}), threads={sp['threads']}) as {bx}:")
+    s(2, f"{As} = T.alloc_shared(({bm}, {bk}), \"{d}\")")
+    s(2, f"{Bs} = T.alloc_shared(({bk}, {bn}), \"{d}\")")
+    s(2, f"{Vs} = T.alloc_shared(({bn},), \"float32\")")
+    if not sp["share"]:
+        s(2, f"{Ds} = T.alloc_shared(({bn}, {bd}), \"{d}\")")
+    s(2, f"{S} = T.alloc_fragment(({bm}, {bn}), \"float32\")")
+    s(2, f"{P} = T.alloc_fragment(({bm}, {bn}), \"{d}\")")
+    s(2, f"{Ef} = T.alloc_fragment(({bm}, {en}), \"float32\")")
+    s(2, f"T.copy({A}[{bx} * {bm}, 0], {As})")
+    s(2, f"T.copy({B}, {Bs})")
+    s(2, f"T.copy({V}, {Vs})")
+    if not sp["share"]:
+        s(2, f"T.copy({D}, {Ds})")
+    s(2, f"T.clear({S})")
+    s(2, f"T.gemm({As}, {Bs}, {S})")
+    s(2, f"for {i}, {j} in T.Parallel({bm}, {bn}):")
+    if sp["nests"] == 1:
+        s(3, f"{P}[{i}, {j}] = {S}[{i}, {j}] * {sc} + {Vs}[{j}]")
+    else:
+        s(3, f"{P}[{i}, {j}] = {S}[{i}, {j}] * {sc}")
+        s(2, f"for {i}, {j} in T.Parallel({bm}, {bn}):")
+        s(3, f"{P}[{i}, {j}] = {P}[{i}, {j}] + {Vs}[{j}]")
+    s(2, f"T.clear({Ef})")
+    s(2, f"T.gemm({P}, {Bs}, {Ef}, transpose_B=True)" if sp["share"] else f"T.gemm({P}, {Ds}, {Ef})")
+    s(2, f"T.copy({Ef}, {E}[{bx} * {bm}, 0])")
+    s(0, "")
+    s(0, "")
+    s(0, "def fz_inputs(g):")
+    ins = [f"rand(({M}, {bk}), {_t(d)}, g)", f"rand(({bk}, {bn}), {_t(d)}, g)", f"rand(({bn},), torch.float32, g)"]
+    if not sp["share"]:
+        ins.append(f"rand(({bn}, {bd}), {_t(d)}, g)")
+    ins.append(f"rand(({M}, {en}), torch.float32, g)")
+    s(1, f"return [{', '.join(ins)}]")
+    s(0, "")
+    s(0, "")
+    args = "A, B, V, E" if sp["share"] else "A, B, V, D, E"
+    s(0, f"def fz_reference({args}):")
+    s(1, "s = A.float() @ B.float()")
+    if sp["nests"] == 1:
+        s(1, f"p = (s * {sc} + V).to({_t(d)})")
+    else:
+        s(1, f"p = ((s * {sc}).to({_t(d)}).float() + V).to({_t(d)})")
+    s(1, "e = p.float() @ " + ("B.float().T" if sp["share"] else "D.float()"))
+    out = 3 if sp["share"] else 4
+    s(1, f"return {{{out}: e}}")
+    return {"outputs": [out], "dtypes": {d, "float32"}}
+
+
 def _render_atomic(sp, s):
     X, O, Xf, Rf, bx, by, i = _names(sp, *"X O Xf Rf bx by i".split())
     bm, bn, M, N, d = sp["bm"], sp["bn"], sp["M"], sp["N"], sp["dx"]
@@ -372,4 +429,4 @@ def _render_rowwise(sp, s):
 
 
 RENDER = {"rowwise": _render_rowwise, "ewise": _render_ewise, "reduce": _render_reduce, "cumsum": _render_cumsum, "copy": _render_copy,
-          "gemm": _render_gemm, "atomic": _render_atomic}
+          "gemm": _render_gemm, "atomic": _render_atomic, "chain": _render_chain}

@@ -1,0 +1,26 @@
+"""The fuzzer's `chain` kind (two gemms in a row, FlashAttention's shape) reaches both Hopper
+combinations that met on one shared tile when a wrong dK was found (2026-11-30): wgmma beside an
+mma.sync gemm, and wgmma with A from registers; each program matches torch on the CPU target."""
+from __future__ import annotations
+
+import collections
+import random
+
+import pytest
+
+import tilecraft as tl
+from tilecraft.testing.fuzz_gen import random_spec
+from tilecraft.testing.fuzz_run import Program, run_and_compare
+
+
+@pytest.mark.cuda_compile
+def test_chain_programs_cover_both_hopper_combinations(tmp_path):
+    paths = collections.Counter()
+    for idx in range(16):
+        spec = random_spec(random.Random(f"chain-test:{idx}"), f"fzc_{idx}", kind="chain")
+        p = Program(7, idx, str(tmp_path), spec=spec)
+        assert p.func is not None, p.error
+        assert not run_and_compare(tl.compile(p.func, target="cpu"), p.mod, p.data_seed, device="cpu")
+        plan = tl.compile(p.func, target={"kind": "cuda", "arch": "sm_90a"}).get_plan()
+        paths["mixed" if "mma.sync" in plan else "rs" if "A from registers" in plan else "other"] += 1
+    assert paths["mixed"] and paths["rs"], paths
