@@ -24,7 +24,7 @@ if [ -z "$corpus" ] || [ ! -x "$corpus/run.sh" ]; then
 fi
 py=${PYTHON:-$repo/.venv/bin/python}
 [ -x "$py" ] || py=python3
-py=$(command -v "$py")  # absolute: the python3 wrapper below must not find itself
+py=$(command -v "$py"); case $py in /*) ;; *) py=$PWD/$py ;; esac  # absolute: the python3 wrapper below must not find itself
 gpu=$("$py" -c 'import torch; print(torch.cuda.get_device_name().split()[-1].lower() if torch.cuda.is_available() else "cpu")' 2>/dev/null || echo cpu)
 tag=${TAG:-$gpu}
 logs=${LOGDIR:-$(mktemp -d -t compat_XXXX)}

@@ -8,6 +8,9 @@
 #   scripts/gpu_check.sh --quick         # arguments go to benchmarks/bench.py (--quick, --only gemm)
 #   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch   (default: the whole GPU tier, ~5.5 min on an H200)
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
+#   FUZZ=10000 [FUZZ_SEED=1]             # also the differential fuzzer on every CUDA path (table in $OUT)
+#   COMPAT=1 [COMPAT_JOBS=8]             # also TileLang's corpus (cp -r ../shared/tilelang-examples compat_corpus;
+#                                        #   run with carry=["compat_corpus"]); table + logs tarball in $OUT
 #   TEST_TIMEOUT=1800 BENCH_TIMEOUT=1800  # seconds per half (a hung kernel must not eat the call)
 #   TILECRAFT_PASS_CONFIGS='{"tc.use_wgmma": true, "tc.wgmma_async": true}' TESTS="tests/gpu tests/cpu" \
 #     scripts/gpu_check.sh --only gemm,flash_attention   # every program with the Hopper GEMM switched on
@@ -59,6 +62,26 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   bench_rc=${PIPESTATUS[0]}
 fi
 
+fuzz_rc=skipped
+if [ -n "${FUZZ:-}" ]; then  # FUZZ=N: N fuzzed programs on every CUDA path (~6 min for 10,000 on an H200)
+  echo "=== fuzz: $FUZZ programs, seed ${FUZZ_SEED:-1} ==="
+  timeout -k 10 "${FUZZ_TIMEOUT:-600}" "$PY" -m tilecraft.testing.fuzz --count "$FUZZ" --seed "${FUZZ_SEED:-1}" \
+    --target cuda --jobs "$(nproc)" --no-shrink --max-failures 200 --table "$OUT/fuzz_table.md" > "$OUT/fuzz.log" 2>&1
+  fuzz_rc=$?
+fi
+
+compat_rc=skipped
+if [ -n "${COMPAT:-}" ]; then  # COMPAT=1: TileLang's corpus (copy ../shared/tilelang-examples to compat_corpus/ first)
+  echo "=== TileLang corpus ==="
+  PYTHON=$(command -v "$PY") JOBS="${COMPAT_JOBS:-8}" EX_TIMEOUT="${EX_TIMEOUT:-150}" RESULTS_DIR="$OUT" LOGDIR="$OUT/compat_logs" \
+    timeout -k 10 "${COMPAT_TIMEOUT:-400}" scripts/compat_check.sh "${COMPAT_CORPUS:-compat_corpus}" > "$OUT/compat.log" 2>&1
+  compat_rc=$?
+  if ! ls "$OUT"/*_compat_*.md >/dev/null 2>&1; then  # cut short: the table of the programs that finished
+    "$PY" scripts/compat_table.py "$OUT"/compat_logs/examples_* --out "$OUT/compat_partial.md" --title "corpus (cut short)" >/dev/null 2>&1
+  fi
+  tar czf "$OUT/compat_logs.tgz" -C "$OUT" compat_logs && rm -rf "$OUT/compat_logs"  # one file comes back, not 82 folders
+fi
+
 echo
 echo "================================ summary ================================"
 if [ -f "$OUT/gpu_tests.log" ] && [ "$test_rc" != skipped ]; then
@@ -69,6 +92,12 @@ fi
 if [ -f "$OUT/bench.log" ] && [ "$bench_rc" != skipped ]; then
   echo "benchmark: exit $bench_rc$([ "$bench_rc" = 124 ] && echo ' (timed out)')"
   sed -n '/^tilecraft bench /,$p' "$OUT/bench.log"
+fi
+if [ "$fuzz_rc" != skipped ]; then
+  echo "fuzz: exit $fuzz_rc"; tail -n 1 "$OUT/fuzz.log"
+fi
+if [ "$compat_rc" != skipped ]; then
+  echo "corpus: exit $compat_rc"; grep -h " pass (" "$OUT"/*compat*.md 2>/dev/null
 fi
 [ "$test_rc" = 0 ] || [ "$test_rc" = skipped ] || exit 1
 [ "$bench_rc" = 0 ] || [ "$bench_rc" = skipped ] || exit 1
