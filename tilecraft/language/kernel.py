@@ -250,6 +250,14 @@ def get_block_binding(dim: int = 0):
     return b.kernel.block_vars[dim]
 
 
+def sync_grid():
+    """A barrier of the whole grid: every block's writes before it are seen by every block after it
+    (at the top level of a kernel body; see language/grid_sync.py)."""
+    b = require_kernel("T.sync_grid")
+    from .grid_sync import GridSync
+    b.emit(GridSync(span=b.span))
+
+
 def sync_threads(barrier_id=None, arrive_count=None):
     """A barrier of the block; TileLang's `T.sync_threads(barrier_id, arrive_count)` is a named
     barrier that only the `arrive_count` threads reaching it wait on (e.g. inside `if tx < n:`)."""
