@@ -26,7 +26,7 @@ def test_names_come_from_a_pool_of_names_c_cuda_and_the_printers_use():
     for name in ("k", "n", "i1", "tid", "int", "tc_tid", "threadIdx"):
         assert name in NAMES
     kinds = {random_spec(random.Random(f"1:{i}"), "x")["kind"] for i in range(60)}
-    assert kinds == {"ewise", "reduce", "rowwise", "cumsum", "copy", "gemm", "atomic", "chain"}
+    assert kinds == {"ewise", "reduce", "rowwise", "cumsum", "copy", "gemm", "atomic", "chain", "stages"}
 
 
 def test_tolerances_catch_a_one_ulp_int_error_and_pass_float_rounding():

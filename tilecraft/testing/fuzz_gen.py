@@ -16,6 +16,9 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
   float32 or 16-bit accumulators, every warp policy, optionally a dynamic M or K;
 - ``atomic``: row sums added atomically into a vector, or whole tiles added into a shared
   output region by every column block;
+- ``stages``: a tensor written by every block, then read mirrored (other blocks' elements) after
+  a grid-wide boundary -- a second `T.Kernel` of the program or `T.sync_grid()` -- optionally
+  through a flat view `T.Tensor((M*N,), dtype, Y.data)`;
 - ``chain``: two GEMMs in a row (FlashAttention's shape): S = A·B, an element-wise P = f(S, v[j])
   in one or two T.Parallel nests, then P·Dᵀ or P·Bᵀ -- the second gemm takes its A operand from
   registers and may read the first gemm's shared tile again, so wgmma and mma.sync paths meet on
@@ -38,7 +41,7 @@ NAMES = ("k", "n", "m", "i", "j", "i1", "i2", "r", "e9", "tid", "int", "float", 
          "tc_args", "tc_dims", "tc_entry", "threadIdx", "blockIdx", "blockDim", "acc", "red1", "x",
          "main", "C_local", "bx", "by", "kernel", "auto", "new", "delete", "template", "signed", "ko")
 KINDS = ("ewise", "ewise", "reduce", "reduce", "rowwise", "rowwise", "cumsum", "copy", "copy", "gemm", "gemm",
-         "atomic", "chain")
+         "atomic", "chain", "stages")
 TILE = (8, 16, 32, 64)
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -175,5 +178,14 @@ def _gen_chain(rng, s):
     s["scale"] = rng.choice((0.5, 0.125, 1.0, -0.25))
 
 
-GEN = {"chain": _gen_chain, "rowwise": _gen_rowwise, "ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
+def _gen_stages(rng, s):
+    s["bm"], s["bn"] = rng.choice(TILE[:3]), rng.choice(TILE[:3])
+    s["M"], s["N"] = _size(rng, s["bm"]), _size(rng, s["bn"])
+    s["dx"] = rng.choice(("float32", "float16", "int32"))
+    s["form"] = rng.choice(("kernels", "grid_sync"))
+    s["view"] = rng.random() < 0.5
+    s["threads2"] = rng.choice((32, 64, 128))
+
+
+GEN = {"stages": _gen_stages, "chain": _gen_chain, "rowwise": _gen_rowwise, "ewise": _gen_ewise, "reduce": _gen_reduce, "cumsum": _gen_cumsum, "copy": _gen_copy,
        "gemm": _gen_gemm, "atomic": _gen_atomic}

@@ -361,6 +361,44 @@ def _render_chain(sp, s):
     return {"outputs": [out], "dtypes": {d, "float32"}}
 
 
+def _render_stages(sp, s):
+    X, Y, Z, Yv, bx, by, i, j, b2 = _names(sp, *"X Y Z Yv bx by i j b2".split())
+    bm, bn, M, N, d = sp["bm"], sp["bn"], sp["M"], sp["N"], sp["dx"]
+    gm, gn = -(-M // bm), -(-N // bn)
+    one = "1" if d == "int32" else "1.0"
+    s(0, "@T.prim_func")
+    s(0, f"def {sp['name']}({X}: T.Tensor(({M}, {N}), \"{d}\"), {Y}: T.Tensor(({M}, {N}), \"{d}\"), "
+         f"{Z}: T.Tensor(({M}, {N}), \"{d}\")):")
+    s(1, f"with T.Kernel({gn}, {gm}, threads={sp['threads']}) as ({bx}, {by}):")
+    s(2, f"for {i}, {j} in T.Parallel({bm}, {bn}):")
+    s(3, f"{Y}[{by} * {bm} + {i}, {bx} * {bn} + {j}] = {X}[{by} * {bm} + {i}, {bx} * {bn} + {j}] * 2 + {one}")
+    if sp["form"] == "grid_sync":   # the same grid reads the mirrored element after the barrier
+        s(2, "T.sync_grid()")
+        lead, depth, r, c = "", 2, f"{by} * {bm} + {i}", f"{bx} * {bn} + {j}"
+        src_iter = f"for {i}, {j} in T.Parallel({bm}, {bn}):"
+    else:                           # a second kernel: one row per block, another thread count
+        s(1, f"with T.Kernel({M}, threads={sp['threads2']}) as {b2}:")
+        depth, r, c = 2, b2, j
+        src_iter = f"for {j} in T.Parallel({N}):"
+    if sp["view"]:
+        s(depth, f"{Yv} = T.Tensor(({M * N},), \"{d}\", {Y}.data)")
+    s(depth, src_iter)
+    src = (f"{Yv}[({M} - 1 - ({r})) * {N} + ({N} - 1 - ({c}))]" if sp["view"]
+           else f"{Y}[{M} - 1 - ({r}), {N} - 1 - ({c})]")
+    s(depth + 1, f"if {r} < {M} and {c} < {N}:")
+    s(depth + 2, f"{Z}[{r}, {c}] = {src}")
+    s(0, "")
+    s(0, "")
+    s(0, "def fz_inputs(g):")
+    s(1, f"return [rand(({M}, {N}), {_t(d)}, g), rand(({M}, {N}), {_t(d)}, g), rand(({M}, {N}), {_t(d)}, g)]")
+    s(0, "")
+    s(0, "")
+    s(0, "def fz_reference(X, Y, Z):")
+    s(1, "y = (X * 2 + 1).to(X.dtype)")
+    s(1, "return {1: y, 2: y.flip(0).flip(1)}")
+    return {"outputs": [1, 2], "dtypes": {d}}
+
+
 def _render_atomic(sp, s):
     X, O, Xf, Rf, bx, by, i = _names(sp, *"X O Xf Rf bx by i".split())
     bm, bn, M, N, d = sp["bm"], sp["bn"], sp["M"], sp["N"], sp["dx"]
@@ -429,4 +467,5 @@ def _render_rowwise(sp, s):
 
 
 RENDER = {"rowwise": _render_rowwise, "ewise": _render_ewise, "reduce": _render_reduce, "cumsum": _render_cumsum, "copy": _render_copy,
-          "gemm": _render_gemm, "atomic": _render_atomic, "chain": _render_chain}
+          "gemm": _render_gemm, "atomic": _render_atomic, "chain": _render_chain,
+          "stages": _render_stages}
