@@ -41,3 +41,20 @@ def test_stages_programs_cross_a_grid_boundary_both_ways(tmp_path):
         assert src.count('extern "C" __global__') == 2
         forms.add((spec["form"], spec["view"]))
     assert {f for f, _ in forms} == {"kernels", "grid_sync"} and {v for _, v in forms} == {True, False}, forms
+
+
+@pytest.mark.cuda_compile
+def test_multi_kernel_programs_build_in_a_batch(tmp_path):
+    """The batched CUDA build keeps a program of two kernels whole: both parts in the batch's cubin,
+    launched in order by the kernel the GPU run makes (a SequenceLauncher over the same cubin)."""
+    from tilecraft.runtime.cuda_launch import SequenceLauncher
+    from tilecraft.testing.fuzz_build import CUDA_VARIANTS, compile_cuda_batch
+    progs = [Program(9, i, str(tmp_path), spec=random_spec(random.Random(f"stages-batch:{i}"), f"fzb_{i}",
+                                                         kind="stages")) for i in range(3)]
+    for variant in CUDA_VARIANTS[:2]:
+        built = compile_cuda_batch([(p.name, p.func) for p in progs], variant, kernels=True)
+        for p in progs:
+            k = built[p.name].kernel
+            assert k is not None and k is not True, (p.name, built[p.name].failed, built[p.name].refused)
+            assert isinstance(k._launch, SequenceLauncher) and len(k._launch.launchers) == 2
+            assert [la.kernel_name for la in k._launch.launchers] == [f"{p.name}_0_kernel", f"{p.name}_1_kernel"]

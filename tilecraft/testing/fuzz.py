@@ -87,7 +87,7 @@ class GpuChecker:
             time.sleep(1e-4)
 
     def check(self, seed: int, index: int, entry: dict, cubins: dict, report: Report) -> None:
-        from ..compiler.build import Artifact
+        from .fuzz_build import cuda_artifact
         from ..runtime.kernel import JITKernel
         from ..target import Target
         prog = Program(seed, index, self.workdir)
@@ -109,7 +109,7 @@ class GpuChecker:
             if self.lost:
                 why = f"not run: {self.lost}"
             else:
-                art = Artifact(Target.resolve({"kind": "cuda", "arch": arch}), source, meta, binary=cubins[key])
+                art = cuda_artifact(prog.func, Target.resolve({"kind": "cuda", "arch": arch}), source, meta, cubins[key])
                 args, why = run_once(JITKernel(prog.func, art, pass_configs=configs), prog.mod, prog.data_seed,
                                      device="cuda", wait=self._wait)
                 if why:

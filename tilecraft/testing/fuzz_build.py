@@ -44,8 +44,20 @@ def lower(func, target, configs) -> str:
 
 
 def lower_with_meta(func, target, configs) -> tuple:
-    """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them."""
+    """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them.  A CUDA
+    program of several T.Kernels (compiler/split_kernels.py) is one source holding every part
+    (under one set of wgmma switches) and metadata with each part's (`meta["parts"]`)."""
     from ..transform.pipeline import run_pipeline
+    if target.kind == "cuda":
+        from ..compiler.split_kernels import split_kernels
+        parts = split_kernels(func)
+        if parts:
+            lowered = [lower_with_meta(p, target, configs) for p in parts]
+            splits = [_split(src) for src, _ in lowered]
+            head = [f"#define {d}" for d in _wgmma_defines([defs for _, defs, _ in splits])]
+            includes = list(dict.fromkeys(i for inc, _, _ in splits for i in inc))
+            source = "\n".join(head + includes) + "\n" + "\n".join(body for _, _, body in splits)
+            return source, {"parts": [m for _, m in lowered], "binary_name": "kernel.cubin", "kernel": func.name}
     configs = effective_pass_configs(configs, target)   # the target's defaults too, as compiler.build
     lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
     if target.kind == "cpu":
@@ -91,6 +103,16 @@ def _batch_source(sources: list, cpu: bool) -> str:
         bodies.append(f"namespace tcfz_{n} {{\n{body}\n}}  // namespace tcfz_{n}")
     head = [f"#define {d}" for d in _wgmma_defines(defines)] + includes
     return "\n".join(head) + "\n\n" + "\n\n".join(bodies) + "\n"
+
+
+def cuda_artifact(func, target, source, meta, binary) -> Artifact:
+    """The Artifact of a program compiled in a batch (`binary`: the batch's cubin); a program of
+    several T.Kernels gets one part per kernel, all in that cubin."""
+    if "parts" not in meta:
+        return Artifact(target, source, meta, binary=binary)
+    from ..compiler.split_kernels import split_kernels
+    parts = [(p, Artifact(target, source, m, binary=binary)) for p, m in zip(split_kernels(func), meta["parts"])]
+    return Artifact(target, source, meta, binary=binary, extra={"parts": parts})
 
 
 def _lower_job(job) -> tuple:
@@ -214,7 +236,7 @@ def compile_cuda_batch(funcs: list, variant: tuple, kernels: bool = False) -> di
         else:
             from ..runtime.kernel import JITKernel
             source, meta = lowered[name]
-            art = Artifact(target, source, meta, binary=binary)
+            art = cuda_artifact(byname[name], target, source, meta, binary)
             outcomes[name] = Outcome(kernel=JITKernel(byname[name], art, pass_configs=configs))
     return outcomes
 
