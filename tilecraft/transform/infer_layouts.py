@@ -141,8 +141,10 @@ def is_wgmma_plan(plan) -> bool:
 
 
 class _Inference:
-    def __init__(self, kernel: Kernel, use_wgmma: bool = False):
+    def __init__(self, kernel: Kernel, use_wgmma: bool = False, forced_panels: frozenset = frozenset()):
         self.use_wgmma = use_wgmma
+        self.forced_panels = forced_panels  # panel-row tiles an mma.sync gemm of another T.ws branch reads
+        self.mma_panels: set = set()        # the ones this context's mma.sync gemms read
         self.kernel = kernel
         self.threads = kernel.num_threads
         self.layouts: dict = {}
@@ -169,7 +171,9 @@ class _Inference:
     def run(self, body):
         gemms = collect(body, lambda n: isinstance(n, Gemm))
         a_from_frag = self._fragment_a_sources(body, gemms)
-        rs, rs_sources = self._wgmma_rs_chains(body, gemms) if self.use_wgmma else (set(), set())
+        veto = self._panel_vetoes(body, gemms) if self.use_wgmma else set()
+        frag_a_accs = {h.c.buffer for h in gemms if h.a.buffer.scope == "fragment"}
+        rs, rs_sources = self._wgmma_rs_chains(body, gemms, veto) if self.use_wgmma else (set(), set())
         for g in gemms:
             m, n, k = g.mnk
             if g in rs:  # A from registers: the accumulator layout of the wgmma that produced it
@@ -181,7 +185,7 @@ class _Inference:
                 self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
                          f"T.gemm accumulator on wgmma (line {line})", g.span)
                 continue
-            if (self.use_wgmma and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
+            if (self.use_wgmma and g not in veto and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
                     and wgmma_capable(g, self.threads)):
                 self.plans[g] = WgmmaPlan(self.threads // 128)
                 self._note(g, f"wgmma, {self.threads // 128} warpgroup(s)")
@@ -193,12 +197,15 @@ class _Inference:
                 self._note(g, "scalar dot products (no tensor-core path: float16/bfloat16 inputs, a float32 "
                               "accumulator, K % 16 == 0 and tiles that split into 16x8 warp tiles are needed)")
                 continue
-            policy = "FullRow" if (g.c.buffer in a_from_frag or g.a.buffer.scope == "fragment") else g.policy
+            # A from registers needs warps along M only; gemms sharing its accumulator follow it (one layout)
+            policy = "FullRow" if (g.c.buffer in a_from_frag or g.c.buffer in frag_a_accs) else g.policy
             wm, wn = warp_partition(m, n, self.threads // 32, policy)
             self.plans[g] = Mma80Plan(wm, wn)
             why_not = ""
             if self.use_wgmma:
-                why_not = ("; tc.use_wgmma: its accumulator feeds a gemm's register operand that cannot be on wgmma"
+                why_not = ("; tc.use_wgmma: it reads a shared tile with rows over 128 bytes that an mma.sync gemm "
+                           "of this kernel reads too (wgmma would store it in column panels)" if g in veto else
+                           "; tc.use_wgmma: its accumulator feeds a gemm's register operand that cannot be on wgmma"
                            if g.c.buffer in a_from_frag else
                            "; tc.use_wgmma: needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, "
                            "whole shared A/B tiles with rows of 32/64/128 bytes or a multiple of 128")
@@ -324,21 +331,40 @@ class _Inference:
         m, n, k = g.mnk
         self.notes.append(f"{where(g.span)}: T.gemm {m}x{n}x{k} on {what}")
 
-    def _wgmma_rs_chains(self, body, gemms) -> tuple[set, set]:
+    def _wgmma_rs_chains(self, body, gemms, veto=frozenset()) -> tuple[set, set]:
         """Gemms whose fragment A can come straight from registers on wgmma (FlashAttention's
         P @ V): A a whole fragment reached through fragment copies only from accumulators of
         wgmma-capable gemms (Q @ K^T), so the accumulator layout carries over.  Returns those
-        gemms and the accumulators feeding them."""
+        gemms and the accumulators feeding them.  Gemms in `veto` take neither wgmma form."""
         rs, sources = set(), set()
         for g in gemms:
-            if not wgmma_rs_capable(g, self.threads):
+            if g in veto or not wgmma_rs_capable(g, self.threads):
                 continue
             feeding = self._fragment_a_sources(body, [g])
             producers = [h for h in gemms if h.c.buffer in feeding]
-            if producers and all(wgmma_capable(h, self.threads) for h in producers):
+            if producers and all(h not in veto and wgmma_capable(h, self.threads) for h in producers):
                 rs.add(g)
                 sources |= {h.c.buffer for h in producers}
         return rs, sources
+
+    def _panel_vetoes(self, body, gemms) -> set:
+        """Gemms kept off wgmma because a shared tile they read is also read by a gemm that takes
+        mma.sync, and its rows are over 128 bytes: wgmma stores such rows in column panels, which the
+        mma.sync path cannot address (transform/lower_cuda.py), so every reader takes mma.sync; and
+        gemms accumulating into the accumulator of an mma.sync gemm (one fragment, one layout)."""
+        veto: set = set()
+        while True:
+            rs, _ = self._wgmma_rs_chains(body, gemms, veto)
+            on_mma = [g for g in gemms if g not in rs and (g in veto or not wgmma_capable(g, self.threads))]
+            self.mma_panels = {r.buffer for g in on_mma for r in (g.a, g.b)
+                               if r.buffer.scope == "shared" and r.buffer.shape[-1] * r.buffer.dtype.bytes > 128}
+            panels = self.mma_panels | self.forced_panels
+            shared_acc = {g.c.buffer for g in on_mma}  # one accumulator, one layout: its gemms agree
+            new = {g for g in gemms if g not in veto and g not in on_mma
+                   and (any(r.buffer in panels for r in (g.a, g.b)) or g.c.buffer in shared_acc)}
+            if not new:
+                return veto
+            veto |= new
 
     def _fragment_a_sources(self, body, gemms) -> set:
         """Accumulators whose values reach some gemm's A operand through fragment copies, or through
@@ -417,12 +443,19 @@ def infer_layouts(func: PrimFunc, target) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
     use_wgmma = options_of(func).wgmma and target.has("wgmma")
     for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
-        for k, body in thread_contexts(kernel):  # T.ws branches: their own threads (warp_groups.py)
-            inference = _Inference(k, use_wgmma)
-            lay, pl = inference.run(body)
+        contexts = thread_contexts(kernel)  # T.ws branches: their own threads (warp_groups.py)
+        forced: frozenset = frozenset()
+        while True:  # a panel-row tile read on mma.sync in one branch keeps it off wgmma in every branch
+            runs = [(_Inference(k, use_wgmma, forced), body) for k, body in contexts]
+            results = [inf.run(body) for inf, body in runs]
+            found = frozenset().union(*(inf.mma_panels for inf, _ in runs)) if runs else frozenset()
+            if found <= forced:
+                break
+            forced |= found
+        for (inf, _), (lay, pl) in zip(runs, results):
             layouts.update(lay)
             plans.update(pl)
-            notes += inference.notes
+            notes += inf.notes
     return (func.with_body(_PlanGemms(plans).visit(func.body))
             .with_lowering(fragment_layouts=layouts, plan_notes=func.lowering.plan_notes + tuple(notes)))
 
