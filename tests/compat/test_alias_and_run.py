@@ -48,8 +48,28 @@ def test_install_is_idempotent_and_uninstall_removes_the_names(alias):
 def test_a_missing_submodule_says_what_is_missing(alias):
     with pytest.raises(ModuleNotFoundError, match="tilelang.quantize.*tilecraft.quantize"):
         import tilelang.quantize  # noqa: F401
-    with pytest.raises(ModuleNotFoundError, match="tilelang.carver.template.*tilecraft.carver.template"):
-        import tilelang.carver.template  # noqa: F401
+
+
+def test_carver_template_recommends_tiles_the_gemm_compiles_with(alias):
+    """TileLang's GEMM autotuning examples: MatmulTemplate(...).with_arch(CUDA("cuda")) gives hints whose
+    configs compile and compute the GEMM (CPU target against torch, small sizes)."""
+    import torch
+    import tilecraft
+    import tilecraft.kernels as K
+    from tilelang.carver.arch import CUDA
+    from tilelang.carver.roller.rasterization import NoRasterization  # noqa: F401 - the import the examples do
+    from tilelang.carver.template import MatmulTemplate
+    t = MatmulTemplate(M=256, N=256, K=128, in_dtype="float16", out_dtype="float16", accum_dtype="float32")
+    t = t.with_arch(CUDA("cuda"))
+    assert t.equivalent_function() is not None
+    hints = t.recommend_hints(topk=4)
+    assert 1 <= len(hints) <= 4
+    a, b = torch.randn(256, 128).half(), torch.randn(128, 256).half()
+    for h in hints[:2]:
+        bm, bn = h.block
+        k = tilecraft.compile(K.matmul.fn(256, 256, 128, block_M=bm, block_N=bn, block_K=h.rstep[0],
+                                          num_stages=h.pipeline_stage, threads=h.threads), out_idx=[-1], target="cpu")
+        torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
 
 
 def test_device_queries_of_contrib_and_carver(alias):

@@ -1,2 +1,2 @@
-"""`tilelang.carver`: only the device queries TileLang programs use (`carver.arch.driver`).
-TileLang's roller / template search (`carver.template`, `carver.roller`) is not provided."""
+"""`tilelang.carver`: device queries (`carver.arch`) and a small GEMM tiling search with TileLang's
+interface (`carver.template.MatmulTemplate`, hint objects in `carver.roller`)."""
