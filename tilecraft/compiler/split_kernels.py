@@ -17,24 +17,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import Kernel
+from ..ir import Kernel, stmts_of
 from ..ir.func import PrimFunc
 from ..ir.lowering import LoweringState
-from ..ir.stmt import Seq
-
-
-def _top_level(body) -> list:
-    """The program's statements, with nested sequences flattened."""
-    if isinstance(body, Seq):
-        out = []
-        for s in body.stmts:
-            out += _top_level(s)
-        return out
-    return [body]
 
 
 def split_kernels(func: PrimFunc) -> list | None:
-    stmts = _top_level(func.body)
+    stmts = stmts_of(func.body)
     kernels = [s for s in stmts if isinstance(s, Kernel)]
     if len(kernels) < 2:
         return None

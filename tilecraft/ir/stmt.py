@@ -147,6 +147,13 @@ class WarpSpecialize(Stmt):
     PRODUCER_THREADS = 128
 
 
+def stmts_of(body) -> list:
+    """A body's statements in order, nested sequences flattened (what `seq` would hold)."""
+    if isinstance(body, Seq):
+        return [x for s in body.stmts for x in stmts_of(s)]
+    return [body]
+
+
 def seq(*stmts) -> Stmt:
     """Flatten nested sequences and drop empty ones."""
     out = []

@@ -16,26 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Annotate, Copy, Fill, For, Gemm, Kernel, Load, Reduce, Stmt, Store, Visitor, collect
-from ..ir.stmt import Seq
+from ..ir import (Alloc, Annotate, Copy, Fill, For, Gemm, Kernel, Load, Reduce, Stmt, Store, Visitor, collect, seq,
+                  stmts_of)
 
 
 @dataclass(frozen=True, eq=False)
 class GridSync(Stmt):
     """The marker `T.sync_grid()` leaves in a kernel body until `split` removes it."""
-
-
-def _flat(body) -> list:
-    if isinstance(body, Seq):
-        out = []
-        for s in body.stmts:
-            out += _flat(s)
-        return out
-    return [body]
-
-
-def _whole(region) -> bool:
-    return region.covers_whole()
 
 
 class _FirstAccess(Visitor):
@@ -73,14 +60,14 @@ class _FirstAccess(Visitor):
     def visit_TileOp(self, op):
         for r in op.reads():
             self._note(r.buffer if hasattr(r, "buffer") else r, "read", op)
-        defines = (isinstance(op, (Fill, Copy)) and _whole(op.writes()[0])) or \
+        defines = (isinstance(op, (Fill, Copy)) and op.writes()[0].covers_whole()) or \
                   (isinstance(op, Reduce) and op.clear) or (isinstance(op, Gemm) and op.clear_accum)
         for w in op.writes():
             self._note(w.buffer if hasattr(w, "buffer") else w, "write" if defines else "read", op)
 
 
 def split(k: Kernel) -> list:
-    stmts = _flat(k.body)
+    stmts = stmts_of(k.body)
     nested = [s for s in stmts if not isinstance(s, GridSync) and collect(s, lambda n: isinstance(n, GridSync))]
     if nested:
         g = collect(nested[0], lambda n: isinstance(n, GridSync))[0]
@@ -110,5 +97,4 @@ def split(k: Kernel) -> list:
                     hint=f"write {buf.name} to a global tensor before the barrier and read it back after it, or "
                          f"define it again (T.clear / T.fill / T.copy into the whole of it) after the barrier")
     bodies = [parts[0]] + [shared_decls + p for p in parts[1:]]
-    from ..ir import seq
     return [replace(k, body=seq(*b)) for b in bodies]
