@@ -109,7 +109,7 @@ def test_fragment_shared_between_branches_is_an_error():
     assert (y == x).all()
 
 
-def roles_by_thread_index(M, N, K, bm=64, bn=64, bk=64):
+def roles_by_thread_index(M, N, K, bm=64, bn=64, bk=64, producer_regs=24):
     """TileLang's other way to specialize warp groups (its MLA programs): `if`s on the thread
     index around tile work, a producer storing elements itself with thread-relative indices and
     arriving with T.cp_async_barrier_noinc; three warp groups."""
@@ -140,12 +140,12 @@ def roles_by_thread_index(M, N, K, bm=64, bn=64, bk=64):
                 for ko in T.serial(T.ceildiv(K, bk)):
                     T.barrier_wait(full, ko % 2)
                     T.gemm(A_s, B_s, C1)
-                    for i, j in T.Parallel(bm, bn):
-                        C1[i, j] = C1[i, j] * 0.5
                     T.barrier_arrive(empty)
+                for i, j in T.Parallel(bm, bn):
+                    C1[i, j] = C1[i, j] * 0.5
                 T.copy(C1, D[by * bm, bx * bn])
             else:
-                T.set_max_nreg(40, 0)
+                T.set_max_nreg(producer_regs, 0)
                 for ko in T.serial(T.ceildiv(K, bk)):
                     T.barrier_wait(empty, (ko + 1) % 2)
                     for r in T.serial(bm // 16):
@@ -166,6 +166,14 @@ def test_thread_index_ifs_become_warp_group_branches():
     assert "__syncthreads" not in "".join(body for _, _, body in _branches(src))
     assert src.count("tc::mbar_arrive(") == 3   # the noinc arrival included
     assert "__launch_bounds__(384, 1)" in src
+
+
+def test_register_budgets_above_the_register_file_are_refused():
+    # 240 + 240 + 40 registers x 128 threads = 66,560 > 65,536: setmaxnreg.inc would wait forever
+    # (this program hung on the H200 before the check)
+    with pytest.raises(tilelang.TilecraftError, match=r"66560 registers in all.*hangs") as e:
+        tilelang.compile(roles_by_thread_index(128, 128, 256, producer_regs=40), out_idx=[2, 3], target=SM90)
+    assert "test_hopper_manual_sass.py" in str(e.value)
 
 
 def test_unaligned_thread_index_if_stays_an_if():

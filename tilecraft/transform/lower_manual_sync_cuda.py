@@ -28,7 +28,8 @@ from ..ir import Annotate, If, Kernel, Mutator, Sync, binary, const, seq
 from ..ir import intrinsics as I
 from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
-from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from ..errors import TilecraftError
+from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
 from .thread_range_branches import as_branches, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
@@ -48,6 +49,8 @@ class _Lower(Mutator):
         self.tids = thread_aliases(k)
         self.branches = 0
         body = Mutator.generic(self, k).body
+        if self.sm90a:
+            check_register_file(body, self.block_threads)
         if not self.branches and not collect(k.body, lambda n: isinstance(n, _CONSTRUCTS)):
             return replace(k, body=body)  # only the register hint, if anything
         return replace(k, body=seq(Annotate(MANUAL, True, span=k.span), body))
@@ -92,6 +95,38 @@ class _Lower(Mutator):
         if s.key == "no_set_max_nreg" and not self.sm90a:  # warned about by warn_register_hints
             return seq()
         return s
+
+
+REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90); one block per SM under setmaxnreg
+
+
+def check_register_file(body, block_threads: int) -> None:
+    """The budgets the warp-group branches ask for with T.set_max_nreg must fit in the SM's
+    register file together: setmaxnreg.inc waits until the registers it asks for are free, so a
+    sum above 65,536 hangs the kernel on the GPU instead of failing.  Checked when every warp group
+    of the block names its budget (a group that names none keeps what the launch gave it)."""
+    from ..ir import Evaluate, collect
+    budgets, first = {}, None
+    for scope in collect(body, lambda n: isinstance(n, WarpGroupScope)):
+        sets = collect(scope.body, lambda n: isinstance(n, Evaluate) and isinstance(n.value, I.IntrinsicCall)
+                       and n.value.intrinsic.family == "setmaxnreg")
+        if not sets:
+            continue
+        regs = max(s.value.intrinsic.regs for s in sets)
+        first = first or sets[0]
+        for g in scope.groups:
+            budgets[g] = max(budgets.get(g, 0), regs)
+    n_groups = -(-block_threads // WARP_GROUP)
+    if first is None or set(budgets) != set(range(n_groups)):
+        return
+    total = sum(r * min(WARP_GROUP, block_threads - g * WARP_GROUP) for g, r in budgets.items())
+    if total > REGISTER_FILE:
+        ask = " + ".join(f"{budgets[g]} (warp group {g})" for g in sorted(budgets))
+        raise TilecraftError(
+            f"T.set_max_nreg: the warp groups ask for {ask} registers per thread, {total} registers in all for "
+            f"{block_threads} threads; an SM has {REGISTER_FILE}.  setmaxnreg.inc would wait forever for registers "
+            f"that never become free (the kernel hangs).  Lower a budget, e.g. the producer's to 24 "
+            f"(TileLang's MLA kernels use 240 + 240 + 24 for 384 threads)", first.span)
 
 
 def lower_manual_sync_cuda(func: PrimFunc, target) -> PrimFunc:
