@@ -58,3 +58,14 @@ def test_a_wrong_reference_is_found_shrunk_and_saved(tmp_path, monkeypatch):
     assert small["names"] == PLAIN_NAMES and small["M"] * small["N"] <= big["M"] * big["N"]
     out = build_cpu([(mod.FZ_FUNC.name, mod.FZ_FUNC)], str(tmp_path))[mod.FZ_FUNC.name]
     assert run_and_compare(out.kernel, mod, mod.FZ_DATA_SEED) != ""
+
+
+def test_an_integer_meeting_a_float_computes_in_the_float():
+    # fz_1_8323 (H200 run of 10,000, 2026-11-30): `lj - r * lj` truncated the inexact row sum product
+    # to int32, so a one-ulp difference in the sum's order became an integer off by one on every target
+    from tilecraft.testing.fuzz_expr import Printer
+    p = Printer({"r": ("r", "r", "float32"), "lj": ("j", "lj", "index")})
+    for e in (["sub", ["leaf", "lj"], ["mul", ["leaf", "r"], ["leaf", "lj"]]],
+              ["ite", ["gtc", "r", 0.5], ["leaf", "lj"], ["leaf", "r"]]):
+        k, t, d = p.print(e)
+        assert d == "float32" and "int32" not in k and "torch.int32" not in t, (k, t)

@@ -14,7 +14,8 @@ replacing a node with one of its children and saved as a regression test:
 
 Rules that keep the comparison meaningful (an exact reference would need the same rounding
 order; these make any difference ulp-sized, which the tolerances absorb):
-- both operands of a binary op have one dtype (a cast is inserted where they differ);
+- both operands of a binary op have one dtype (a cast is inserted where they differ; an integer
+  meeting a float is cast to the float, never the float truncated to an integer);
 - conditions compare input elements or indices only (exact on every target), so a branch can
   never flip on a rounding difference;
 - float-to-int32 casts apply to `4 * input` only (exact), integer ops stay exact;
@@ -84,7 +85,10 @@ class Printer:
                 c = _const_for(a[2], e[2][1])
                 sym = {"add": "+", "sub": "-", "mul": "*"}.get(op, "*")
                 return f"({a[0]} {sym} {c})", f"({a[1]} {sym} {c})", a[2]
-            b = self._as(self.print(e[2]), a[2])
+            b = self.print(e[2])
+            if a[2] == "int32" and b[2] != "int32":   # an integer meets a float: compute in the float
+                a = self._as(a, b[2])
+            b = self._as(b, a[2])
             if op in ("max", "min"):
                 return f"T.{op}({a[0]}, {b[0]})", f"torch.{op}imum({a[1]}, {b[1]})", a[2]
             sym = {"add": "+", "sub": "-", "mul": "*"}[op]
@@ -107,8 +111,10 @@ class Printer:
             return self._as(a, e[1])
         if op == "ite":
             ck, cr = self.cond(e[1])
-            a = self.print(e[2])
-            b = self._as(self.print(e[3]), a[2])
+            a, b = self.print(e[2]), self.print(e[3])
+            if a[2] == "int32" and b[2] != "int32":
+                a = self._as(a, b[2])
+            b = self._as(b, a[2])
             return f"T.if_then_else({ck}, {a[0]}, {b[0]})", f"torch.where({cr}, {a[1]}, {b[1]})", a[2]
         raise ValueError(f"unknown expression node {e!r}")
 
