@@ -6,7 +6,8 @@
 #     in the repository (git-ignored; copy ../shared/tilelang-examples there for a GPU machine),
 #     else ../shared/tilelang-examples beside the repository.
 #   PATTERN: only examples whose path contains it.   EX_TIMEOUT=300 seconds per example.
-#   JOBS=N: run N example programs at once (pass/fail only: concurrent programs share the GPU).
+#   JOBS=N: run N example programs at once (pass/fail only: concurrent programs share the GPU); one
+#   that ran out of GPU memory beside the others runs again alone afterwards.
 #   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: the GPU name or cpu);
 #   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs.
 #   A run in parts (one PATTERN each): merge with scripts/compat_table.py LOGDIR1 LOGDIR2 ... --out FILE.md
@@ -49,6 +50,15 @@ else
     dirs+=("$logs/$(echo "$f" | tr '/' '_')")
     echo "$f"
   done | xargs -P "$jobs" -I{} sh -c 'LOGDIR="$1/$(echo "$2" | tr / _)" "$0/run.sh" "$2"' "$corpus" "$logs" {}
+  # a program that ran out of GPU memory beside the others runs again alone (the big attention
+  # benchmarks each allocate tens of GiB; one at a time they fit)
+  for d in "$logs"/examples_*; do
+    if grep -q '"ok": false' "$d/results.jsonl" 2>/dev/null && grep -qE 'OutOfMemoryError|CUDA out of memory' "$d"/*.log; then
+      f=$(sed -n 's/.*"example": "\([^"]*\)".*/\1/p' "$d/results.jsonl")
+      echo "again, alone (out of GPU memory beside the others): $f"
+      rm -rf "$d"; LOGDIR="$d" "$corpus/run.sh" "$f"
+    fi
+  done
   dirs=("$logs"/examples_*)
 fi
 "$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" \
