@@ -333,11 +333,12 @@ def g_gemm_bias_gelu(rows):
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name=ref_name)
     if rungs_wanted():  # the default Hopper path's best tiles, and a rung below
         import tilecraft as tl
-        for cfg, kind in [(c_, k_) for k_ in ("", "wgmma-async ") for c_ in WGMMA_CONFIGS]:
+        rung_configs = {"": {}, "wgmma-async ": {"tc.use_tma": False},
+                        "fast-math ": {"tl.enable_fast_math": True}}   # __expf and approximate division
+        for cfg, kind in [(c_, k_) for k_ in rung_configs for c_ in WGMMA_CONFIGS]:
             def build(cfg=cfg, kind=kind):
                 kern = tl.compile(K.matmul_bias_gelu.fn(m, n, k_, **cfg), out_idx=[-1],
-                                  target={"kind": "cuda", "arch": "sm_90a"},
-                                  pass_configs={"tc.use_tma": False} if kind else {})
+                                  target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=rung_configs[kind])
                 c.fill_(float("nan"))
                 return (lambda: kern(a, b, bias, c)), c
             case(rows, f"gemm+bias+gelu fp16 {kind}{_cfg_name(cfg)}", f"{m}x{n}x{k_}", build,
@@ -365,10 +366,11 @@ def g_flash_attention(rows):
             + ([("SDPA fp32 + cast", lambda qt=qt, kt=kt, vt=vt, c=causal: F.scaled_dot_product_attention(
                 qt.float(), kt.float(), vt.float(), is_causal=c).half())] if on_cpu() else []))
         configs = FA_CONFIGS[:1] if on_cpu() else FA_CONFIGS
-        rungs = {"mma.sync ": {"tc.use_wgmma": False}, "ws ": {"tc.warp_specialize": True}}
+        rungs = {"mma.sync ": {"tc.use_wgmma": False}, "ws ": {"tc.warp_specialize": True},
+                 "fast-math ": {"tl.enable_fast_math": True}}   # ex2.approx, as FlashAttention builds
         for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if rungs_wanted()]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
-                if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized
+                if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized; fast math
                     import tilecraft as tl
                     kern = tl.compile(K.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg),
                                       target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=rungs[wgmma])
