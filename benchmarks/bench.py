@@ -333,8 +333,8 @@ def g_gemm_bias_gelu(rows):
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name=ref_name)
     if rungs_wanted():  # the default Hopper path's best tiles, and a rung below
         import tilecraft as tl
-        rung_configs = {"": {}, "wgmma-async ": {"tc.use_tma": False},
-                        "fast-math ": {"tl.enable_fast_math": True}}   # __expf and approximate division
+        fast = {"tl.enable_fast_math": True}   # as K.matmul_bias_gelu ships: __expf, approximate division
+        rung_configs = {"": fast, "wgmma-async ": {"tc.use_tma": False, **fast}, "exact-math ": {}}
         for cfg, kind in [(c_, k_) for k_ in rung_configs for c_ in WGMMA_CONFIGS]:
             def build(cfg=cfg, kind=kind):
                 kern = tl.compile(K.matmul_bias_gelu.fn(m, n, k_, **cfg), out_idx=[-1],
@@ -366,8 +366,9 @@ def g_flash_attention(rows):
             + ([("SDPA fp32 + cast", lambda qt=qt, kt=kt, vt=vt, c=causal: F.scaled_dot_product_attention(
                 qt.float(), kt.float(), vt.float(), is_causal=c).half())] if on_cpu() else []))
         configs = FA_CONFIGS[:1] if on_cpu() else FA_CONFIGS
-        rungs = {"mma.sync ": {"tc.use_wgmma": False}, "ws ": {"tc.warp_specialize": True},
-                 "fast-math ": {"tl.enable_fast_math": True}}   # ex2.approx, as FlashAttention builds
+        fast = {"tl.enable_fast_math": True}   # as K.flash_attention ships (ex2.approx, as FlashAttention builds)
+        rungs = {"mma.sync ": {"tc.use_wgmma": False, **fast}, "ws ": {"tc.warp_specialize": True, **fast},
+                 "exact-math ": {}}
         for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if rungs_wanted()]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
                 if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized; fast math

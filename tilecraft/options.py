@@ -167,10 +167,12 @@ class Options:
     disable_warp_specialized: bool = _opt("tl.disable_warp_specialized", False, bool,
                                           "transform/pipeline_copies.py",
                                           "no producer/consumer warp specialization")
+    # fast math permits approximate exp/division, it does not demand them: the CPU target, exact,
+    # satisfies it (no warning there, so one kernel can carry it to every target)
     enable_fast_math: bool = _opt("tl.enable_fast_math", False, bool, "compiler/cuda.py",
-                                  "--use_fast_math for the CUDA compiler", _cuda_only)
+                                  "--use_fast_math for the CUDA compiler (the CPU target stays exact)")
     disable_fast_math: bool = _opt("tl.disable_fast_math", False, bool, "compiler/cuda.py",
-                                   "no fast math (wins over tl.enable_fast_math)", _cuda_only)
+                                   "no fast math (wins over tl.enable_fast_math)")
     ptxas_register_usage_level: Any = _opt("tl.ptxas_register_usage_level", None, int, "compiler/cuda.py",
                                            "-Xptxas --register-usage-level=N", _cuda_only, _level)
     enable_ptxas_verbose_output: bool = _opt("tl.enable_ptxas_verbose_output", False, bool,

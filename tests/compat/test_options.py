@@ -68,11 +68,12 @@ def test_ignored_values_warn_once_with_the_reason_defaults_do_not():
         Options.make({"tl.disable_safe_memory_legalize": True, "tl.disable_rdc": True,
                       "tl.dynamic_alignment": 16, "tl.enable_fast_math": True}, "cuda")
         Options.make({"tl.disable_safe_memory_legalize": True}, "cuda")
-        Options.make({"tl.enable_fast_math": True}, "cpu")
+        Options.make({"tl.enable_fast_math": True}, "cpu")   # a permission the exact CPU target meets
+        Options.make({"tl.ptxas_register_usage_level": 4}, "cpu")
     msgs = [str(x.message) for x in w if issubclass(x.category, UnhonouredOptionWarning)]
     assert len(msgs) == 2, msgs
     assert "tl.disable_safe_memory_legalize=True: ignored: tilecraft always guards" in msgs[0]
-    assert "tl.enable_fast_math=True: not applicable on the cpu target" in msgs[1]
+    assert "tl.ptxas_register_usage_level=4: not applicable on the cpu target" in msgs[1]
 
 
 def test_table_lists_every_key():

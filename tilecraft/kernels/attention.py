@@ -5,7 +5,9 @@ import tilecraft as tilelang
 import tilecraft.language as T
 
 
-@tilelang.jit(out_idx=[-1])
+# fast math: exp2 becomes one ex2.approx (FlashAttention builds with --use_fast_math too); on the H200 it took
+# D64 S1024 from 0.95x to 1.05x SDPA and D128 causal from 0.88x to 0.93x (2026-11-30)
+@tilelang.jit(out_idx=[-1], pass_configs={"tl.enable_fast_math": True})
 def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool = False,
                     block_M: int = 64, block_N: int = 64, num_stages: int = 1, threads: int | None = None,
                     dtype: str = "float16", accum_dtype: str = "float"):
