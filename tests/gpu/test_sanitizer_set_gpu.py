@@ -13,8 +13,10 @@ seed) run on every variant.  As a plain GPU test it takes well under a minute.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+import re
 
 import pytest
 
@@ -34,7 +36,16 @@ PATHS = {
 }
 
 
-def _compile(func, path: str, out_idx=(-1,)):
+def _own_name(func, tag: str = ""):
+    """The kernels of the set are all `main` as written: each gets the test's id (and `tag`) as its
+    name, so the sanitizer's per-kernel table tells them apart."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0]
+    name = re.sub(r"\W+", "_", f"{test}_{tag}" if tag else test).strip("_")
+    return dataclasses.replace(func, name=name) if name else func
+
+
+def _compile(func, path: str, out_idx=(-1,), tag: str = ""):
+    func = _own_name(func, tag)
     hopper, configs, _ = PATHS[path]
     major, minor = torch.cuda.get_device_capability()
     if hopper and (major, minor) != (9, 0):
@@ -126,15 +137,15 @@ def test_flash_attention(case, path):
 
 def test_reductions_and_elementwise():
     x = _rand(37, 1000) * 3
-    assert _rel(_compile(K.softmax.get_tir(37, 1000), "sm80")(x), x.double().softmax(-1)) < 1e-2
+    assert _rel(_compile(K.softmax.get_tir(37, 1000), "sm80", tag="softmax")(x), x.double().softmax(-1)) < 1e-2
     xb, w = _rand(37, 768, dtype=torch.bfloat16), _rand(768, dtype=torch.bfloat16)
     xd = xb.double()
     ref = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-    assert _rel(_compile(K.rmsnorm.get_tir(37, 768), "sm80")(xb, w), ref) < 1e-2
+    assert _rel(_compile(K.rmsnorm.get_tir(37, 768), "sm80", tag="rmsnorm")(xb, w), ref) < 1e-2
     a, b = _rand(1000, dtype=torch.float32), _rand(1000, dtype=torch.float32)
-    assert _rel(_compile(K.vector_add.get_tir(1000), "sm80")(a, b), a.double() + b.double()) < 1e-7
+    assert _rel(_compile(K.vector_add.get_tir(1000), "sm80", tag="vector_add")(a, b), a.double() + b.double()) < 1e-7
     p, q = _rand(100, 77), _rand(100, 77)
-    assert _rel(_compile(K.axpby.get_tir(100, 77), "sm80")(p, q), 2.0 * p.double() - 0.5 * q.double()) < 1e-2
+    assert _rel(_compile(K.axpby.get_tir(100, 77), "sm80", tag="axpby")(p, q), 2.0 * p.double() - 0.5 * q.double()) < 1e-2
 
 
 def test_fuzzed_programs_on_every_variant(tmp_path):
