@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..ir import Alloc, Buffer, For, Load, Store, Var, cast, const, select
+from ..ir import Alloc, Buffer, For, Load, Store, Var, binary, cast, const, select
 from ..ir import dtype as dt
 from .builder import error, require_kernel
 from .tileops import as_region, gemm
@@ -80,7 +80,9 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_B=False, policy=Gemm
     nibble = (word >> ((group % (ebits // 4)) * 4)) & 15
     def kept(j):
         return Load(a, (group * 2 + j, i) if transpose_A else (i, group * 2 + j))
-    value = select(pos == (nibble & 3), kept(0), select(pos == ((nibble >> 2) & 3), kept(1), const(0, a.dtype)))
+    # (IR nodes compare by identity: `==` on them is Python's, so the comparisons are built with binary)
+    value = select(binary("==", pos, nibble & 3), kept(0),
+                   select(binary("==", pos, (nibble >> 2) & 3), kept(1), const(0, a.dtype)))
     idx = (kk, i) if transpose_A else (i, kk)
     body = Store(dense, idx, cast(value, a.dtype), span=b.span)
     outer, inner = ((kk, k), (i, rows)) if transpose_A else ((i, rows), (kk, k))
