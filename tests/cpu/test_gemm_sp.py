@@ -90,14 +90,14 @@ def test_semi_sparse_generators_keep_two_of_four():
 
 @tilelang.jit(out_idx=[-1])
 def gemm_sp_kernel(M, N, K, bm, bn, bk, dtype="float16", meta="uint8", trans_A=False, trans_B=False,
-                   stages=2, v2=False, annotate=True, accum="float32", threads=128):
+                   stages=2, v2=False, annotate=True, accum="float32", threads=128, out=None, policy="Square"):
     eb = int(meta[-2:]) if meta != "uint8" else 8
     A_shape, A_tile = ((K // 2, M), (bk // 2, bm)) if trans_A else ((M, K // 2), (bm, bk // 2))
     B_shape, B_tile = ((N, K), (bn, bk)) if trans_B else ((K, N), (bk, bn))
 
     @T.prim_func
     def main(A_sparse: T.Tensor(A_shape, dtype), E: T.Tensor((M, K // eb), meta), B: T.Tensor(B_shape, dtype),
-             C: T.Tensor((M, N), accum)):
+             C: T.Tensor((M, N), out or accum)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             a_s = T.alloc_shared(A_tile, dtype)
             e_s = T.alloc_shared((bm, bk // eb), meta)
@@ -118,9 +118,9 @@ def gemm_sp_kernel(M, N, K, bm, bn, bk, dtype="float16", meta="uint8", trans_A=F
                 else:
                     T.copy(B[k * bk, bx * bn], b_s)
                 if v2:
-                    T.gemm_sp_v2(a_s, e_s, b_s, acc, trans_A, trans_B)
+                    T.gemm_sp_v2(a_s, e_s, b_s, acc, trans_A, trans_B, policy=T.GemmWarpPolicy(policy))
                 else:
-                    T.gemm_sp(a_s, e_s, b_s, acc, trans_A, trans_B)
+                    T.gemm_sp(a_s, e_s, b_s, acc, trans_A, trans_B, policy=T.GemmWarpPolicy(policy))
             T.copy(acc, C[by * bm, bx * bn])
     return main
 

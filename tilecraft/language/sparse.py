@@ -24,8 +24,8 @@ from .builder import error, require_kernel
 from .tileops import as_region, gemm
 from .types import GemmWarpPolicy
 
-NOTE = ("gemm_sp: A decompressed from A_sparse and E into a dense shared tile, then a dense tensor-core "
-        "gemm (correct, not yet sparse-fast: no mma.sp)")
+NOTE = ("gemm_sp: A decompressed from A_sparse and E into a dense shared tile for this dense gemm "
+        "(correct, not yet sparse-fast: no mma.sp)")
 
 
 def _whole(x, what: str, scopes=("shared", "fragment", "local")) -> Buffer:
