@@ -60,6 +60,8 @@ class Gemm(TileOp):
     # how it runs (ir/lowering.py GemmPlan: mma.sync warps, wgmma, wgmma with A from registers),
     # chosen by infer_layouts; None for the scalar fallback or before inference
     plan: object = None
+    # a line for kernel.get_plan() saying what this gemm stands for (T.gemm_sp: language/sparse.py)
+    note: str = ""
 
     @property
     def mnk(self) -> tuple:

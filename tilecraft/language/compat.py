@@ -116,5 +116,3 @@ def wait_wgmma(count=0):
 
 
 alloc_tmem = _unsupported("alloc_tmem", "Blackwell tensor memory (sm_100)")
-gemm_sp = _unsupported("gemm_sp", "2:4 structured-sparse tensor-core GEMMs")
-gemm_sp_v2 = gemm_sp

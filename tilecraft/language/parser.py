@@ -354,6 +354,7 @@ class Parser(ExprMixin, LoopMixin):
         block_vars = tuple(Var(self.builder.fresh_name(n.id if i < len(names) else "bxyz"[i]))
                            for i, n in enumerate(names + [None] * (len(spec.grid) - len(names))))
         frame = KernelFrame(spec, block_vars)
+        frame.body_depth = len(self.builder.blocks)  # blocks[body_depth]: the kernel body while it is parsed
         self.builder.kernel = frame
         self.scopes.append({})
         try:

@@ -89,7 +89,20 @@ class Fragment(Layout):
         return f"Fragment(shape={self.shape}, replicate={self.replicate})"
 
 
-def make_cutlass_metadata_layout(*args, **kwargs):
+def make_cutlass_metadata_layout(buffer, mma_dtype="float16", arch=None, block_k=None, **kwargs) -> Layout:
+    """The layout of a `T.gemm_sp` metadata tensor E (or its shared tile).  In TileLang it places E
+    in the interleaved order CUTLASS's compressors write; tilecraft's `tilelang.utils.sparse.compress`
+    writes E in its logical row-major order instead and `T.gemm_sp` reads it in that order (global
+    tensors stay logical, layout/layout.py), so the layout is the identity over the buffer's shape:
+    annotating with it changes nothing, as a program written for either order expects."""
+    from ..ir import Buffer
     from ..language.builder import error
-    raise error("make_cutlass_metadata_layout: 2:4 structured-sparse GEMMs (T.gemm_sp) are not supported "
-                "by tilecraft yet")
+    if not isinstance(buffer, Buffer) or buffer.ndim != 2:
+        raise error(f"make_cutlass_metadata_layout: expects the 2-D metadata buffer E, got {buffer!r}")
+    if not buffer.dtype.is_int:
+        raise error(f"make_cutlass_metadata_layout: the metadata {buffer.name} must be an integer buffer, "
+                    f"got {buffer.dtype}")
+    if block_k is not None and (not isinstance(block_k, int) or block_k <= 0 or block_k % buffer.dtype.bits):
+        raise error(f"make_cutlass_metadata_layout: block_k={block_k!r} must be a positive multiple of "
+                    f"{buffer.dtype.bits} (one {buffer.dtype} element of {buffer.name} covers {buffer.dtype.bits} k)")
+    return Layout(tuple(buffer.shape))

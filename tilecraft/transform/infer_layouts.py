@@ -329,7 +329,7 @@ class _Inference:
 
     def _note(self, g: Gemm, what: str):
         m, n, k = g.mnk
-        self.notes.append(f"{where(g.span)}: T.gemm {m}x{n}x{k} on {what}")
+        self.notes.append(f"{where(g.span)}: T.gemm {m}x{n}x{k} on {what}" + (f"; {g.note}" if g.note else ""))
 
     def _wgmma_rs_chains(self, body, gemms, veto=frozenset()) -> tuple[set, set]:
         """Gemms whose fragment A can come straight from registers on wgmma (FlashAttention's
