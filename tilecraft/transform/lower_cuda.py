@@ -29,9 +29,10 @@ from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_ancho
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
 class _Lower(Mutator):
-    def __init__(self, layouts, swizzled):
+    def __init__(self, layouts, swizzled, smem_limit):
         super().__init__()
-        self.layouts, self.swizzled = layouts, swizzled
+        self.layouts, self.swizzled, self.smem_limit = layouts, swizzled, smem_limit
+        self.scratch: set = set()
         self.ctx: Ctx | None = None
         self.in_parallel = 0  # inside a T.Parallel nest, _FragRewrite addresses the fragments
 
@@ -68,6 +69,13 @@ class _Lower(Mutator):
     def visit_Kernel(self, k: Kernel):
         self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
+        if self.ctx.scratch and _shared_bytes(out) > self.smem_limit:
+            # over the budget even before plan_shared_memory reuses dead bytes: lower again with
+            # the compact reduction scratch (Ctx.compact_scratch); kernels within it are unchanged
+            self.ctx = Ctx(k, self.layouts, self.swizzled)
+            self.ctx.compact_scratch = True
+            out = Mutator.generic(self, k)
+        self.scratch |= self.ctx.scratch
         return out
 
     def visit_WarpGroupScope(self, s):
@@ -154,6 +162,13 @@ def _has_atomics(node) -> bool:
     from ..ir.intrinsics import ATOMIC, IntrinsicCall
     return any(d is not None and d.access == ATOMIC for c in collect(node, lambda n: isinstance(n, IntrinsicCall))
                for d, _ in c.operand_args())
+
+
+def _shared_bytes(node) -> int:
+    """The shared bytes `node` allocates, summed (no reuse)."""
+    from ..ir import collect
+    bufs = {a.buffer for a in collect(node, lambda n: isinstance(n, Alloc)) if a.buffer.scope == "shared"}
+    return sum(b.nbytes for b in bufs)
 
 
 def _frag_accesses(node):
@@ -249,11 +264,13 @@ def _mma_readable_sm90(func: PrimFunc) -> set:
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
     swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
-    lowered = _Lower(layouts, swizzled).visit(func.body)
+    lower = _Lower(layouts, swizzled, target.max_shared_memory)
+    lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
         b = leftovers[0]
         raise TilecraftError(f"fragment {b.buffer.name} is accessed outside a T.Parallel loop; on the CUDA "
                              f"target fragment elements live in different threads — use T.Parallel, or "
                              f"T.alloc_var / T.alloc_local for per-thread values", b.span)
-    return func.with_body(lowered)
+    out = func.with_body(lowered)
+    return out.with_lowering(scratch_smem=frozenset(lower.scratch)) if lower.scratch else out
