@@ -21,7 +21,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
+from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .warp_groups import scope_base, scope_threads
 from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
@@ -183,7 +183,7 @@ class _FragRewrite(Mutator):
         super().__init__()
         self.ctx, self.base, self.vars, self.r, self.span = ctx, base, vars_, r, span
 
-    def slot(self, buf, indices):
+    def slot(self, buf, indices, read=False):
         dims = loop_dims(indices, self.vars)
         lay = self.ctx.layout(buf, self.span)
         if dims is None:
@@ -191,6 +191,15 @@ class _FragRewrite(Mutator):
             if uniform is not None:
                 return uniform
         proj = None if dims is None else self.base.project(dims)
+        if proj is not None and read and not lay.equivalent(proj):
+            cover = covering_slot(lay, proj)
+            if cover is not None:  # each thread reads its own copy (layout.fragment.covering_slot)
+                offset, coefs = cover
+                slot = const(offset)
+                for name, coef in coefs:
+                    v = self.ctx.digit(self.base, name, self.r)
+                    slot = binary("+", slot, binary("*", v, coef))
+                return (slot,)
         if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
@@ -225,7 +234,7 @@ class _FragRewrite(Mutator):
 
     def visit_Load(self, e: Load):
         if e.buffer.scope == "fragment":
-            return Load(self.ctx.reg(e.buffer), self.slot(e.buffer, e.indices), span=e.span)
+            return Load(self.ctx.reg(e.buffer), self.slot(e.buffer, e.indices, read=True), span=e.span)
         return Mutator.generic(self, e)
 
     def visit_Store(self, s: Store):
