@@ -83,6 +83,7 @@ class LoweringState:
     smem_bytes: int = 0
     tma_descs: tuple = ()                                  # TmaDescriptor per tensor-map kernel parameter
     plan_notes: tuple = ()                                 # per gemm / pipelined loop: the path and why
+    scratch_smem: frozenset = frozenset()                  # shared Buffers live within one statement (Ctx.scratch)
 
     def update(self, **changes) -> "LoweringState":
         return replace(self, **changes)

@@ -383,3 +383,74 @@ def extend_over_loop(lay: FragmentLayout, adims, extents, spread: bool = True) -
             c.append((name, stride))
         coords[k] = tuple(c)
     return FragmentLayout(tuple(extents), lay.threads, lay.thread_digits, tuple(regs), tuple(coords))
+
+
+def _thread_values(lay: FragmentLayout, tid: int) -> dict:
+    vals = {}
+    for d in lay.thread_digits:
+        vals[d.name] = tid % d.extent
+        tid //= d.extent
+    return vals
+
+
+def _element(lay: FragmentLayout, tid: int, slot: int) -> tuple:
+    vals = _thread_values(lay, tid)
+    vals.update(lay.reg_values(slot))
+    return tuple(lay.coord_of(k, vals) for k in range(len(lay.coords)))
+
+
+@lru_cache(maxsize=256)
+def covering_slot(lay: FragmentLayout, loop: FragmentLayout):
+    """For a fragment laid out as `lay` that a `T.Parallel` loop only *reads*, the loop running
+    over `loop` (the loop's layout projected onto the fragment's indices) with another placement:
+    whether every thread already holds, in `lay`, each element it visits, at a slot that is
+    `offset + sum(digit value * coefficient)` over the loop's register and thread digits.
+    Returns (offset, ((digit name, coefficient), ...)) or None.
+
+    This is what lets a row vector reduced from one gemm's accumulator (rows held replicated by
+    the warps of a `FullCol` partition) scale another accumulator whose warps split the rows
+    (`acc_o[i, j] *= scale[i]` beside a gemm whose A comes from registers): each thread reads its
+    own copy, as TileLang does when the source fragment holds what the loop's thread needs.  A
+    thread digit in the slot makes the register index vary by thread (the compiler may then keep
+    that small array in local memory): correct, if slower than a matching layout."""
+    if lay.shape != loop.shape or lay.threads != loop.threads:
+        return None
+    inside = lambda c: all(0 <= x < s for x, s in zip(c, lay.shape))  # noqa: E731
+    held: dict = {}
+
+    def slot_in(tid, e):  # the first slot of `lay` where thread `tid` holds element e
+        m = held.get(tid)
+        if m is None:
+            m = held[tid] = {}
+            for s in range(lay.num_regs):
+                m.setdefault(_element(lay, tid, s), s)
+        return m.get(e)
+
+    def probe(tid, r):
+        e = _element(loop, tid, r)
+        return slot_in(tid, e) if inside(e) else None
+    offset = probe(0, 0)
+    if offset is None:
+        return None
+    coefs = []
+    for d in loop.reg_digits + loop.thread_digits:
+        if d.extent == 1:
+            continue
+        reg = not loop.is_thread_digit(d.name)
+        st = loop.reg_stride(d.name) if reg else loop.thread_stride(d.name)
+        s1 = probe(0, st) if reg else probe(st, 0)
+        if s1 is None:
+            return None
+        if s1 != offset:
+            coefs.append((d.name, s1 - offset))
+    for tid in range(loop.threads):
+        vals = _thread_values(loop, tid)
+        for r in range(loop.num_regs):
+            e = _element(loop, tid, r)
+            if not inside(e):
+                continue
+            vals.update(loop.reg_values(r))
+            s = offset + sum(vals[n] * c for n, c in coefs)
+            if not 0 <= s < lay.num_regs or _element(lay, tid, s) != e:
+                return None
+    return offset, tuple(coefs)

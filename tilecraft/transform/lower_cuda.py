@@ -21,7 +21,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..layout.fragment import FragmentLayout, extend_over_loop, uniform_slot_part
+from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .warp_groups import scope_base, scope_threads
 from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
@@ -29,9 +29,10 @@ from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_ancho
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
 class _Lower(Mutator):
-    def __init__(self, layouts, swizzled):
+    def __init__(self, layouts, swizzled, smem_limit):
         super().__init__()
-        self.layouts, self.swizzled = layouts, swizzled
+        self.layouts, self.swizzled, self.smem_limit = layouts, swizzled, smem_limit
+        self.scratch: set = set()
         self.ctx: Ctx | None = None
         self.in_parallel = 0  # inside a T.Parallel nest, _FragRewrite addresses the fragments
 
@@ -68,6 +69,13 @@ class _Lower(Mutator):
     def visit_Kernel(self, k: Kernel):
         self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
+        if self.ctx.scratch and _shared_bytes(out) > self.smem_limit:
+            # over the budget even before plan_shared_memory reuses dead bytes: lower again with
+            # the compact reduction scratch (Ctx.compact_scratch); kernels within it are unchanged
+            self.ctx = Ctx(k, self.layouts, self.swizzled)
+            self.ctx.compact_scratch = True
+            out = Mutator.generic(self, k)
+        self.scratch |= self.ctx.scratch
         return out
 
     def visit_WarpGroupScope(self, s):
@@ -156,6 +164,13 @@ def _has_atomics(node) -> bool:
                for d, _ in c.operand_args())
 
 
+def _shared_bytes(node) -> int:
+    """The shared bytes `node` allocates, summed (no reuse)."""
+    from ..ir import collect
+    bufs = {a.buffer for a in collect(node, lambda n: isinstance(n, Alloc)) if a.buffer.scope == "shared"}
+    return sum(b.nbytes for b in bufs)
+
+
 def _frag_accesses(node):
     from ..ir import collect
     return [n for n in collect(node, lambda n: isinstance(n, (Load, Store, Ref))) if n.buffer.scope == "fragment"]
@@ -168,7 +183,7 @@ class _FragRewrite(Mutator):
         super().__init__()
         self.ctx, self.base, self.vars, self.r, self.span = ctx, base, vars_, r, span
 
-    def slot(self, buf, indices):
+    def slot(self, buf, indices, read=False):
         dims = loop_dims(indices, self.vars)
         lay = self.ctx.layout(buf, self.span)
         if dims is None:
@@ -176,6 +191,15 @@ class _FragRewrite(Mutator):
             if uniform is not None:
                 return uniform
         proj = None if dims is None else self.base.project(dims)
+        if proj is not None and read and not lay.equivalent(proj):
+            cover = covering_slot(lay, proj)
+            if cover is not None:  # each thread reads its own copy (layout.fragment.covering_slot)
+                offset, coefs = cover
+                slot = const(offset)
+                for name, coef in coefs:
+                    v = self.ctx.digit(self.base, name, self.r)
+                    slot = binary("+", slot, binary("*", v, coef))
+                return (slot,)
         if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
@@ -210,7 +234,7 @@ class _FragRewrite(Mutator):
 
     def visit_Load(self, e: Load):
         if e.buffer.scope == "fragment":
-            return Load(self.ctx.reg(e.buffer), self.slot(e.buffer, e.indices), span=e.span)
+            return Load(self.ctx.reg(e.buffer), self.slot(e.buffer, e.indices, read=True), span=e.span)
         return Mutator.generic(self, e)
 
     def visit_Store(self, s: Store):
@@ -249,11 +273,13 @@ def _mma_readable_sm90(func: PrimFunc) -> set:
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
     swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
-    lowered = _Lower(layouts, swizzled).visit(func.body)
+    lower = _Lower(layouts, swizzled, target.max_shared_memory)
+    lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
         b = leftovers[0]
         raise TilecraftError(f"fragment {b.buffer.name} is accessed outside a T.Parallel loop; on the CUDA "
                              f"target fragment elements live in different threads — use T.Parallel, or "
                              f"T.alloc_var / T.alloc_local for per-thread values", b.span)
-    return func.with_body(lowered)
+    out = func.with_body(lowered)
+    return out.with_lowering(scratch_smem=frozenset(lower.scratch)) if lower.scratch else out

@@ -10,13 +10,19 @@ stays live for the whole loop).  Placement is first-fit by start of life.  `inse
 after this pass and compares address ranges, not names, so a buffer reusing another's bytes is
 separated from the old one's last readers by a barrier.
 
+Only for a kernel over the limit: Hopper buffers other than wgmma tiles drop from 1024- to
+128-byte alignment and fill gaps; then lowering's per-statement scratch buffers (reduction
+scratch, `LoweringState.scratch_smem`) get lifetimes of single innermost statements, so the
+scratch of two reductions in one loop body shares bytes.  Kernels within the limit keep the
+plain plan.
+
 A kernel that needs more than the architecture allows per block is rejected here with every
 buffer, its size and the total listed.
 """
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, WarpSpecialize, collect, seq
+from ..ir import Alloc, For, Kernel, Load, Ref, Seq, Store, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM90
 
@@ -57,6 +63,40 @@ def _lifetimes(k: Kernel, bufs) -> dict:
     return life
 
 
+def _leaves(s) -> list:
+    """`s` as its innermost statements in program order (sequences and loop bodies opened)."""
+    if isinstance(s, Seq):
+        return [x for c in s.stmts for x in _leaves(c)]
+    if isinstance(s, (For, While)):
+        return _leaves(s.body)
+    return [s]
+
+
+def _scratch_lifetimes(k: Kernel, bufs, scratch) -> dict:
+    """Lifetimes in innermost statements: a buffer of `scratch` (lowering's per-statement
+    scratch, written and then read inside one lowered op, never carried over) lives from the
+    first to the last innermost statement touching it, so two reductions in one loop body share
+    bytes; every other buffer lives over all the innermost statements of each top-level
+    statement touching it, as in `_lifetimes`."""
+    life, pos = {}, 0
+
+    def widen(b, lo, hi):
+        a, z = life.get(b, (lo, hi))
+        life[b] = (min(a, lo), max(z, hi))
+
+    for top in _top_level(k.body):
+        leaves = _leaves(top)
+        first, last = pos, pos + len(leaves) - 1
+        for leaf in leaves:
+            for n in collect(leaf, lambda n: isinstance(n, (Load, Store, Ref))):
+                if n.buffer in bufs:
+                    widen(n.buffer, pos, pos) if n.buffer in scratch else widen(n.buffer, first, last)
+            pos += 1
+    for b in bufs:
+        life.setdefault(b, (0, pos))
+    return life
+
+
 def _place(bufs, life, align=ALIGN) -> tuple[dict, int]:
     """`align`: one alignment for every buffer, or a function giving each buffer's."""
     align_of = align if callable(align) else (lambda b: align)
@@ -94,6 +134,10 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         limit = target.max_shared_memory
         if hopper and size > limit:
             offs, size = _place(bufs, life, lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
+        scratch = func.lowering.scratch_smem & set(bufs)
+        if size > limit and scratch:
+            offs, size = _place(bufs, _scratch_lifetimes(k, set(bufs), scratch),
+                                lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
         offsets.update(offs)
         total = max(total, size)
         if size > limit:

@@ -26,6 +26,13 @@ class Ctx:
         self.swizzled = swizzled  # shared tiles with the sm80 XOR swizzle (tc::gemm_ss SWZ_A / SWZ_B)
         self.regs: dict = {}
         self.n = 0
+        # shared buffers lowering creates for one statement (written, then read, never carried
+        # to a later statement or iteration): plan_shared_memory may overlap them with anything
+        # dead at that statement when the kernel is over its budget
+        self.scratch: set = set()
+        # lower_cuda sets this when the kernel's shared buffers, summed, exceed the per-block
+        # limit: reductions then keep one scratch value per warp-row instead of one per thread
+        self.compact_scratch = False
 
     def for_threads(self, threads: int, base: int) -> "Ctx":
         """The context of a `T.ws` branch: `threads` threads from flat index `base` on; fragment
@@ -35,6 +42,8 @@ class Ctx:
         sub.tid = binary("-", self.tid, base) if base else self.tid
         sub.regs = self.regs
         sub.n = self.n
+        sub.scratch = self.scratch
+        sub.compact_scratch = self.compact_scratch
         return sub
 
     def var(self, base="r") -> Var:

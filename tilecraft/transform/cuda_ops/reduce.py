@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Alloc, Buffer, For, Let, Load, Reduce, Store, Var, binary,
+from ...ir import (Alloc, Buffer, For, If, Let, Load, Reduce, Store, Var, binary,
                    call, cast, const, select, seq)
 from ...ir import intrinsics as I
 from ...ir.semantics import (reduce_base_kind, reduce_combine as _combine, reduce_identity as _identity,
@@ -88,28 +88,87 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             stmts.append(Let(nv, I.call(shfl, cur[s], dtype=acc_t)))
             cur[s] = nv
     if warp_digits:
-        nd = len(cur)
-        scratch = Buffer(f"red_smem{ctx.var().name}", (ctx.threads * nd,), acc_t, "shared")
-        stmts.append(Alloc(scratch))
-        # no barriers here: transform/insert_syncs.py places them by address range (one between
-        # these stores and the loads below; one before a later writer of the same bytes)
-        for s in range(nd):
-            stmts.append(Store(scratch, (binary("+", binary("*", ctx.tid, nd), s),), cur[s]))
         bits_mask = 0
         for b in warp_digits:
             bits_mask |= b
-        others = [x for x in range(ctx.threads) if x & ~bits_mask == 0]  # values of the warp bits
-        base_tid = binary("&", ctx.tid, ~bits_mask & 0x7fffffff)
-        for s in range(nd):
-            value = _identity(base_kind, acc_t)
-            for w in others:
-                partner = binary("|", base_tid, w)
-                value = _combine(base_kind, value, Load(scratch, (binary("+", binary("*", partner, nd), s),)))
-            nv = Var(f"{cur[s].name}_b", acc_t)
-            stmts.append(Let(nv, value))
-            cur[s] = nv
+        lane_bits = 0
+        for b in lane_masks:
+            lane_bits |= b
+        stmts.extend(_across_warps(ctx, cur, acc_t, base_kind, bits_mask, lane_bits))
     for s in range(len(cur)):
         v = cur[s] if op.clear else _combine(base_kind, cast(Load(dreg, (const(s),)), acc_t), cur[s])
         stmts.append(Store(dreg, (const(s),), cast(v, dst.dtype)))
     return seq(*stmts)
 
+
+
+def _across_warps(ctx: Ctx, cur: list, acc_t, base_kind, bits_mask: int, lane_bits: int) -> list:
+    """Combine each thread's values `cur` (already reduced over the lanes `lane_bits`) across the
+    warps whose thread-index bits are `bits_mask`, through a shared scratch buffer; `cur` is
+    updated in place to the combined values.
+
+    By default every thread stores its values at `tid * nd + s`.  Under shared-memory pressure
+    (`ctx.compact_scratch`) only the first lane of each reduced lane group stores (the others
+    hold the same values after the butterfly), at its thread index with the lane bits removed,
+    so the scratch is `lane group size` times smaller."""
+    nd = len(cur)
+    keep = ~lane_bits if ctx.compact_scratch else -1
+    width = max(ctx.threads - 1, 1).bit_length()
+    slots = max(_pext_const(t, keep, width) for t in range(ctx.threads)) + 1
+    scratch = Buffer(f"red_smem{ctx.var().name}", (slots * nd,), acc_t, "shared")
+    ctx.scratch.add(scratch)
+    out = [Alloc(scratch)]
+
+    def at(tid, s):
+        return binary("+", binary("*", _pext(tid, keep, width), nd), s)
+    # no barriers here: transform/insert_syncs.py places them by address range (one between
+    # these stores and the loads below; one before a later writer of the same bytes)
+    stores = [Store(scratch, (at(ctx.tid, s),), cur[s]) for s in range(nd)]
+    if ctx.compact_scratch and lane_bits:
+        out.append(If(binary("==", binary("&", ctx.tid, lane_bits), 0), seq(*stores)))
+    else:
+        out.extend(stores)
+    others = [x for x in range(ctx.threads) if x & ~bits_mask == 0]  # values of the warp bits
+    base_tid = binary("&", ctx.tid, ~bits_mask & 0x7fffffff)
+    for s in range(nd):
+        value = _identity(base_kind, acc_t)
+        for w in others:
+            partner = binary("|", base_tid, w)
+            value = _combine(base_kind, value, Load(scratch, (at(partner, s),)))
+        nv = Var(f"{cur[s].name}_b", acc_t)
+        out.append(Let(nv, value))
+        cur[s] = nv
+    return out
+
+
+def _runs(mask: int, width: int) -> list:
+    """The runs of set bits of `mask` below bit `width`: (lowest bit, length, output position)."""
+    runs, out, b = [], 0, 0
+    while b < width:
+        if mask >> b & 1:
+            lo = b
+            while b < width and mask >> b & 1:
+                b += 1
+            runs.append((lo, b - lo, out))
+            out += b - lo
+        else:
+            b += 1
+    return runs
+
+
+def _pext_const(x: int, mask: int, width: int) -> int:
+    return sum(((x >> lo) & ((1 << n) - 1)) << o for lo, n, o in _runs(mask, width))
+
+
+def _pext(e, mask: int, width: int):
+    """`e` (a thread index below 2**width) with the bits outside `mask` removed; `e` itself
+    when `mask` keeps every bit (the default layout's expression, unchanged)."""
+    runs = _runs(mask, width)
+    if runs == [(0, width, 0)]:
+        return e
+    out = None
+    for lo, n, o in runs:
+        part = binary("&", binary(">>", e, lo) if lo else e, (1 << n) - 1)
+        part = binary("<<", part, o) if o else part
+        out = part if out is None else binary("+", out, part)
+    return out if out is not None else const(0)
