@@ -10,7 +10,7 @@ Returns the source and the launch metadata the runtime needs (grid, block, share
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Kernel, WarpSpecialize, collect
+from ..ir import Kernel, View, WarpSpecialize, collect
 from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
@@ -30,6 +30,7 @@ class CudaPrinter(CPrinter):
         self.func = func
         self.target = target
         self.smem = func.lowering.smem_offsets
+        self.viewed = {v.base for v in collect(func.body, lambda n: isinstance(n, View))}
         self.swizzled = func.lowering.swizzled(SWIZZLE_SM80)
         self.swizzled_sm90 = func.lowering.swizzled(SWIZZLE_SM90)
         self.kernel = None
@@ -159,14 +160,21 @@ class CudaPrinter(CPrinter):
         b = s.buffer
         t = self.type_name(b.dtype)
         if b.scope == "shared":
-            self.doc.line(f"{t}* __restrict__ {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
+            # a tile that T.view also names is not __restrict__: the two pointers alias
+            restrict = "" if b in self.viewed else " __restrict__"
+            self.doc.line(f"{t}*{restrict} {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
             self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_View(self, s):
-        self.doc.line(f"{self.type_name(s.buffer.dtype)}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+        t = self.type_name(s.buffer.dtype)
+        if s.buffer.scope == "shared":  # T.view: the tile's bytes as another tile
+            self.doc.line(f"{t}* {self.name(s.buffer)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[s.buffer]});"
+                          f"  // a view of {self.name(s.base)}")
+            return
+        self.doc.line(f"{t}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
 
     def visit_Annotate(self, s):
         pass

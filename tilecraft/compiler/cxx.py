@@ -14,7 +14,9 @@ from pathlib import Path
 from .. import env
 from .errors import CxxCompileError
 
-FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-w"]
+# -fno-strict-aliasing: a T.view names a tile's bytes with another element type (the CPU target's
+# reference semantics must hold for it as on the GPU)
+FLAGS = ["-O2", "-std=c++17", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-fno-strict-aliasing", "-w"]
 
 
 def include_dir() -> str:

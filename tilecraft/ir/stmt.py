@@ -82,8 +82,9 @@ class Alloc(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class View(Stmt):
-    """`buffer` names the storage of the global tensor `base` with another shape (TileLang's
-    `T.Tensor(shape, dtype, base.data)`): both row-major over the same elements and dtype."""
+    """`buffer` names the storage of `base` with another shape: a global tensor (TileLang's
+    `T.Tensor(shape, dtype, base.data)`, the same elements and dtype) or a shared tile (`T.view`,
+    any element type that fits in its bytes; both start at the same byte)."""
     buffer: Buffer
     base: Buffer
 

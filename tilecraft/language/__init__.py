@@ -6,7 +6,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
 from .parser import prim_func, macro
 from .kernel import (Kernel, Parallel, Persistent, Pipelined, serial, unroll, vectorized, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
-                     get_thread_bindings, get_block_binding, sync_threads, sync_grid)
+                     get_thread_bindings, get_block_binding, sync_threads, sync_grid, view)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
                       cumsum, print)

@@ -134,7 +134,7 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
             # loop-carried: what the end of an iteration did vs what the start of the next does.
             # Lowering's per-thread element loops (unrolled, or marked "once") write each element
             # once, from one thread: write-after-write between their iterations is not a race.
-            first_r, first_w, branch = _first_access(s.body)
+            first_r, first_w, branch = _prefix_access(body)
             if isinstance(s, While):  # the condition is read again before the next iteration
                 first_r, branch = first_r | _access(Evaluate(s.cond))[0], False
             once = isinstance(s, For) and (s.kind == "unroll" or s.annotation("once", False))
@@ -199,13 +199,20 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
     return out
 
 
-def _first_access(body):
-    """(reads, writes, whether in a T.ws branch) of the first statement that touches shared memory."""
-    for s in _stmts(body):
+def _prefix_access(body: list):
+    """(reads, writes, whether all in T.ws branches) of the statements a loop body runs before its
+    first barrier: the next iteration's start, which the end of this one must not overlap (every
+    one of them, not only the first: `copy A_s; copy B_s` at the top of a loop whose end reads
+    B_s needs the barrier although A_s alone would not)."""
+    reads, writes, branch = set(), set(), True
+    for s in body:
+        if isinstance(s, Sync):
+            break
         r, w = _access(s)
         if r or w:
-            return r, w, isinstance(s, WarpGroupScope)
-    return set(), set(), False
+            reads, writes = reads | r, writes | w
+            branch = branch and isinstance(s, WarpGroupScope)
+    return reads, writes, branch and bool(reads or writes)
 
 
 def _stmts(s) -> list:

@@ -4,6 +4,8 @@ Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the lowering 
 `smem_offsets` maps each shared buffer to its byte offset (128-byte aligned, which TMA and
 16-byte vector accesses need; 1024 for wgmma tiles) and `smem_bytes` is the total.
 
+A view of a tile (`T.view`) gets the tile's offset, and its uses count as uses of the tile.
+
 Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
 statements that touch the buffer (a loop counts as one statement, so everything a loop body uses
 stays live for the whole loop).  Placement is first-fit by start of life.  `insert_syncs` runs
@@ -22,7 +24,7 @@ buffer, its size and the total listed.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, For, Kernel, Load, Ref, Seq, Store, WarpSpecialize, While, collect, seq
+from ..ir import Alloc, For, Kernel, Load, Ref, Seq, Store, View, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM90
 
@@ -49,11 +51,11 @@ def _top_level(body) -> list:
     return out
 
 
-def _lifetimes(k: Kernel, bufs) -> dict:
+def _lifetimes(k: Kernel, bufs, alias) -> dict:
     stmts = _top_level(k.body)
     life = {}
     for pos, s in enumerate(stmts):
-        touched = {n.buffer for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref)))}
+        touched = {alias.get(n.buffer, n.buffer) for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref)))}
         for b in bufs:
             if b in touched:
                 lo, hi = life.get(b, (pos, pos))
@@ -72,7 +74,7 @@ def _leaves(s) -> list:
     return [s]
 
 
-def _scratch_lifetimes(k: Kernel, bufs, scratch) -> dict:
+def _scratch_lifetimes(k: Kernel, bufs, scratch, alias) -> dict:
     """Lifetimes in innermost statements: a buffer of `scratch` (lowering's per-statement
     scratch, written and then read inside one lowered op, never carried over) lives from the
     first to the last innermost statement touching it, so two reductions in one loop body share
@@ -89,8 +91,9 @@ def _scratch_lifetimes(k: Kernel, bufs, scratch) -> dict:
         first, last = pos, pos + len(leaves) - 1
         for leaf in leaves:
             for n in collect(leaf, lambda n: isinstance(n, (Load, Store, Ref))):
-                if n.buffer in bufs:
-                    widen(n.buffer, pos, pos) if n.buffer in scratch else widen(n.buffer, first, last)
+                b = alias.get(n.buffer, n.buffer)
+                if b in bufs:
+                    widen(b, pos, pos) if b in scratch else widen(b, first, last)
             pos += 1
     for b in bufs:
         life.setdefault(b, (0, pos))
@@ -116,6 +119,20 @@ def _place(bufs, life, align=ALIGN) -> tuple[dict, int]:
     return offsets, top
 
 
+def _views(k: Kernel, bufs) -> dict:
+    """view -> the shared tile it views (T.view); the view's uses keep the tile's bytes live."""
+    alias = {}
+    for v in collect(k.body, lambda n: isinstance(n, View) and n.buffer.scope == "shared"):
+        base = alias.get(v.base, v.base)
+        if base not in bufs:
+            raise TilecraftError(
+                f"T.view({v.base.name}): {v.base.name} has no single storage to view -- a pipelined loop keeps one "
+                f"copy of it per stage (it is a T.copy destination in T.Pipelined with num_stages > 1)", v.span,
+                hint="view a tile that the pipelined loop does not stage, or use num_stages=1")
+        alias[v.buffer] = base
+    return alias
+
+
 def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
     offsets, total = {}, 0
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
@@ -128,7 +145,8 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         # measured and checked with); only when that does not fit do the other buffers (row vectors,
         # mbarriers) keep 128 and fill the gaps between the tiles.
         layouts = func.lowering.smem_layouts
-        life = _lifetimes(k, bufs)
+        alias = _views(k, bufs)
+        life = _lifetimes(k, bufs, alias)
         hopper = any(layouts.get(b) == SWIZZLE_SM90 for b in bufs)
         offs, size = _place(bufs, life, 1024 if hopper else ALIGN)
         limit = target.max_shared_memory
@@ -136,8 +154,9 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
             offs, size = _place(bufs, life, lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
         scratch = func.lowering.scratch_smem & set(bufs)
         if size > limit and scratch:
-            offs, size = _place(bufs, _scratch_lifetimes(k, set(bufs), scratch),
+            offs, size = _place(bufs, _scratch_lifetimes(k, set(bufs), scratch, alias),
                                 lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
+        offs.update({v: offs[b] for v, b in alias.items()})   # a view starts at its tile's first byte
         offsets.update(offs)
         total = max(total, size)
         if size > limit:
