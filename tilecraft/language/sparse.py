@@ -78,8 +78,10 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_B=False, policy=Gemm
     group, pos = kk // 4, kk % 4
     word = cast(Load(e, (i, kk // ebits)), dt.int32)
     nibble = (word >> ((group % (ebits // 4)) * 4)) & 15
-    def kept(j):
+
+    def kept(j):  # the group's j-th kept value
         return Load(a, (group * 2 + j, i) if transpose_A else (i, group * 2 + j))
+
     # (IR nodes compare by identity: `==` on them is Python's, so the comparisons are built with binary)
     value = select(binary("==", pos, nibble & 3), kept(0),
                    select(binary("==", pos, (nibble >> 2) & 3), kept(1), const(0, a.dtype)))
