@@ -12,7 +12,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Kernel, collect
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
-from .c_printer import CPrinter
+from .c_printer import CPrinter, view_line, viewed_bases
 
 ENTRY = "tc_entry"
 _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap storage
@@ -62,12 +62,14 @@ class CppPrinter(CPrinter):
     def visit_Alloc(self, s):
         b = s.buffer
         if b not in self.hoisted:
-            self.doc.line(f"{self.type_name(b.dtype)} {self.name(b)}[{b.numel}];")
+            # T.view may read these bytes as a wider type: align for the widest scalar
+            align = "alignas(16) " if b in viewed_bases(self.func) else ""
+            self.doc.line(f"{align}{self.type_name(b.dtype)} {self.name(b)}[{b.numel}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_View(self, s):
-        self.doc.line(f"{self.type_name(s.buffer.dtype)}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+        self.doc.line(view_line(self, s))
 
     def visit_Kernel(self, k: Kernel):
         outer = self.kernel
@@ -91,7 +93,8 @@ class CppPrinter(CPrinter):
         for b in big:
             store = self.name.fresh(f"{self.name(b)}_storage")
             d.line(f"std::vector<{self.type_name(b.dtype)}> {store}({b.numel});")
-            d.line(f"{self.type_name(b.dtype)}* __restrict__ {self.name(b)} = {store}.data();")
+            restrict = "" if b in viewed_bases(self.func) else " __restrict__"
+            d.line(f"{self.type_name(b.dtype)}*{restrict} {self.name(b)} = {store}.data();")
         d.line("#pragma omp for schedule(dynamic, 1)")
         d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
         d.indent()

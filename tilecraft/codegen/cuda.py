@@ -17,7 +17,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
-from .c_printer import CPrinter
+from .c_printer import CPrinter, view_line, viewed_bases
 
 _PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
 
@@ -159,14 +159,16 @@ class CudaPrinter(CPrinter):
         b = s.buffer
         t = self.type_name(b.dtype)
         if b.scope == "shared":
-            self.doc.line(f"{t}* __restrict__ {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
+            # a base that T.view reinterprets is reached by two names: no __restrict__ promise
+            restrict = "" if b in viewed_bases(self.func) else " __restrict__"
+            self.doc.line(f"{t}*{restrict} {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
             self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_View(self, s):
-        self.doc.line(f"{self.type_name(s.buffer.dtype)}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+        self.doc.line(view_line(self, s))
 
     def visit_Annotate(self, s):
         pass

@@ -16,6 +16,7 @@ from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh,
                    cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
                    bitwise_xor, shift_left, shift_right)
 from .conv import c2d_im2col  # noqa: E402
+from .views import view  # noqa: E402
 from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
 from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, annotate_l2_hit_ratio,
                           annotate_safe_value, annotate_padding, no_set_max_nreg)

@@ -1,7 +1,7 @@
 """Place every shared buffer in the block's dynamic shared memory (CUDA targets).
 
 Before: `Alloc`s of shared buffers anywhere in the kernel.  After: the lowering state's
-`smem_offsets` maps each shared buffer to its byte offset (128-byte aligned, which TMA and
+`smem_offsets` maps each shared buffer (and each T.view of one, at its base's offset) to its byte offset (128-byte aligned, which TMA and
 16-byte vector accesses need; 1024 for wgmma tiles) and `smem_bytes` is the total.
 
 Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
@@ -16,7 +16,7 @@ buffer, its size and the total listed.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, WarpSpecialize, collect, seq
+from ..ir import Alloc, Kernel, Load, Ref, Seq, Store, View, WarpSpecialize, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM90
 
@@ -57,6 +57,22 @@ def _lifetimes(k: Kernel, bufs) -> dict:
     return life
 
 
+def _shared_views(k: Kernel, bufs) -> dict:
+    """view -> base for the T.view statements of shared tiles in kernel `k` (language/views.py):
+    a view has no memory of its own, it is placed at its base's offset."""
+    views = {}
+    for v in collect(k.body, lambda n: isinstance(n, View)):
+        if v.buffer.scope != "shared":
+            continue
+        if v.base not in bufs:
+            raise TilecraftError(
+                f"T.view {v.buffer.name}: its base shared tile {v.base.name} was rewritten by an earlier "
+                f"pass (a T.Pipelined loop multi-buffers the tiles it copies into), so the view has no "
+                f"fixed bytes to alias", v.span, hint="view a tile that no pipelined copy writes, or use num_stages=0")
+        views[v.buffer] = v.base
+    return views
+
+
 def _place(bufs, life, align=ALIGN) -> tuple[dict, int]:
     """`align`: one alignment for every buffer, or a function giving each buffer's."""
     align_of = align if callable(align) else (lambda b: align)
@@ -88,12 +104,16 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         # measured and checked with); only when that does not fit do the other buffers (row vectors,
         # mbarriers) keep 128 and fill the gaps between the tiles.
         layouts = func.lowering.smem_layouts
-        life = _lifetimes(k, bufs)
+        views = _shared_views(k, bufs)
+        life = _lifetimes(k, bufs + list(views))
+        for v, base in views.items():  # a base lives as long as anything reaches it through a view
+            life[base] = (min(life[base][0], life[v][0]), max(life[base][1], life[v][1]))
         hopper = any(layouts.get(b) == SWIZZLE_SM90 for b in bufs)
         offs, size = _place(bufs, life, 1024 if hopper else ALIGN)
         limit = target.max_shared_memory
         if hopper and size > limit:
             offs, size = _place(bufs, life, lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
+        offs.update({v: offs[base] for v, base in views.items()})
         offsets.update(offs)
         total = max(total, size)
         if size > limit:
