@@ -116,7 +116,7 @@ def _bad(body):
     (lambda X, s, f: T.view(s, shape=[16, 16], dtype="float32"), "needs 1024 bytes"),
     (lambda X, s, f: T.view(f, dtype="float16"), "only shared tiles and global tensors"),
     (lambda X, s, f: T.view(X, shape=[16, 9], dtype="float32"), "needs 576 bytes"),
-    (lambda X, s, f: T.view(s, shape=[16, 3], dtype="float64"), "needs 384 bytes"),
+    (lambda X, s, f: T.view(s, shape=[16, 5], dtype="float64"), "needs 640 bytes"),
 ])
 def test_bad_views_name_the_line(body, needle):
     with pytest.raises(TilecraftError) as e:
