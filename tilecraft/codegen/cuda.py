@@ -10,14 +10,14 @@ Returns the source and the launch metadata the runtime needs (grid, block, share
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Kernel, View, WarpSpecialize, collect
+from ..ir import Kernel, WarpSpecialize, collect
 from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
-from .c_printer import CPrinter
+from .c_printer import CPrinter, view_line, viewed_bases
 
 _PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
 
@@ -30,7 +30,6 @@ class CudaPrinter(CPrinter):
         self.func = func
         self.target = target
         self.smem = func.lowering.smem_offsets
-        self.viewed = {v.base for v in collect(func.body, lambda n: isinstance(n, View))}
         self.swizzled = func.lowering.swizzled(SWIZZLE_SM80)
         self.swizzled_sm90 = func.lowering.swizzled(SWIZZLE_SM90)
         self.kernel = None
@@ -160,8 +159,8 @@ class CudaPrinter(CPrinter):
         b = s.buffer
         t = self.type_name(b.dtype)
         if b.scope == "shared":
-            # a tile that T.view also names is not __restrict__: the two pointers alias
-            restrict = "" if b in self.viewed else " __restrict__"
+            # a base that T.view reinterprets is reached by two names: no __restrict__ promise
+            restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             self.doc.line(f"{t}*{restrict} {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
             self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
@@ -169,12 +168,7 @@ class CudaPrinter(CPrinter):
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
     def visit_View(self, s):
-        t = self.type_name(s.buffer.dtype)
-        if s.buffer.scope == "shared":  # T.view: the tile's bytes as another tile
-            self.doc.line(f"{t}* {self.name(s.buffer)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[s.buffer]});"
-                          f"  // a view of {self.name(s.base)}")
-            return
-        self.doc.line(f"{t}* {self.name(s.buffer)} = {self.name(s.base)};  // a view")
+        self.doc.line(view_line(self, s))
 
     def visit_Annotate(self, s):
         pass

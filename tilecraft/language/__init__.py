@@ -6,7 +6,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
 from .parser import prim_func, macro
 from .kernel import (Kernel, Parallel, Persistent, Pipelined, serial, unroll, vectorized, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
-                     get_thread_bindings, get_block_binding, sync_threads, sync_grid, view)
+                     get_thread_bindings, get_block_binding, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
                       cumsum, print)
@@ -15,6 +15,8 @@ from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh,
                    max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select, reinterpret,
                    cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
                    bitwise_xor, shift_left, shift_right)
+from .conv import c2d_im2col  # noqa: E402
+from .views import view  # noqa: E402
 from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
 from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, annotate_l2_hit_ratio,
                           annotate_safe_value, annotate_padding, no_set_max_nreg)

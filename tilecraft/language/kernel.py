@@ -284,26 +284,3 @@ def sync_threads(barrier_id=None, arrive_count=None):
 def get_thread_bindings():
     return [get_thread_binding(i) for i in range(3)]
 
-
-def view(buffer, shape=None, dtype=None):
-    """`T.view(buf, shape=..., dtype=...)`: the bytes of shared tile `buf` seen as another tile
-    (another shape and/or element type, row-major from the first byte); it must fit in those
-    bytes.  Both names reach the same memory, so a write through one is seen through the other
-    (barriers between them are placed as between any two uses of those bytes).  Global tensors
-    are viewed with `T.Tensor(shape, dtype, X.data)`."""
-    from ..ir import View
-    b = require_kernel("T.view")
-    if not isinstance(buffer, Buffer):
-        raise error(f"T.view: the first argument must be a tile allocated in this kernel, got {buffer!r}")
-    if buffer.scope != "shared":
-        raise error(f"T.view({buffer.name}): only shared tiles can be viewed here ({buffer.name} is "
-                    f"{buffer.scope}); a global tensor is viewed with T.Tensor(shape, dtype, {buffer.name}.data)")
-    shape = buffer.shape if shape is None else _shape(shape, "T.view")
-    d = buffer.dtype if dtype is None else _dtype(dtype, "T.view")
-    buf = Buffer(b.fresh_name(getattr(b, "pending_name", None) or f"{buffer.name}_view"), shape, d, "shared",
-                 span=b.span)
-    if buf.nbytes > buffer.nbytes:
-        raise error(f"T.view({buffer.name}, shape={tuple(shape)}, dtype={d}): the view needs {buf.nbytes} bytes "
-                    f"but {buffer.name} {tuple(buffer.shape)} {buffer.dtype} has {buffer.nbytes}")
-    b.emit(View(buf, buffer, span=b.span))
-    return buf

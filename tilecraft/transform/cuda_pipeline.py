@@ -7,6 +7,7 @@ from .lower_cuda import lower_cuda
 from .lower_manual_sync_cuda import lower_manual_sync_cuda
 from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
+from .shift_parallel_anchors import shift_parallel_anchors
 from .pipeline_copies import pipeline_copies
 from .stage_epilogue import stage_epilogue
 from .stage_gemm_operands import stage_gemm_operands
@@ -17,6 +18,9 @@ CUDA_PIPELINE = [
     # The program's own mbarriers and register budgets become intrinsics; a kernel that
     # specializes warp groups by hand (T.ws) is marked so the pipelining below leaves it alone.
     lower_manual_sync_cuda,
+    # T.Parallel nests that reach a fragment only at an offset from their loop variables run over
+    # that fragment's coordinates instead, so the layout inference below sees an anchor.
+    shift_parallel_anchors,
     # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
     infer_layouts,
     # Fragment operands the tensor cores cannot read from registers (another layout, transposed

@@ -1,0 +1,78 @@
+"""`T.view(buffer, shape=..., dtype=...)`: the bytes of a shared tile or a global tensor seen as a
+buffer of another shape and, possibly, another element type (TileLang's reinterpreting view; a
+kernel reuses a bf16 shared tile it is done with as a float32 staging tile, say).
+
+The view starts at the first byte of its base and must fit inside it (an error at the user's line
+otherwise).  It emits a `View` statement (ir/stmt.py) naming the underlying allocation: a view of a
+view names the first one's base.  What holds downstream:
+  - global views print as a pointer cast of the parameter (as `T.Tensor(shape, dtype, X.data)`);
+  - shared views get their base's shared-memory offset (transform/plan_shared_memory.py), so the
+    barrier pass, which compares byte ranges, orders accesses through the view against accesses
+    through the base; the printers drop `__restrict__` on a viewed base, since two names then
+    reach the same bytes;
+  - bytes are the base's bytes only when both sides index row-major: a base that a gemm gives a
+    swizzled layout can be reused through a view as scratch, but what a swizzled base holds is not
+    readable element-for-element through a view.
+Register fragments and local buffers have per-thread layouts and cannot be viewed.
+"""
+from __future__ import annotations
+
+from ..errors import TilecraftError
+from ..ir import Buffer, View, collect
+from ..ir import dtype as dt
+from .builder import error, require_kernel
+
+
+def _root(b, buffer: Buffer) -> Buffer:
+    """The allocation `buffer` views (itself when it is not a view)."""
+    for blk in b.blocks:
+        for s in blk:
+            for v in collect(s, lambda n: isinstance(n, View)):
+                if v.buffer is buffer:
+                    return v.base
+    return buffer
+
+
+def view(buffer, shape=None, dtype=None):
+    """A buffer over the first bytes of `buffer` with `shape` and `dtype` (each defaulting to the
+    base's; with only dtype changed, the last dimension scales by the width ratio)."""
+    b = require_kernel("T.view")
+    if not isinstance(buffer, Buffer):
+        raise error(f"T.view: the first argument must be a shared tile or a global tensor, got {buffer!r}")
+    if buffer.scope not in ("shared", "global"):
+        raise error(f"T.view: {buffer.name} is a {buffer.scope} buffer; only shared tiles and global tensors "
+                    f"can be viewed (a register fragment's layout is per thread)",
+                    hint="copy the fragment into a shared tile and view that")
+    try:
+        d = dt.dtype(dtype) if dtype is not None else buffer.dtype
+    except (TilecraftError, ValueError) as e:
+        raise error(f"T.view: {getattr(e, 'message', e)}") from None
+    base_shape = tuple(buffer.shape)
+    if shape is None:
+        last = base_shape[-1]
+        if d.bits == buffer.dtype.bits:
+            shape = base_shape
+        elif isinstance(last, int) and (last * buffer.dtype.bits) % d.bits == 0:
+            shape = base_shape[:-1] + (last * buffer.dtype.bits // d.bits,)
+        else:
+            raise error(f"T.view: the last dimension of {buffer.name} {base_shape} {buffer.dtype} is not a whole "
+                        f"number of {d} elements; give the view's shape")
+    if isinstance(shape, int) or not hasattr(shape, "__iter__"):
+        shape = (shape,)
+    shape = tuple(shape)
+    if any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
+        if buffer.scope == "shared" or d != buffer.dtype:
+            raise error(f"T.view({buffer.name}, shape={shape}): the view's shape must be positive Python ints")
+    n = 1
+    for s in shape:
+        n = n * s
+    if isinstance(n, int) and all(isinstance(s, int) for s in base_shape):
+        need, have = n * d.bits, buffer.numel * buffer.dtype.bits
+        if need > have:
+            raise error(f"T.view({buffer.name}, shape={shape}, dtype={d}): the view needs {need // 8} bytes but "
+                        f"{buffer.name} {base_shape} {buffer.dtype} holds {have // 8}",
+                        hint="a view reinterprets the bytes of its base and must fit inside them")
+    base = _root(b, buffer)
+    view_buf = Buffer(b.fresh_name(b.pending_name or f"{buffer.name}_view"), shape, d, buffer.scope, span=b.span)
+    b.emit(View(view_buf, base, span=b.span))
+    return view_buf
