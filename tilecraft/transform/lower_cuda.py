@@ -21,10 +21,10 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, uniform_slot_part
+from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .warp_groups import scope_base, scope_threads
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, window_dims, writes_a_projection
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -200,6 +200,10 @@ class _FragRewrite(Mutator):
                     v = self.ctx.digit(self.base, name, self.r)
                     slot = binary("+", slot, binary("*", v, coef))
                 return (slot,)
+        if dims is None:
+            window = self.window_slot(buf, lay, indices)
+            if window is not None:
+                return window
         if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
@@ -209,6 +213,25 @@ class _FragRewrite(Mutator):
         for d in proj.reg_digits:  # proj numbers its slots as `lay` does (equivalent layouts)
             v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
             slot = binary("+", slot, binary("*", v, proj.reg_stride(d.name)))
+        return (slot,)
+
+    def window_slot(self, buf, lay, indices):
+        """The slot of `buf[i, u * c + j]` (ir.semantics.window_dims) when `lay` is the loop's
+        layout extended by one register digit per window (layout.fragment.extend_window), as
+        infer_layouts lays out such a fragment; None otherwise."""
+        dims = window_dims(indices, self.vars)
+        ext = None if dims is None else extend_window(self.base, buf.shape, dims)
+        if ext is None or not lay.equivalent(ext[0]):
+            return None
+        ext, owner = ext
+        slot = const(0)
+        for d in ext.reg_digits:
+            if d.name in owner:
+                k = dims[owner[d.name]]
+                v = self.visit(k[1] if isinstance(k, tuple) else indices[owner[d.name]])
+            else:
+                v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
+            slot = binary("+", slot, binary("*", v, ext.reg_stride(d.name)))
         return (slot,)
 
     def uniform_slot(self, buf, lay, indices):
