@@ -15,7 +15,7 @@ from test_smem_pressure import check, mla_fp8  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("dim,seqlen", [(512, 320), (128, 256)])  # over the budget; within it
+@pytest.mark.parametrize("dim,seqlen", [(512, 320), (480, 256), (128, 256)])  # compact; shared; plain
 def test_mla_fp8_shape_on_gpu(dim, seqlen):
     k = tilelang.compile(mla_fp8(2, 128, seqlen, dim, 64, 64, 64), out_idx=[-1], target="cuda")
     check(k, 2, 128, seqlen, dim, 64, "cuda")

@@ -121,6 +121,39 @@ def mixed_dims(indices, loop_vars) -> tuple | None:
     return tuple(dims)
 
 
+def window_dims(indices, loop_vars) -> tuple | None:
+    """Like `mixed_dims`, but a dimension may also be a *window*: `u * c + v` (or `v + u * c`,
+    `c * u + v`) with `v` a loop variable, `c` a positive constant and `u` uniform, which this
+    returns as (loop position of v, u, c).  `x[i, jj * 4 + j]` inside `for i, j in T.Parallel(M, 4)`
+    within `for jj in T.serial(N // 4)` gives (0, (1, jj, 4)).  None unless some dimension is a
+    window and every other one is a loop variable or uniform."""
+    from .expr import Binary, Const
+    found, dims = False, []
+    for idx in indices:
+        d = mixed_dims((idx,), loop_vars)
+        if d is not None:
+            dims.append(d[0])
+            continue
+        if not (isinstance(idx, Binary) and idx.op == "+"):
+            return None
+        for v, prod in ((idx.a, idx.b), (idx.b, idx.a)):
+            k = [p for p, lv in enumerate(loop_vars) if v is lv]
+            if not k or not (isinstance(prod, Binary) and prod.op == "*"):
+                continue
+            for u, c in ((prod.a, prod.b), (prod.b, prod.a)):
+                if isinstance(c, Const) and isinstance(c.value, int) and c.value > 0 \
+                        and mixed_dims((u,), loop_vars) == (None,):
+                    dims.append((k[0], u, c.value))
+                    found = True
+                    break
+            else:
+                continue
+            break
+        else:
+            return None
+    return tuple(dims) if found else None
+
+
 def parallel_anchor(accesses, loop_vars, eligible=None):
     """The access that anchors a `T.Parallel` nest: the first (buffer, indices) of `accesses`
     whose indices are the nest's loop variables, each exactly once (in any order), among the

@@ -306,6 +306,45 @@ def extend_uniform(base: "FragmentLayout", shape, dims) -> "FragmentLayout | Non
     return FragmentLayout(tuple(shape), base.threads, base.thread_digits, tuple(regs), tuple(coords))
 
 
+def extend_window(base: "FragmentLayout", shape, dims):
+    """Like `extend_uniform`, for `ir.semantics.window_dims`: a window dimension `u * c + v` (v the
+    loop variable at position k, whose extent must be c) takes base's coordinates of v plus a
+    new register digit `w<dim>` of extent shape/c with coefficient c, so each thread holds the
+    same columns of every window and `u` only adds `u * stride` to a slot.  Returns (layout,
+    {new digit name: dimension}) or None when the sizes do not fit."""
+    coords, used, new = [], set(), []
+    for d, k in enumerate(dims):
+        if k is None:
+            coords.append(None)
+            new.append((d, f"u{d}", shape[d], 1))
+            continue
+        if isinstance(k, tuple):
+            k, _, c = k
+            if base.shape[k] != c or shape[d] % c:
+                return None
+            coords.append(tuple(base.coords[k]))
+            new.append((d, f"w{d}", shape[d] // c, c))
+        else:
+            if shape[d] != base.shape[k]:
+                return None
+            coords.append(tuple(base.coords[k]))
+        used |= base.uses(k)
+    names = {dg.name for dg in base.thread_digits + base.reg_digits}
+    regs = [dg for dg in base.reg_digits if dg.name in used]
+    owner = {}
+    for d, name, extent, coef in new:
+        if extent == 1:
+            coords[d] = coords[d] or ()
+            continue
+        while name in names:
+            name += "_"
+        names.add(name)
+        regs.append(Digit(name, extent))
+        coords[d] = (coords[d] or ()) + ((name, coef),)
+        owner[name] = d
+    return FragmentLayout(tuple(shape), base.threads, base.thread_digits, tuple(regs), tuple(coords)), owner
+
+
 def uniform_slot_part(lay: "FragmentLayout", dims):
     """For a fragment indexed with uniform indices in the dimensions where `dims` is None: the
     register digits those dimensions own, as [(dim, stride)] (a dimension of size 1 owns none),

@@ -25,10 +25,11 @@ from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, 
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
-                             writes_a_projection)
+                             window_dims, writes_a_projection)
 from ..options import options_of
 from .warp_groups import thread_contexts
-from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, replicated_layout,
+from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
+                               replicated_layout,
                                uniform_slot_part, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
@@ -242,6 +243,8 @@ class _Inference:
                     dims = None if loop_dims(idx, vars_) is not None else mixed_dims(idx, vars_)
                     if dims is not None and any(k is None and buf.shape[d] > 1 for d, k in enumerate(dims)):
                         found.add(buf)
+                    if loop_dims(idx, vars_) is None and window_dims(idx, vars_) is not None:
+                        found.add(buf)  # read in windows (`x[i, jj * 4 + j]`): laid out by that loop
             for op in ops:
                 if (isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment"
                         and not op.src.covers_whole() and slice_dims(op.src, op.dst)[0] is not None):
@@ -326,6 +329,18 @@ class _Inference:
                     changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name} (a row vector)",
                                         loop.span)
         return changed
+
+    def _window(self, buf, idx, vars_, base, abuf, loop) -> bool:
+        """`buf[i, jj * 4 + j]` in a nest over (i, j) (ir.semantics.window_dims): buf is laid out
+        so that every window holds its columns in the threads that run the loop's columns, one
+        register digit per window (layout.fragment.extend_window)."""
+        dims = window_dims(idx, vars_)
+        loop_pos = [k[0] if isinstance(k, tuple) else k for k in dims or () if k is not None]
+        if dims is None or len(set(loop_pos)) != len(loop_pos):
+            return False
+        ext = extend_window(base, buf.shape, dims)
+        return ext is not None and self.set(buf, ext[0], f"the T.Parallel loop using {abuf.name} "
+                                            f"(column windows of {buf.name})", loop.span)
 
     def _note(self, g: Gemm, what: str):
         m, n, k = g.mnk
@@ -423,8 +438,11 @@ class _Inference:
                     # uniform indices in some dimensions (`lse[k, j]`, `m[0]`): those dimensions
                     # live in every thread's registers, the others follow the loop
                     dims = mixed_dims(idx, vars_)
-                    loop_pos = [k for k in dims or () if k is not None]
-                    if dims is None or len(set(loop_pos)) != len(loop_pos):
+                    if dims is None:
+                        changed |= self._window(buf, idx, vars_, base, abuf, loop)
+                        continue
+                    loop_pos = [k for k in dims if k is not None]
+                    if len(set(loop_pos)) != len(loop_pos):
                         continue
                     ext = extend_uniform(base, buf.shape, dims)
                     if ext is not None:

@@ -21,17 +21,19 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, uniform_slot_part
+from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
+from .plan_shared_memory import plan_kernel
 from .warp_groups import scope_base, scope_threads
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, writes_a_projection
+from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, window_dims, writes_a_projection
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
 class _Lower(Mutator):
-    def __init__(self, layouts, swizzled, smem_limit):
+    def __init__(self, layouts, swizzled, smem_layouts, smem_limit):
         super().__init__()
         self.layouts, self.swizzled, self.smem_limit = layouts, swizzled, smem_limit
+        self.smem_layouts = smem_layouts
         self.scratch: set = set()
         self.ctx: Ctx | None = None
         self.in_parallel = 0  # inside a T.Parallel nest, _FragRewrite addresses the fragments
@@ -69,9 +71,10 @@ class _Lower(Mutator):
     def visit_Kernel(self, k: Kernel):
         self.ctx = Ctx(k, self.layouts, self.swizzled)
         out = Mutator.generic(self, k)
-        if self.ctx.scratch and _shared_bytes(out) > self.smem_limit:
-            # over the budget even before plan_shared_memory reuses dead bytes: lower again with
-            # the compact reduction scratch (Ctx.compact_scratch); kernels within it are unchanged
+        if self.ctx.scratch and plan_kernel(out, self.smem_layouts, self.ctx.scratch, self.smem_limit)[2] \
+                > self.smem_limit:
+            # the shared-memory plan (plan_shared_memory.py, every fallback tried) does not fit: lower
+            # again with the compact reduction scratch (Ctx.compact_scratch); kernels that fit are unchanged
             self.ctx = Ctx(k, self.layouts, self.swizzled)
             self.ctx.compact_scratch = True
             out = Mutator.generic(self, k)
@@ -164,13 +167,6 @@ def _has_atomics(node) -> bool:
                for d, _ in c.operand_args())
 
 
-def _shared_bytes(node) -> int:
-    """The shared bytes `node` allocates, summed (no reuse)."""
-    from ..ir import collect
-    bufs = {a.buffer for a in collect(node, lambda n: isinstance(n, Alloc)) if a.buffer.scope == "shared"}
-    return sum(b.nbytes for b in bufs)
-
-
 def _frag_accesses(node):
     from ..ir import collect
     return [n for n in collect(node, lambda n: isinstance(n, (Load, Store, Ref))) if n.buffer.scope == "fragment"]
@@ -200,6 +196,10 @@ class _FragRewrite(Mutator):
                     v = self.ctx.digit(self.base, name, self.r)
                     slot = binary("+", slot, binary("*", v, coef))
                 return (slot,)
+        if dims is None:
+            window = self.window_slot(buf, lay, indices)
+            if window is not None:
+                return window
         if proj is None or not lay.equivalent(proj):
             raise TilecraftError(
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
@@ -209,6 +209,25 @@ class _FragRewrite(Mutator):
         for d in proj.reg_digits:  # proj numbers its slots as `lay` does (equivalent layouts)
             v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
             slot = binary("+", slot, binary("*", v, proj.reg_stride(d.name)))
+        return (slot,)
+
+    def window_slot(self, buf, lay, indices):
+        """The slot of `buf[i, u * c + j]` (ir.semantics.window_dims) when `lay` is the loop's
+        layout extended by one register digit per window (layout.fragment.extend_window), as
+        infer_layouts lays out such a fragment; None otherwise."""
+        dims = window_dims(indices, self.vars)
+        ext = None if dims is None else extend_window(self.base, buf.shape, dims)
+        if ext is None or not lay.equivalent(ext[0]):
+            return None
+        ext, owner = ext
+        slot = const(0)
+        for d in ext.reg_digits:
+            if d.name in owner:
+                k = dims[owner[d.name]]
+                v = self.visit(k[1] if isinstance(k, tuple) else indices[owner[d.name]])
+            else:
+                v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)
+            slot = binary("+", slot, binary("*", v, ext.reg_stride(d.name)))
         return (slot,)
 
     def uniform_slot(self, buf, lay, indices):
@@ -273,7 +292,7 @@ def _mma_readable_sm90(func: PrimFunc) -> set:
 def lower_cuda(func: PrimFunc, target) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
     swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
-    lower = _Lower(layouts, swizzled, target.max_shared_memory)
+    lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, target.max_shared_memory)
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:

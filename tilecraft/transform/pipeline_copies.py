@@ -180,6 +180,10 @@ class _Pipeline(Mutator):
                 cps.append(Copy(src, dst, "async", span=c.span))
             return seq(*cps)
         rest = [s for s in (f.body.stmts if isinstance(f.body, Seq) else (f.body,)) if s not in producers]
+        # tiles allocated inside the loop body (TileLang scopes every allocation to the kernel) are
+        # declared before the loop: the prologue already fills them
+        hoisted = [s for s in rest if isinstance(s, Alloc) and s.buffer in staged]
+        rest = [s for s in rest if s not in hoisted]
         compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = self._form(rest, producers)
@@ -188,7 +192,8 @@ class _Pipeline(Mutator):
             form, self.ws_taken = form.replace("_tma", "_ws"), True
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
-        return getattr(self, f"_{form}")(loop)
+        out = getattr(self, f"_{form}")(loop)
+        return seq(*hoisted, out) if hoisted else out
 
     # ---- the loop forms (module docstring) ------------------------------------------------------
     def _form(self, rest, producers) -> str:

@@ -133,30 +133,38 @@ def _views(k: Kernel, bufs) -> dict:
     return alias
 
 
+def plan_kernel(k: Kernel, layouts: dict, scratch, limit: int) -> tuple[list, dict, int]:
+    """One kernel's shared buffers, their offsets and the bytes they need: the plain plan, and the
+    fallbacks of the module docstring only while over `limit`.  `layouts`: the lowering state's
+    smem_layouts; `scratch`: its scratch_smem.  (lower_cuda asks this too, to decide whether the
+    kernel needs compact reduction scratch.)  A T.view gets its tile's offset."""
+    bufs = []
+    for a in collect(k.body, lambda n: isinstance(n, Alloc)):
+        if a.buffer.scope == "shared" and a.buffer not in bufs:
+            bufs.append(a.buffer)
+    # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels.
+    # Every buffer of such a kernel is placed on 1024 bytes (the layout the Hopper kernels were
+    # measured and checked with); only when that does not fit do the other buffers (row vectors,
+    # mbarriers) keep 128 and fill the gaps between the tiles.
+    alias = _views(k, bufs)
+    life = _lifetimes(k, bufs, alias)
+    hopper = any(layouts.get(b) == SWIZZLE_SM90 for b in bufs)
+    offs, size = _place(bufs, life, 1024 if hopper else ALIGN)
+    if hopper and size > limit:
+        offs, size = _place(bufs, life, lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
+    scratch = set(scratch) & set(bufs)
+    if size > limit and scratch:
+        offs, size = _place(bufs, _scratch_lifetimes(k, set(bufs), scratch, alias),
+                            lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
+    offs.update({v: offs[b] for v, b in alias.items()})   # a view starts at its tile's first byte
+    return bufs, offs, size
+
+
 def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
     offsets, total = {}, 0
+    limit = target.max_shared_memory
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
-        bufs = []
-        for a in collect(k.body, lambda n: isinstance(n, Alloc)):
-            if a.buffer.scope == "shared" and a.buffer not in bufs:
-                bufs.append(a.buffer)
-        # wgmma reads its operands through descriptors that assume 1024-byte aligned swizzle panels.
-        # Every buffer of such a kernel is placed on 1024 bytes (the layout the Hopper kernels were
-        # measured and checked with); only when that does not fit do the other buffers (row vectors,
-        # mbarriers) keep 128 and fill the gaps between the tiles.
-        layouts = func.lowering.smem_layouts
-        alias = _views(k, bufs)
-        life = _lifetimes(k, bufs, alias)
-        hopper = any(layouts.get(b) == SWIZZLE_SM90 for b in bufs)
-        offs, size = _place(bufs, life, 1024 if hopper else ALIGN)
-        limit = target.max_shared_memory
-        if hopper and size > limit:
-            offs, size = _place(bufs, life, lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
-        scratch = func.lowering.scratch_smem & set(bufs)
-        if size > limit and scratch:
-            offs, size = _place(bufs, _scratch_lifetimes(k, set(bufs), scratch, alias),
-                                lambda b: 1024 if layouts.get(b) == SWIZZLE_SM90 else ALIGN)
-        offs.update({v: offs[b] for v, b in alias.items()})   # a view starts at its tile's first byte
+        bufs, offs, size = plan_kernel(k, func.lowering.smem_layouts, func.lowering.scratch_smem, limit)
         offsets.update(offs)
         total = max(total, size)
         if size > limit:
