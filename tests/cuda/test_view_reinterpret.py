@@ -35,7 +35,7 @@ def global_bytes(M=8, N=32):
     def main(X: T.Tensor((M, N), "float16"), Out1: T.Tensor((M, N), "int16"),
              Out2: T.Tensor((M * N // 2,), "float32")):
         with T.Kernel(1, threads=128) as bx:
-            xi = T.view(X, dtype="int16")
+            xi = T.view(X, dtype="int16")  # the shape defaults to X's
             xf = T.view(X, shape=[M * N // 2], dtype="float32")
             for i, j in T.Parallel(M, N):
                 Out1[i, j] = xi[i, j]
@@ -96,7 +96,7 @@ def test_views_on_the_cpu_target():
 def test_views_compile_for_cuda(target):
     k = tilelang.compile(gemm_then_stage(), out_idx=[2], target=target)
     src = k.get_kernel_source()
-    assert "reinterpret_cast<float*>(b_s)" in src, "the staging view is a cast of its base's pointer"
+    assert "float* stage = reinterpret_cast<float*>(" in src, "the staging view is a cast of its base's bytes"
     assert "* __restrict__ b_s" not in src, "a viewed base makes no __restrict__ promise"
     tilelang.compile(shared_bytes(), out_idx=[1], target=target)
     tilelang.compile(global_bytes(), out_idx=[1, 2], target=target)
@@ -114,7 +114,8 @@ def _bad(body):
 
 @pytest.mark.parametrize("body,needle", [
     (lambda X, s, f: T.view(s, shape=[16, 16], dtype="float32"), "needs 1024 bytes"),
-    (lambda X, s, f: T.view(f, dtype="float16"), "only shared tiles and global tensors"),
+    (lambda X, s, f: T.view(s, dtype="float32"), "needs 1024 bytes but s (16, 16) float16 has 512"),
+    (lambda X, s, f: T.view(f, dtype="float16"), "only shared tiles can be viewed"),
     (lambda X, s, f: T.view(X, shape=[16, 9], dtype="float32"), "needs 576 bytes"),
     (lambda X, s, f: T.view(s, shape=[16, 5], dtype="float64"), "needs 640 bytes"),
 ])

@@ -35,28 +35,21 @@ def _root(b, buffer: Buffer) -> Buffer:
 
 def view(buffer, shape=None, dtype=None):
     """A buffer over the first bytes of `buffer` with `shape` and `dtype` (each defaulting to the
-    base's; with only dtype changed, the last dimension scales by the width ratio)."""
+    base's)."""
     b = require_kernel("T.view")
     if not isinstance(buffer, Buffer):
         raise error(f"T.view: the first argument must be a shared tile or a global tensor, got {buffer!r}")
     if buffer.scope not in ("shared", "global"):
-        raise error(f"T.view: {buffer.name} is a {buffer.scope} buffer; only shared tiles and global tensors "
-                    f"can be viewed (a register fragment's layout is per thread)",
+        raise error(f"T.view({buffer.name}): only shared tiles can be viewed among on-chip buffers ({buffer.name} "
+                    f"is {buffer.scope}: a register fragment's layout is per thread); global tensors can be too",
                     hint="copy the fragment into a shared tile and view that")
     try:
         d = dt.dtype(dtype) if dtype is not None else buffer.dtype
     except (TilecraftError, ValueError) as e:
         raise error(f"T.view: {getattr(e, 'message', e)}") from None
     base_shape = tuple(buffer.shape)
-    if shape is None:
-        last = base_shape[-1]
-        if d.bits == buffer.dtype.bits:
-            shape = base_shape
-        elif isinstance(last, int) and (last * buffer.dtype.bits) % d.bits == 0:
-            shape = base_shape[:-1] + (last * buffer.dtype.bits // d.bits,)
-        else:
-            raise error(f"T.view: the last dimension of {buffer.name} {base_shape} {buffer.dtype} is not a whole "
-                        f"number of {d} elements; give the view's shape")
+    if shape is None:  # TileLang's default: the base's shape (with the new element type)
+        shape = base_shape
     if isinstance(shape, int) or not hasattr(shape, "__iter__"):
         shape = (shape,)
     shape = tuple(shape)
@@ -70,7 +63,7 @@ def view(buffer, shape=None, dtype=None):
         need, have = n * d.bits, buffer.numel * buffer.dtype.bits
         if need > have:
             raise error(f"T.view({buffer.name}, shape={shape}, dtype={d}): the view needs {need // 8} bytes but "
-                        f"{buffer.name} {base_shape} {buffer.dtype} holds {have // 8}",
+                        f"{buffer.name} {base_shape} {buffer.dtype} has {have // 8}",
                         hint="a view reinterprets the bytes of its base and must fit inside them")
     base = _root(b, buffer)
     view_buf = Buffer(b.fresh_name(b.pending_name or f"{buffer.name}_view"), shape, d, buffer.scope, span=b.span)
