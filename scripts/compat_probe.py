@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import types
 
 ARCH = os.environ.get("COMPAT_PROBE_ARCH", "sm_90a")
 
@@ -46,9 +45,9 @@ def _tensors_on_cpu():
     torch.cuda.is_available = lambda: True
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
-    # programs that pick a path by the device's properties (e.g. `major, minor == 9, 0`) see an H200
+    import types
     torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
-        name="NVIDIA H200 (compat probe)", major=9, minor=0, multi_processor_count=132,
+        major=9, minor=0, name="probe (sm_90a)", multi_processor_count=132,
         total_memory=141 * 2**30, shared_memory_per_block_optin=227 * 1024)
 
 

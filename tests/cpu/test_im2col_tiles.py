@@ -6,7 +6,7 @@
   `torch.nn.functional.conv2d`, for several strides / dilations / paddings and ragged sizes (rows,
   columns and output channels that are not multiples of the tile);
 - errors for shapes that do not fit name the user's line.
-GPU twin: tests/gpu/test_c2d_im2col_gpu.py; sm_80 / sm_90a compile: tests/cuda/test_c2d_im2col_compile.py.
+GPU twin: tests/gpu/test_im2col_tiles_gpu.py; sm_80 / sm_90a compile: tests/cuda/test_im2col_tiles_compile.py.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def test_error_kernel_too_large_names_line():
     with pytest.raises(TilecraftError) as e:
         tilelang.compile(im2col_tiles(1, 4, 3, 3, 5, 1, 1, 0, 16, 8), out_idx=[1], target="cpu")
     msg = str(e.value)
-    assert "does not fit" in msg and "test_c2d_im2col.py" in msg
+    assert "does not fit" in msg and "test_im2col_tiles.py" in msg
 
 
 def test_error_image_not_4d():
@@ -134,4 +134,4 @@ def test_error_image_not_4d():
                 T.c2d_im2col(img, tile, bx, 0, 3, 1, 1, 1)
                 T.copy(tile, out)
     msg = str(e.value)
-    assert "(N, H, W, C)" in msg and "img" in msg and "test_c2d_im2col.py" in msg
+    assert "(N, H, W, C)" in msg and "img" in msg and "test_im2col_tiles.py" in msg

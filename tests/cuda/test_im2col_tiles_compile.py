@@ -1,7 +1,7 @@
 """`T.c2d_im2col` compiles for sm_80 and sm_90a (NVRTC, no GPU) in the shapes of TileLang's
 examples/convolution programs and in a ragged one, and the generated tile store is guarded (rows and
 columns past the im2col matrix, points in the padding).  Results against torch: the CPU target in
-tests/cpu/test_c2d_im2col.py, the GPU in tests/gpu/test_c2d_im2col_gpu.py."""
+tests/cpu/test_im2col_tiles.py, the GPU in tests/gpu/test_im2col_tiles_gpu.py."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import pytest
 import tilecraft as tilelang
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cpu"))
-from test_c2d_im2col import conv_kernel, im2col_tiles  # noqa: E402
+from test_im2col_tiles import conv_kernel, im2col_tiles  # noqa: E402
 
 pytestmark = pytest.mark.cuda_compile
 
