@@ -24,7 +24,6 @@ float = float32  # noqa: A001
 from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
                      tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem)
 from .sparse import gemm_sp, gemm_sp_v2
-from .conv import c2d_im2col
 from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ws,
                      cp_async_barrier_noinc,
                      set_max_nreg, disable_warp_group_reg_alloc, annotate_producer_reg_dealloc,
