@@ -45,10 +45,6 @@ def _tensors_on_cpu():
     torch.cuda.is_available = lambda: True
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
-    import types
-    torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
-        major=9, minor=0, name="probe (sm_90a)", multi_processor_count=132,
-        total_memory=141 * 2**30, shared_memory_per_block_optin=227 * 1024)
 
 
 def main():
