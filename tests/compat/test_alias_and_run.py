@@ -167,3 +167,10 @@ def test_cuda_postproc_callback_rewrites_the_compiled_source(alias):
         callback._CUDA_POSTPROC.clear()
     assert "// postprocessed for" not in plain and edited.startswith("// postprocessed for")
     assert tilelang.compile(program(32), target=sm80).get_kernel_source() == plain
+
+
+def test_a_dtype_reads_as_its_name_character_by_character():
+    # TileLang's dequantize examples take the storage width out of the dtype's spelling
+    import tilecraft.language as T
+    assert "".join(c for c in T.int8 if c.isdigit()) == "8"
+    assert "".join(c for c in T.uint32 if not c.isdigit()) == "uint"

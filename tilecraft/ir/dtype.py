@@ -50,6 +50,11 @@ class DType:
     def __hash__(self):
         return hash(self.name)
 
+    # TileLang's dtypes are strings as well: programs take them apart character by character
+    # (`"".join(c for c in storage_dtype if c.isdigit())` for the bit width)
+    def __iter__(self):
+        return iter(self.name)
+
     def as_torch(self):
         """The torch dtype (TileLang's `T.float16.as_torch()`)."""
         return to_torch(self)
