@@ -96,6 +96,7 @@ class PassConfigKey(str, enum.Enum):
     TC_USE_TMA = "tc.use_tma"
     TC_WARP_SPECIALIZE = "tc.warp_specialize"
     TC_MBARRIER_PIPELINE = "tc.mbarrier_pipeline"
+    TC_REMAPPED_FRAGMENT_READS = "tc.remapped_fragment_reads"
     TC_STAGE_EPILOGUE = "tc.stage_epilogue"
 
     def __str__(self):
@@ -157,6 +158,10 @@ class Options:
                                 "loop; the sm_90a default)", check=lambda v: _choice(v, (True, False, "auto")))
     mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/pipeline_copies.py",
                                    "per-stage mbarriers instead of a block barrier in GEMM main loops")
+    remapped_fragment_reads: bool = _opt(
+        "tc.remapped_fragment_reads", False, bool, "transform/lower_cuda.py",
+        "accept T.Parallel reads of a fragment laid out another way (each thread reads its own copy) or in "
+        "column windows; off by default: two TileLang programs that need it gave wrong answers on the H200")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----

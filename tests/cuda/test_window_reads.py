@@ -62,7 +62,8 @@ def test_window_reads_on_cpu_match_torch():
 @pytest.mark.cuda_compile
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_window_reads_compile(arch):
-    k = tilelang.compile(sqrsum_gemm(128, 1024), out_idx=[2, 3], target={"kind": "cuda", "arch": arch})
+    k = tilelang.compile(sqrsum_gemm(128, 1024), out_idx=[2, 3], target={"kind": "cuda", "arch": arch},
+                         pass_configs={"tc.remapped_fragment_reads": True})
     assert "sqrsum_part" in k.get_kernel_source()
 
 

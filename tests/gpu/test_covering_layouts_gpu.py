@@ -17,5 +17,5 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("dim,seqlen", [(256, 256), (128, 320)])
 def test_mla_rs_shape_on_gpu(dim, seqlen):
-    k = tilelang.compile(mla_rs(2, 128, seqlen, dim, 64, 64, 64), out_idx=[-1], target="cuda")
+    k = tilelang.compile(mla_rs(2, 128, seqlen, dim, 64, 64, 64), out_idx=[-1], target="cuda", pass_configs={"tc.remapped_fragment_reads": True})
     check(k, 2, 128, seqlen, dim, 64, "cuda")

@@ -17,5 +17,5 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("tokens,hidden", [(128, 1024), (100, 1280)])
 def test_window_reads_on_gpu(tokens, hidden):
-    k = tilelang.compile(sqrsum_gemm(tokens, hidden), out_idx=[2, 3], target="cuda")
+    k = tilelang.compile(sqrsum_gemm(tokens, hidden), out_idx=[2, 3], target="cuda", pass_configs={"tc.remapped_fragment_reads": True})
     check(k, tokens, hidden, 24, "cuda")
