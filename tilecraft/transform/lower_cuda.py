@@ -193,7 +193,7 @@ class _FragRewrite(Mutator):
         proj = None if dims is None else self.base.project(dims)
         # reads in another layout / in column windows: correct on the CPU target and in their tests, but
         # the two TileLang programs that need them gave wrong answers on the H200 (session 6): opt-in only
-        remap = getattr(self.ctx, "remapped_reads", False)
+        remap = self.ctx.remapped_reads
         if remap and proj is not None and read and not lay.equivalent(proj):
             cover = covering_slot(lay, proj)
             if cover is not None:  # each thread reads its own copy (layout.fragment.covering_slot)

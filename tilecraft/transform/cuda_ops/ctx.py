@@ -30,6 +30,9 @@ class Ctx:
         # to a later statement or iteration): plan_shared_memory may overlap them with anything
         # dead at that statement when the kernel is over its budget
         self.scratch: set = set()
+        # tc.remapped_fragment_reads: T.Parallel reads of a fragment in another layout / in column
+        # windows are accepted (lower_cuda._FragRewrite.slot); opt-in until verified on a GPU
+        self.remapped_reads = False
         # lower_cuda sets this when the kernel's shared buffers, summed, exceed the per-block
         # limit: reductions then keep one scratch value per warp-row instead of one per thread
         self.compact_scratch = False
