@@ -121,3 +121,26 @@ def test_bad_operands_name_the_line(body, needle):
     with pytest.raises(TilecraftError) as e:
         tilelang.compile(_build_bad(body), target="cpu")
     assert needle in str(e.value) and "test_c2d_im2col.py" in str(e.value)
+
+
+
+def hinted_tile(policy, N=1, H=5, W=4, C=3, K=3, S=1, D=1, P=1):
+    @T.prim_func
+    def main(data: T.Tensor((N, H, W, C), "float32"), out: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((16, 16), "float32")
+            T.c2d_im2col(data, s, 0, 0, K, S, D, P, eviction_policy=policy)
+            T.copy(s, out)
+    return main
+
+
+def test_eviction_policy_is_checked_and_warned_about():
+    # TileLang's signature takes a cache hint; tilecraft accepts the valid ones with one warning and the
+    # same result, and refuses a misspelt one at its line
+    x = torch.randn(1, 5, 4, 3)
+    with pytest.warns(UserWarning, match="eviction_policy is accepted and ignored"):
+        hinted = tilelang.compile(hinted_tile("evict_last"), out_idx=[1], target="cpu")
+    plain = tilelang.compile(im2col_tile(1, 5, 4, 3, 3, 1, 1, 1, 16, 16, 0, 0), out_idx=[1], target="cpu")
+    torch.testing.assert_close(hinted(x), plain(x), rtol=0, atol=0)
+    with pytest.raises(TilecraftError, match="eviction_policy must be None"):
+        hinted_tile("evict_sometimes")

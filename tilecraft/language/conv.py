@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..ir import Buffer, For, Load, Store, Var, binary, cast, const
 from ..ir.expr import select
-from .builder import error, require_kernel
+from .builder import error, require_kernel, warn_once
 
 
 def _static_int(value, what: str, minimum: int) -> int:
@@ -33,10 +33,16 @@ def _static_int(value, what: str, minimum: int) -> int:
     return value
 
 
-def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad):
+def c2d_im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_policy=None):
     """Fill shared tile `col` with the (nhw_step, c_step) tile of the im2col matrix of NHWC `img`
     (see the module docstring); zero outside the image and past the matrix."""
     b = require_kernel("T.c2d_im2col")
+    if eviction_policy not in (None, "evict_normal", "evict_first", "evict_last"):
+        raise error(f"T.c2d_im2col: eviction_policy must be None, 'evict_normal', 'evict_first' or "
+                    f"'evict_last', got {eviction_policy!r}")
+    if eviction_policy is not None:
+        warn_once(("T.c2d_im2col", "eviction_policy"), "T.c2d_im2col: eviction_policy is accepted and "
+                  "ignored (tilecraft emits default cache hints)")
     if not isinstance(img, Buffer) or img.ndim != 4:
         raise error(f"T.c2d_im2col: the image must be a whole 4-D (N, H, W, C) tensor, got "
                     f"{getattr(img, 'name', img)!r}" + (f" of shape {tuple(img.shape)}"
