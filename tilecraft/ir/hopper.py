@@ -32,6 +32,7 @@ from .stmt import Stmt
 from .tileop import TileOp
 
 WARP_GROUP = 128  # threads per warp group
+REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90): what setmaxnreg budgets share
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from ..ir import intrinsics as I
 from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
 from ..errors import TilecraftError
-from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from ..ir.hopper import REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
 from .thread_range_branches import as_branches, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
@@ -95,9 +95,6 @@ class _Lower(Mutator):
         if s.key == "no_set_max_nreg" and not self.sm90a:  # warned about by warn_register_hints
             return seq()
         return s
-
-
-REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90); one block per SM under setmaxnreg
 
 
 def check_register_file(body, block_threads: int) -> None:

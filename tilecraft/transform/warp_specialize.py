@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..ir import Alloc, Annotate, Kernel, Load, Seq, Stmt, WarpSpecialize, collect, seq
+from ..ir.hopper import REGISTER_FILE, WARP_GROUP
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,7 +40,7 @@ def register_budgets(threads: int) -> tuple:
     wg = threads // 128
     if wg < 2:
         return 0, 0
-    cap = 65536 // (threads + 128) // 8 * 8
+    cap = REGISTER_FILE // (threads + WARP_GROUP) // 8 * 8
     return 24, min(256, ((wg + 1) * cap - 24) // wg // 8 * 8)
 
 
