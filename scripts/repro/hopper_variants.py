@@ -21,6 +21,14 @@ def _time(fn):
     return do_bench(fn, return_mode="median")
 
 
+def _path(kern) -> str:
+    """The path the plan names, in a word or two (so a row shows whether a switch took effect)."""
+    plan = kern.get_plan()
+    words = [w for w, key in (("ws", "warp-specialized"), ("tma", "TMA"), ("wgmma", "wgmma"),
+                              ("mma.sync", "mma.sync"), ("cp.async", "cp.async")) if key in plan]
+    return "+".join(words) or "?"
+
+
 def _rel(out, ref):
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
@@ -32,7 +40,15 @@ def fa_rows(quick):
                 ("128x64/2/256", dict(block_M=128, block_N=64, num_stages=2, threads=256), FAST),
                 ("128x128/2/256 ws", dict(block_M=128, block_N=128, num_stages=2, threads=256),
                  {**FAST, "tc.warp_specialize": True}),
-                ("64x128/2/128", dict(block_M=64, block_N=128, num_stages=2, threads=128), FAST)]
+                ("64x128/2/128", dict(block_M=64, block_N=128, num_stages=2, threads=128), FAST),
+                ("128x128/2/256 launch order", dict(block_M=128, block_N=128, num_stages=2, threads=256,
+                                                    heavy_first=False), FAST),
+                ("64x128/2/128 launch order", dict(block_M=64, block_N=128, num_stages=2, threads=128,
+                                                   heavy_first=False), FAST),
+                ("128x64/2/256 ws", dict(block_M=128, block_N=64, num_stages=2, threads=256),
+                 {**FAST, "tc.warp_specialize": True}),
+                ("128x128/2/256 no-ws", dict(block_M=128, block_N=128, num_stages=2, threads=256),
+                 {**FAST, "tl.disable_warp_specialized": True})]
     for b, h, s, d, causal in shapes[:1] if quick else shapes:
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.half) for _ in range(3))
         qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
@@ -43,6 +59,7 @@ def fa_rows(quick):
             try:
                 kern = tl.compile(K.flash_attention.fn(b, h, s, d, is_causal=causal, **cfg), target=SM90,
                                   pass_configs=pc)
+                row += f" [{_path(kern)}]"
                 o = torch.empty_like(q)
                 kern(q, k, v, o)
                 err = _rel(o, ref)
@@ -63,11 +80,19 @@ def gelu_rows(quick):
                 ("128x256x64/3/256 ws", dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
                  {**FAST, "tc.warp_specialize": True}),
                 ("128x128x64/3/256 ws", dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+                 {**FAST, "tc.warp_specialize": True}),
+                ("128x256x64/3/256", dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256), FAST),
+                ("256x128x64/3/256 ws", dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
+                 {**FAST, "tc.warp_specialize": True}),
+                ("128x128x64/5/256 ws", dict(block_M=128, block_N=128, block_K=64, num_stages=5, threads=256),
+                 {**FAST, "tc.warp_specialize": True}),
+                ("128x128x64/3/128 ws", dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
                  {**FAST, "tc.warp_specialize": True})]
     for name, cfg, pc in variants[:1] if quick else variants:
         row = f"GEMM+bias+GELU {m}x{n}x{k_} {name}"
         try:
             kern = tl.compile(K.matmul_bias_gelu.fn(m, n, k_, **cfg), out_idx=[-1], target=SM90, pass_configs=pc)
+            row += f" [{_path(kern)}]"
             c = kern(a, b, bias)
             err = _rel(c, ref)
             t = _time(lambda: kern(a, b, bias))

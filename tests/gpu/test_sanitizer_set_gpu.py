@@ -117,6 +117,8 @@ ATTENTION = {
     "d64-causal": (1, 2, 200, 64, True, {}, ("A from registers",)),
     "d128-ws": (1, 2, 200, 128, False, dict(block_M=128, block_N=128, num_stages=2, threads=256),
                 ("A from registers", "warp-specialized")),
+    "d128-ws-causal": (1, 2, 200, 128, True, dict(block_M=128, block_N=128, num_stages=2, threads=256),
+                       ("A from registers", "warp-specialized")),
 }
 
 

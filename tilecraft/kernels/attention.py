@@ -10,7 +10,11 @@ import tilecraft.language as T
 @tilelang.jit(out_idx=[-1], pass_configs={"tl.enable_fast_math": True})
 def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool = False,
                     block_M: int = 64, block_N: int = 64, num_stages: int = 1, threads: int | None = None,
-                    dtype: str = "float16", accum_dtype: str = "float"):
+                    dtype: str = "float16", accum_dtype: str = "float", heavy_first: bool | None = None):
+    """heavy_first (default: causal): block x takes query block nq-1-x, so within each (batch, head) the
+    longest causal rows start first and the grid's last blocks, the tail, are the short ones."""
+    if heavy_first is None:
+        heavy_first = is_causal
     if threads is None:  # warps split the rows 16 at a time (P is reused from registers): <= block_M/16 warps
         threads = 32 * max(1, min(4, block_M // 16))
     scale = 1.0 / math.sqrt(dim) * 1.44269504  # fold log2(e) so the kernel can use exp2
@@ -20,7 +24,8 @@ def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: b
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx_grid, by, bz):
+            bx = T.ceildiv(seq_len, block_M) - 1 - bx_grid if heavy_first else bx_grid
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
             V_shared = T.alloc_shared([block_N, dim], dtype)
