@@ -98,6 +98,7 @@ class PassConfigKey(str, enum.Enum):
     TC_MBARRIER_PIPELINE = "tc.mbarrier_pipeline"
     TC_REMAPPED_FRAGMENT_READS = "tc.remapped_fragment_reads"
     TC_STAGE_EPILOGUE = "tc.stage_epilogue"
+    TC_OVERLAP_GEMMS = "tc.overlap_gemms"
 
     def __str__(self):
         return self.value
@@ -162,6 +163,9 @@ class Options:
         "tc.remapped_fragment_reads", False, bool, "transform/lower_cuda.py",
         "accept T.Parallel reads of a fragment laid out another way (each thread reads its own copy) or in "
         "column windows; off by default: two TileLang programs that need it gave wrong answers on the H200")
+    overlap_gemms: bool = _opt("tc.overlap_gemms", True, bool, "transform/overlap_gemms.py",
+                               "a warp-specialized loop of two gemms (FlashAttention's) with 3+ stages overlaps "
+                               "its softmax with the previous iteration's second gemm")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----

@@ -119,6 +119,8 @@ ATTENTION = {
                 ("A from registers", "warp-specialized")),
     "d128-ws-causal": (1, 2, 200, 128, True, dict(block_M=128, block_N=128, num_stages=2, threads=256),
                        ("A from registers", "warp-specialized")),
+    "d128-overlap-causal": (1, 2, 520, 128, True, dict(block_M=128, block_N=128, num_stages=3, threads=256),
+                            ("second gemm runs",)),
 }
 
 

@@ -301,9 +301,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
 def _wgmma_shapes(k: Kernel) -> list:
     """The wgmma n of every instruction the kernel's wgmma gemms issue: N in pieces of at most 256
     (gemm_sm90.h, Sm90NPieces)."""
-    from ..ir.intrinsics import GemmRSSm90, GemmSSSm90, IntrinsicCall
+    from ..ir.intrinsics import GemmRSSm90, GemmRSSm90Async, GemmSSSm90, IntrinsicCall
     ns = set()
-    for c in collect(k.body, lambda n: isinstance(n, IntrinsicCall) and isinstance(n.intrinsic, (GemmSSSm90, GemmRSSm90))):
+    for c in collect(k.body, lambda n: isinstance(n, IntrinsicCall) and isinstance(n.intrinsic, (GemmSSSm90, GemmRSSm90, GemmRSSm90Async))):
         n = c.intrinsic.n
         ns.update(min(256, n - n0) for n0 in range(0, n, 256))
     return sorted(ns)

@@ -70,6 +70,7 @@ from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
+from .overlap_gemms import overlap_parts, overlapped_loop
 from .warp_specialize import Split, flat, place_warp_specialized
 
 
@@ -128,6 +129,7 @@ class _Pipeline(Mutator):
         self.wgmma_async = configs.wgmma_async
         self.use_tma = configs.use_tma and not configs.disable_tma_lower
         self.warp_specialize = False if configs.disable_warp_specialized else configs.warp_specialize
+        self.overlap_gemms = configs.overlap_gemms
         self.ws_loops: set = set()   # ids of the kernel's top-level T.Pipelined loops (may be split)
         self.ws_taken = False        # one warp-specialized loop per kernel
         self.notes: list = []  # one line per pipelined loop: the form chosen
@@ -190,6 +192,9 @@ class _Pipeline(Mutator):
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
                 and (self.warp_specialize is True or self._ws_pays(loop, form))):
             form, self.ws_taken = form.replace("_tma", "_ws"), True
+            if form == "plain_ws" and self.overlap_gemms and stages >= 3 and _static_ge(f.start, 0) \
+                    and not _static_ge(f.start, 1) and overlap_parts(self._fed(loop)) is not None:
+                form = "overlap_ws"
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
         out = getattr(self, f"_{form}")(loop)
@@ -246,7 +251,7 @@ class _Pipeline(Mutator):
 
     def _tma_refusal(self, form, producers) -> str:
         """Why a loop asked to use TMA does not (for the plan notes)."""
-        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma", "plain_ws"):
+        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma", "plain_ws", "overlap_ws"):
             return ""
         if form not in ("wgmma_async", "plain"):
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
@@ -389,6 +394,16 @@ class _Pipeline(Mutator):
         return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
             _call(I.FenceProxyAsyncShared()), Sync(), lp.loop(seq(wait_full, compute, release(lp.ko)))))
 
+    def _overlap_ws(self, lp):
+        """As _plain_ws, with the consumer loop of transform/overlap_gemms.py: each iteration's
+        softmax runs while the previous iteration's second gemm does."""
+        loads = self._tma_loads(lp)
+        fallback = self._plain_tma(lp, loads)
+        parts = overlap_parts(self._fed(lp))
+        nacc = lambda b: self.layouts[b].num_regs  # noqa: E731
+        return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
+            _call(I.FenceProxyAsyncShared()), Sync(), overlapped_loop(lp.ko, lp.n, parts, wait_full, release, nacc)))
+
     def _ws(self, lp, loads, fallback, consumer_of):
         """Placed at the kernel's top level by `warp_specialize.place_warp_specialized`, which falls back to the
         unsplit TMA loop when the kernel's other statements do not allow the split."""
@@ -430,10 +445,14 @@ _FORM_NOTES = {
                  "mbarriers, consumer warpgroups keep one wgmma group in flight"),
     "plain_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
                  "mbarriers, consumer warps release each stage after the body"),
+    "overlap_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
+                   "mbarriers, consumer warpgroups run each iteration's first gemm and softmax while the "
+                   "previous iteration's second gemm runs (wgmma in flight)"),
 }
 
 
-_UNSPLIT_NOTES = {_FORM_NOTES["wgmma_ws"]: _FORM_NOTES["wgmma_tma"], _FORM_NOTES["plain_ws"]: _FORM_NOTES["plain_tma"]}
+_UNSPLIT_NOTES = {_FORM_NOTES["wgmma_ws"]: _FORM_NOTES["wgmma_tma"], _FORM_NOTES["plain_ws"]: _FORM_NOTES["plain_tma"],
+                  _FORM_NOTES["overlap_ws"]: _FORM_NOTES["plain_tma"]}
 
 
 class _Loop:

@@ -28,7 +28,7 @@ from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync
 from .random import RNG, RngInit, RngRand
 from .tma import TmaExpect, TmaLoadTile
 from .vector import VecLoadZfill, VecStore
-from .wgmma import GemmRSSm90, GemmSSSm90, WgmmaDrain
+from .wgmma import GemmRSSm90, GemmRSSm90Async, GemmSSSm90, WgmmaDrain, WgmmaHoldFence, WgmmaWait
 
 
 def call(intr: Intrinsic, *args, dtype=dt.int32, span=None) -> IntrinsicCall:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtype import DType
-from .base import PTR, READ, READ_WRITE, WGMMA, WGMMA_GROUPS, Effects, Intrinsic, Operand, require
+from .base import PTR, READ, READ_WRITE, WGMMA, WGMMA_GROUPS, WRITE, Effects, Intrinsic, Operand, require
 
 
 def _row_ok(length: int, elem_bytes: int, k_major: bool) -> bool:
@@ -98,6 +98,59 @@ class GemmRSSm90(Intrinsic):
         _check_wgmma(self)
         _resolve_rows(self, "b_rows", self.n if self.trans_b else self.k)
         _check_rows(self, "B", self.b_rows, self.n if self.trans_b else self.k, self.k if self.trans_b else self.n)
+
+
+@dataclass(frozen=True)
+class GemmRSSm90Async(Intrinsic):
+    """As GemmRSSm90, returning with its wgmma group in flight: the packed A fragments stay in H
+    (`held` registers of this thread: m/wg/64 * k/16 * 4), untouched with C until WgmmaWait(0) and
+    WgmmaHoldFence retire them (transform/overlap_gemms.py)."""
+    entry = "tc::gemm_rs_sm90_async"
+    family = "wgmma"
+    operands = (Operand("A", PTR, READ, ("local",)), Operand("B", PTR, READ, ("shared",)),
+                Operand("C", PTR, READ_WRITE, ("local",)), Operand("H", PTR, WRITE, ("local",)))
+    effects = Effects(proxy=WGMMA, commits=WGMMA)
+    m: int
+    n: int
+    k: int
+    wg: int
+    trans_b: bool
+    dtype: DType
+    b_rows: int = 0
+
+    def check(self):
+        GemmRSSm90.check(self)
+
+    @property
+    def held(self) -> int:
+        return self.m // self.wg // 64 * (self.k // 16) * 4
+
+
+@dataclass(frozen=True)
+class WgmmaWait(Intrinsic):
+    """Wait until at most `pending` wgmma groups are in flight; then the `nacc` accumulator
+    registers of C, written by an older group, may be read."""
+    entry = "tc::wgmma_wait"
+    family = "wgmma"
+    operands = (Operand("C", PTR, READ_WRITE, ("local", "fragment")),)
+    effects = Effects(proxy=WGMMA, waits=WGMMA_GROUPS)
+    pending: int
+    nacc: int
+
+    def check(self):
+        require(self.pending >= 0 and self.nacc >= 1, self, "PENDING must be >= 0 and NACC >= 1")
+
+
+@dataclass(frozen=True)
+class WgmmaHoldFence(Intrinsic):
+    """After the wait that retired a GemmRSSm90Async: its `n` held registers may be reused."""
+    entry = "tc::wgmma_hold_fence"
+    family = "wgmma"
+    operands = (Operand("H", PTR, READ_WRITE, ("local",)),)
+    n: int
+
+    def check(self):
+        require(self.n >= 1, self, "N must be >= 1")
 
 
 @dataclass(frozen=True)

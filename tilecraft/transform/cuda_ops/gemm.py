@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cast, const, seq, dtype as dt)
 from ...ir import intrinsics as I
-from ...ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
+from ...ir.lowering import WGMMA_PLANS, Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
 from ...ir.semantics import gemm_accumulator_dtype, region_indices
 from .ctx import Ctx, register, _whole_fragment
@@ -28,7 +28,7 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if g.clear_accum:
         pre = ctx.per_slot(ctx.layout(g.c.buffer, g.span), lambda r, _: Store(c_reg, (r,), cast(0, c_reg.dtype)))
     plan = g.plan
-    if g.async_groups and not isinstance(plan, WgmmaPlan):
+    if g.async_groups and not isinstance(plan, WGMMA_PLANS):
         raise TilecraftError("internal: asynchronous wgmma groups asked of a gemm not on the wgmma path", g.span)
     if g.pipeline_hook is not None and not (isinstance(plan, Mma80Plan) and g.a.buffer.scope == "shared"):
         raise TilecraftError("internal: a software pipeline's barrier was moved into a gemm that is not on the "
@@ -96,14 +96,20 @@ def lower_gemm(g: Gemm, ctx: Ctx):
 
 def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
     """A (a fragment in the wgmma accumulator layout) from registers, B from shared memory:
-    tc::gemm_rs_sm90 (synchronous).  B's writers fence into the async proxy before the barrier."""
+    tc::gemm_rs_sm90 (synchronous), or tc::gemm_rs_sm90_async with `async_groups`.  B's writers fence into the async proxy before the barrier."""
     lay, want = ctx.layout(g.a.buffer, g.span), wgmma_accumulator_layout((m, k), ctx.threads)
     if not lay.same_as(want):
         raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
                              g.span)
-    call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2]),
-                       Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
-                       span=g.span)
+    args = (Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)))
+    if g.async_groups:  # left in flight, its packed A in g.held (transform/overlap_gemms.py)
+        if g.held is None:
+            raise TilecraftError("internal: an asynchronous wgmma with A from registers needs its held registers", g.span)
+        intr = I.GemmRSSm90Async(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2])
+        call_ = I.evaluate(intr, *args, Ref(g.held, (const(0),)), span=g.span)
+    else:
+        call_ = I.evaluate(I.GemmRSSm90(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2]),
+                           *args, span=g.span)
     if g.tma_fed:  # B came by TMA (async proxy, waited for by every thread)
         return seq(pre, call_)
     return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)

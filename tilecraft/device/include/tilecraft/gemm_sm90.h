@@ -295,7 +295,54 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   (void)A; (void)B; (void)C; (void)MI; (void)KS;
 }
 
-// As gemm_ss_sm90 (synchronous), with A from registers (NOT YET RUN ON HARDWARE): A_regs is this
+namespace detail {
+// The wgmmas of C += A * B with A from registers (see gemm_rs_sm90), committed as one group and
+// left in flight: `a` receives the packed A fragments (MI*KS*4 registers, [mi][kk][4]), which the
+// tensor cores read until the group retires.
+template <int M, int N, int K, int WG, bool TRANS_B, class T, int B_ROWS>
+TC_DEVICE void gemm_rs_sm90_issue(const T* A_regs, const T* B, float* C, uint32_t* a) {
+  static_assert(CheckElem<T>::ok, "");
+  static_assert(WG >= 1 && M % (64 * WG) == 0, "tc::gemm_rs_sm90: M must be a multiple of 64*WG");
+  static_assert(N % 8 == 0, "tc::gemm_rs_sm90: N must be a multiple of 8 (wgmma n)");
+  static_assert(K % 16 == 0, "tc::gemm_rs_sm90: K must be a multiple of 16 (wgmma k16 steps)");
+  using BOp = Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
+  static_assert(BOp::OK, "tc::gemm_rs_sm90: B's stored row must be 8 (N only), 16, 32, 64 or a multiple of 64 halves");
+  constexpr int MI = M / WG / 64, KS = K / 16, NK = K / 8;
+#if defined(__CUDA_ARCH__)
+#if defined(TC_HAS_WGMMA)
+  constexpr bool BF16 = IsSame<T, bfloat16_t>::value;
+  const uint64_t db = BOp::desc(smem_addr(B));
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const T* p = A_regs + 4 * (2 * kk + NK * mi);
+      uint32_t* q = a + 4 * (kk + KS * mi);
+      q[0] = MmaOp<T>::pack(p[0], p[1]);
+      q[1] = MmaOp<T>::pack(p[2], p[3]);
+      q[2] = MmaOp<T>::pack(p[4], p[5]);
+      q[3] = MmaOp<T>::pack(p[6], p[7]);
+    }
+  }
+  wgmma_fence_operands<MI * N / 2>(C);
+  wgmma_fence();  // orders the register writes of C and of the A fragments before the wgmmas
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+      wgmma_rs_n_pieces<N, 0, BF16, TRANS_B, BOp>(C + mi * (N / 2), a + 4 * (kk + KS * mi), db, 16 * kk);
+  }
+  wgmma_commit_group();
+#else
+  static_assert(DependentFalse<T>::value,
+                "tc::gemm_rs_sm90 needs sm_90a (wgmma): compile with --gpu-architecture=sm_90a, without TC_NO_WGMMA");
+#endif
+#endif
+  (void)A_regs; (void)B; (void)C; (void)a; (void)MI; (void)KS; (void)NK;
+}
+}  // namespace detail
+
+// As gemm_ss_sm90 (synchronous), with A from registers: A_regs is this
 // thread's piece of its warpgroup's [M/WG][K] rows of A in the accumulator layout above with N -> K,
 //     slot s = e + 2*h + 4*(nk + (K/8)*mi)  holds  A[g*M/WG + 64*mi + 16*w + 8*h + lane/4][8*nk + 2*(lane%4) + e]
 // (FlashAttention's P = softmax(S) converted to T, straight from the S accumulator of a
@@ -304,46 +351,40 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
 // pack(2kk+1, 1)} as in tc::gemm_rs.  B: as in gemm_ss_sm90.
 template <int M, int N, int K, int WG, bool TRANS_B, class T, int B_ROWS = (TRANS_B ? N : K)>
 TC_DEVICE void gemm_rs_sm90(const T* A_regs, const T* B, float* C) {
-  static_assert(detail::CheckElem<T>::ok, "");
-  static_assert(WG >= 1 && M % (64 * WG) == 0, "tc::gemm_rs_sm90: M must be a multiple of 64*WG");
-  static_assert(N % 8 == 0, "tc::gemm_rs_sm90: N must be a multiple of 8 (wgmma n)");
-  static_assert(K % 16 == 0, "tc::gemm_rs_sm90: K must be a multiple of 16 (wgmma k16 steps)");
-  using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
-  static_assert(BOp::OK, "tc::gemm_rs_sm90: B's stored row must be 8 (N only), 16, 32, 64 or a multiple of 64 halves");
-  constexpr int MI = M / WG / 64, KS = K / 16, NK = K / 8;
-#if defined(__CUDA_ARCH__)
-#if defined(TC_HAS_WGMMA)
-  constexpr bool BF16 = detail::IsSame<T, bfloat16_t>::value;
-  const uint64_t db = BOp::desc(smem_addr(B));
-  uint32_t a[MI][KS][4];
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      const T* p = A_regs + 4 * (2 * kk + NK * mi);
-      a[mi][kk][0] = detail::MmaOp<T>::pack(p[0], p[1]);
-      a[mi][kk][1] = detail::MmaOp<T>::pack(p[2], p[3]);
-      a[mi][kk][2] = detail::MmaOp<T>::pack(p[4], p[5]);
-      a[mi][kk][3] = detail::MmaOp<T>::pack(p[6], p[7]);
-    }
-  }
-  detail::wgmma_fence_operands<MI * N / 2>(C);
-  detail::wgmma_fence();  // orders the register writes of C and of the A fragments before the wgmmas
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-      detail::wgmma_rs_n_pieces<N, 0, BF16, TRANS_B, BOp>(C + mi * (N / 2), a[mi][kk], db, 16 * kk);
-  }
-  detail::wgmma_commit_group();
+  uint32_t a[(M / WG / 64) * (K / 16) * 4];
+  detail::gemm_rs_sm90_issue<M, N, K, WG, TRANS_B, T, B_ROWS>(A_regs, B, C, a);
+#if defined(__CUDA_ARCH__) && defined(TC_HAS_WGMMA)
   detail::wgmma_wait_group<0>();
-  detail::wgmma_fence_operands<MI * N / 2>(C);
-#else
-  static_assert(detail::DependentFalse<T>::value,
-                "tc::gemm_rs_sm90 needs sm_90a (wgmma): compile with --gpu-architecture=sm_90a, without TC_NO_WGMMA");
+  detail::wgmma_fence_operands<(M / WG / 64) * N / 2>(C);
 #endif
+}
+
+// As gemm_rs_sm90, returning with its wgmma group in flight (FlashAttention-3's overlap: the P V
+// gemm of one iteration runs while the next iteration's softmax does): the packed A fragments stay
+// in `held` (this thread's (M/WG/64)*(K/16)*4 registers), which nothing may write, and C nothing may
+// touch, until tc::wgmma_wait<0, ...>(C) and tc::wgmma_hold_fence(held).
+template <int M, int N, int K, int WG, bool TRANS_B, class T, int B_ROWS = (TRANS_B ? N : K)>
+TC_DEVICE void gemm_rs_sm90_async(const T* A_regs, const T* B, float* C, uint32_t* held) {
+  detail::gemm_rs_sm90_issue<M, N, K, WG, TRANS_B, T, B_ROWS>(A_regs, B, C, held);
+}
+
+// Wait until at most PENDING wgmma groups are in flight; then the NACC accumulator registers of C
+// (whose group is older than those PENDING) may be read.
+template <int PENDING, int NACC>
+TC_DEVICE void wgmma_wait(float* C) {
+#if defined(__CUDA_ARCH__) && defined(TC_HAS_WGMMA)
+  detail::wgmma_wait_group<PENDING>();
+  detail::wgmma_fence_operands<NACC>(C);
 #endif
-  (void)A_regs; (void)B; (void)C; (void)MI; (void)KS; (void)NK;
+  (void)C;
+}
+
+// After the wait that retired a gemm_rs_sm90_async: its N held registers may be reused (pins them
+// at this point, so the compiler cannot reuse them earlier).
+template <int N>
+TC_DEVICE void wgmma_hold_fence(uint32_t* held) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(held[i])::"memory");
 }
 
 // After a loop of gemm_ss_sm90<..., PENDING = 1> calls: wait for the last wgmma group, then C

@@ -1,0 +1,96 @@
+"""The overlapped consumer loop of a warp-specialized T.Pipelined loop with two gemms (a part of
+pipeline_copies, kept apart for size): FlashAttention-3's intra-warpgroup overlap, for any loop body
+of the shape
+
+    pre(k); g1(k): S (+)= A @ B(k)   (wgmma, shared operands);   mid(k);   g2(k): O += P @ V(k)
+    (wgmma with P from registers, the body's last statement)
+
+where mid(k) = soft(k) + rest(k): soft is the longest prefix of mid that touches neither P nor O
+(FlashAttention's online softmax), rest the remainder (O *= alpha; P = cast(S)).  The consumer runs
+
+    k = 0:       wait tile 0; pre(0); g1(0); soft(0); rest(0)
+    k = 1..n-1:  wait tile k; pre(k); issue g1(k); issue g2(k-1); wait for g1(k) (one group left);
+                 soft(k) while g2(k-1) runs on the tensor cores; wait for g2(k-1); release the
+                 stage of tile k-1; rest(k)
+    then:        g2(n-1)
+
+g2(k-1) moves past pre(k), g1(k) and soft(k), which is legal when those touch no shared memory but
+g1's operands and neither P nor O (checked by `overlap_parts`); the release of a tile's stage moves
+one iteration later, so the form needs three stages to keep a load in flight (on the H200 the
+hand-written form ran 8% faster with three stages and 34% slower with two,
+scripts/repro/fa_overlap_probe.py, 2026-11-30).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..ir import (Alloc, Buffer, For, Gemm, If, Load, Ref, Region, Store, binary, collect, const, seq,
+                  substitute, dtype as dt)
+from ..ir import intrinsics as I
+from ..ir.expr import Const
+from ..ir.lowering import WgmmaPlan, WgmmaRSPlan
+
+
+@dataclass(frozen=True)
+class OverlapParts:
+    pre: tuple
+    g1: Gemm
+    soft: tuple
+    rest: tuple
+    g2: Gemm
+
+
+def _buffers(stmts) -> set:
+    """Every buffer the statements read or write."""
+    nodes = [n for s in stmts for n in collect(s, lambda n: isinstance(n, (Region, Load, Store, Ref)))]
+    return {n.buffer for n in nodes}
+
+
+def overlap_parts(body) -> OverlapParts | None:
+    """The parts of a consumer loop body (a Seq of tile ops, stages already substituted) that the
+    overlapped form reorders, or None when the body does not have the shape or the reordering
+    could change a result."""
+    stmts = list(body.stmts) if hasattr(body, "stmts") else [body]
+    gemms = [i for i, s in enumerate(stmts) if collect(s, lambda n: isinstance(n, Gemm))]
+    if len(gemms) != 2 or gemms[1] != len(stmts) - 1:
+        return None
+    i1, i2 = gemms
+    g1, g2 = stmts[i1], stmts[i2]
+    if not (isinstance(g1, Gemm) and isinstance(g2, Gemm) and isinstance(g1.plan, WgmmaPlan)
+            and isinstance(g2.plan, WgmmaRSPlan) and g2.b.buffer.scope == "shared" and not g2.clear_accum):
+        return None
+    if g1.async_groups or g2.async_groups:
+        return None
+    held = {g2.a.buffer, g2.c.buffer}
+    mid = stmts[i1 + 1:i2]
+    cut = next((j for j, s in enumerate(mid) if _buffers([s]) & held), len(mid))
+    pre, soft, rest = stmts[:i1], mid[:cut], mid[cut:]
+    if not soft:
+        return None  # nothing to overlap g2 with
+    early = _buffers(pre + soft)
+    if early & held or g1.c.buffer in held or any(b.scope == "shared" for b in early):
+        return None
+    return OverlapParts(tuple(pre), g1, tuple(soft), tuple(rest), g2)
+
+
+def overlapped_loop(ko, n, parts: OverlapParts, wait_full, release, nacc) -> object:
+    """The consumer loop of the module docstring.  `wait_full` waits for tile ko's stage,
+    `release(t)` gives tile t's stage back to the producer, `nacc(buffer)` is a fragment's
+    register count."""
+    p = parts
+    prev = binary("-", ko, 1)
+    m, _, k = p.g2.mnk
+    count = m // p.g2.plan.warpgroups // 64 * (k // 16) * 4
+    held = Buffer(f"{p.g2.c.buffer.name}_held", (count,), dt.uint32, "local", span=p.g2.span)
+    g1 = replace(p.g1, async_groups=1)
+    g2 = replace(substitute(p.g2, {ko: prev}), async_groups=1, held=held)
+    body = seq(wait_full, *p.pre, g1, g2,
+               I.evaluate(I.WgmmaWait(1, nacc(p.g1.c.buffer)), Ref(p.g1.c.buffer, (const(0),))),
+               *p.soft,
+               I.evaluate(I.WgmmaWait(0, nacc(p.g2.c.buffer)), Ref(p.g2.c.buffer, (const(0),))),
+               I.evaluate(I.WgmmaHoldFence(count), Ref(held, (const(0),))),
+               release(prev), *p.rest)
+    first = substitute(seq(wait_full, *p.pre, p.g1, *p.soft, *p.rest), {ko: const(0)})
+    last = substitute(p.g2, {ko: binary("-", n, 1)})
+    out = seq(Alloc(held), first, For(ko, const(1), binary("-", n, 1), "serial", body), last)  # k = 1 .. n-1
+    return out if isinstance(n, Const) and n.value >= 1 else If(binary("<", const(0), n), out)
