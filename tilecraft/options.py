@@ -99,6 +99,7 @@ class PassConfigKey(str, enum.Enum):
     TC_REMAPPED_FRAGMENT_READS = "tc.remapped_fragment_reads"
     TC_STAGE_EPILOGUE = "tc.stage_epilogue"
     TC_OVERLAP_GEMMS = "tc.overlap_gemms"
+    TC_OVERLAP_PINGPONG = "tc.overlap_pingpong"
 
     def __str__(self):
         return self.value
@@ -166,6 +167,8 @@ class Options:
     overlap_gemms: bool = _opt("tc.overlap_gemms", True, bool, "transform/overlap_gemms.py",
                                "a warp-specialized loop of two gemms (FlashAttention's) with 3+ stages overlaps "
                                "its softmax with the previous iteration's second gemm")
+    overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/overlap_gemms.py",
+                                  "in that loop, consumer warpgroups issue their gemms in turns (ping-pong)")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----

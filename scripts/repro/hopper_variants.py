@@ -39,6 +39,8 @@ def fa_rows(quick):
                 ("128x128/3/256", dict(block_M=128, block_N=128, num_stages=3, threads=256), FAST),
                 ("128x128/3/256 no-overlap", dict(block_M=128, block_N=128, num_stages=3, threads=256),
                  {**FAST, "tc.overlap_gemms": False}),
+                ("128x128/3/256 no-pingpong", dict(block_M=128, block_N=128, num_stages=3, threads=256),
+                 {**FAST, "tc.overlap_pingpong": False}),
                 ("128x64/2/256", dict(block_M=128, block_N=64, num_stages=2, threads=256), FAST),
                 ("128x128/2/256 ws", dict(block_M=128, block_N=128, num_stages=2, threads=256),
                  {**FAST, "tc.warp_specialize": True}),

@@ -75,7 +75,7 @@ def test_flash_attention_with_three_stages_overlaps_its_gemms(causal):
     # g1 issued with one group left in flight, g2 issued asynchronously on the previous tile's stage,
     # then the two waits in order, the hold fence, and the previous stage's release
     body = src[src.index("for (int k = 1;"):]
-    order = ["tc::gemm_ss_sm90<128, 128, 128, 2, false, true, tc::half_t, 1,", "tc::gemm_rs_sm90_async<",
+    order = ["tc::wg_turn_wait<2>()", "tc::gemm_ss_sm90<128, 128, 128, 2, false, true, tc::half_t, 1,", "tc::gemm_rs_sm90_async<", "tc::wg_turn_pass<2>()",
              "tc::wgmma_wait<1, 64>((&acc_s[0]))", "tc::wgmma_wait<0, 64>((&acc_o[0]))", "tc::wgmma_hold_fence<32>",
              "tc::mbar_arrive_warp((&tma_empty[tc::floormod((k - 1), 3)]))"]
     at = [body.find(s) for s in order]
@@ -88,10 +88,16 @@ def test_flash_attention_with_three_stages_overlaps_its_gemms(causal):
 
 
 @pytest.mark.cuda_compile
-def test_two_stages_or_the_switch_off_keep_the_plain_consumer_loop():
+def test_two_stages_or_the_switches_off_keep_the_plain_consumer_loop():
     two = tilelang.compile(attention.flash_attention.fn(2, 2, 1000, 128, block_M=128, block_N=128, num_stages=2,
                                                         threads=256), target=SM90)
     assert OVERLAP not in _plan(two) and "warp-specialized" in _plan(two)
+    solo = tilelang.compile(attention.flash_attention.fn(2, 2, 1000, 128, block_M=128, block_N=128, num_stages=3,
+                                                         threads=256), target=SM90,
+                            pass_configs={"tc.overlap_pingpong": False})
+    assert OVERLAP in _plan(solo) and "wg_turn" not in solo.get_kernel_source()
+    assert "tc::wg_turn_init<2>();" in tilelang.compile(attention.flash_attention.fn(
+        2, 2, 1000, 128, block_M=128, block_N=128, num_stages=3, threads=256), target=SM90).get_kernel_source()
     off = tilelang.compile(attention.flash_attention.fn(2, 2, 1000, 128, block_M=128, block_N=128, num_stages=3,
                                                         threads=256), target=SM90,
                            pass_configs={"tc.overlap_gemms": False})

@@ -8,7 +8,7 @@ of the shape
 where mid(k) = soft(k) + rest(k): soft is the longest prefix of mid that touches neither P nor O
 (FlashAttention's online softmax), rest the remainder (O *= alpha; P = cast(S)).  The consumer runs
 
-    k = 0:       wait tile 0; pre(0); g1(0); soft(0); rest(0)
+    k = 0:       wait tile 0; pre(0); issue g1(0); wait for it; soft(0); rest(0)
     k = 1..n-1:  wait tile k; pre(k); issue g1(k); issue g2(k-1); wait for g1(k) (one group left);
                  soft(k) while g2(k-1) runs on the tensor cores; wait for g2(k-1); release the
                  stage of tile k-1; rest(k)
@@ -19,6 +19,10 @@ g1's operands and neither P nor O (checked by `overlap_parts`); the release of a
 one iteration later, so the form needs three stages to keep a load in flight (on the H200 the
 hand-written form ran 8% faster with three stages and 34% slower with two,
 scripts/repro/fa_overlap_probe.py, 2026-11-30).
+
+With two or more consumer warpgroups the gemm issues of an iteration (and of k = 0) are also taken in
+turns (FlashAttention-3's ping-pong, `tc.overlap_pingpong`): warpgroup g waits for its turn, issues,
+and passes the turn on, so the tensor cores run one warpgroup's gemms while the other's softmax runs.
 """
 from __future__ import annotations
 
@@ -73,24 +77,33 @@ def overlap_parts(body) -> OverlapParts | None:
     return OverlapParts(tuple(pre), g1, tuple(soft), tuple(rest), g2)
 
 
-def overlapped_loop(ko, n, parts: OverlapParts, wait_full, release, nacc) -> object:
+def overlapped_loop(ko, n, parts: OverlapParts, wait_full, release, nacc, turns: bool) -> object:
     """The consumer loop of the module docstring.  `wait_full` waits for tile ko's stage,
     `release(t)` gives tile t's stage back to the producer, `nacc(buffer)` is a fragment's
-    register count."""
+    register count.  `turns`: the consumer warpgroups issue their gemms in turn (ping-pong)."""
     p = parts
+    wg = p.g1.plan.warpgroups
+    turns = turns and wg == p.g2.plan.warpgroups and 2 <= wg <= 4
+
+    def turn(*issue):  # the gemms of one warpgroup's turn
+        if not turns:
+            return issue
+        return (I.evaluate(I.WgTurnWait(wg)), *issue, I.evaluate(I.WgTurnPass(wg)))
     prev = binary("-", ko, 1)
     m, _, k = p.g2.mnk
     count = m // p.g2.plan.warpgroups // 64 * (k // 16) * 4
     held = Buffer(f"{p.g2.c.buffer.name}_held", (count,), dt.uint32, "local", span=p.g2.span)
     g1 = replace(p.g1, async_groups=1)
     g2 = replace(substitute(p.g2, {ko: prev}), async_groups=1, held=held)
-    body = seq(wait_full, *p.pre, g1, g2,
+    body = seq(wait_full, *p.pre, *turn(g1, g2),
                I.evaluate(I.WgmmaWait(1, nacc(p.g1.c.buffer)), Ref(p.g1.c.buffer, (const(0),))),
                *p.soft,
                I.evaluate(I.WgmmaWait(0, nacc(p.g2.c.buffer)), Ref(p.g2.c.buffer, (const(0),))),
                I.evaluate(I.WgmmaHoldFence(count), Ref(held, (const(0),))),
                release(prev), *p.rest)
-    first = substitute(seq(wait_full, *p.pre, p.g1, *p.soft, *p.rest), {ko: const(0)})
+    wait_s = I.evaluate(I.WgmmaWait(0, nacc(p.g1.c.buffer)), Ref(p.g1.c.buffer, (const(0),)))
+    first = substitute(seq(wait_full, *p.pre, *turn(g1), wait_s, *p.soft, *p.rest), {ko: const(0)})
     last = substitute(p.g2, {ko: binary("-", n, 1)})
-    out = seq(Alloc(held), first, For(ko, const(1), binary("-", n, 1), "serial", body), last)  # k = 1 .. n-1
+    init = [I.evaluate(I.WgTurnInit(wg))] if turns else []
+    out = seq(Alloc(held), *init, first, For(ko, const(1), binary("-", n, 1), "serial", body), last)  # k = 1 .. n-1
     return out if isinstance(n, Const) and n.value >= 1 else If(binary("<", const(0), n), out)

@@ -130,6 +130,7 @@ class _Pipeline(Mutator):
         self.use_tma = configs.use_tma and not configs.disable_tma_lower
         self.warp_specialize = False if configs.disable_warp_specialized else configs.warp_specialize
         self.overlap_gemms = configs.overlap_gemms
+        self.overlap_pingpong = configs.overlap_pingpong
         self.ws_loops: set = set()   # ids of the kernel's top-level T.Pipelined loops (may be split)
         self.ws_taken = False        # one warp-specialized loop per kernel
         self.notes: list = []  # one line per pipelined loop: the form chosen
@@ -402,7 +403,8 @@ class _Pipeline(Mutator):
         parts = overlap_parts(self._fed(lp))
         nacc = lambda b: self.layouts[b].num_regs  # noqa: E731
         return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
-            _call(I.FenceProxyAsyncShared()), Sync(), overlapped_loop(lp.ko, lp.n, parts, wait_full, release, nacc)))
+            _call(I.FenceProxyAsyncShared()), Sync(), overlapped_loop(lp.ko, lp.n, parts, wait_full, release, nacc,
+                                                             self.overlap_pingpong)))
 
     def _ws(self, lp, loads, fallback, consumer_of):
         """Placed at the kernel's top level by `warp_specialize.place_warp_specialized`, which falls back to the

@@ -24,7 +24,7 @@ from .manual_sync import CpuMbarArrive, CpuMbarWait, MbarArrive
 from .mma import GemmRS, GemmSS
 from .reduce import ShflXorReduce
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
-from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync
+from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
 from .random import RNG, RngInit, RngRand
 from .tma import TmaExpect, TmaLoadTile
 from .vector import VecLoadZfill, VecStore

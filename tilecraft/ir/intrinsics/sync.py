@@ -32,6 +32,43 @@ class NamedBarrierSync(Intrinsic):
 
 
 @dataclass(frozen=True)
+class WgTurnInit(Intrinsic):
+    """Give consumer warpgroup 0 of `wg` the first turn (named barriers 2 .. 1+wg; header: tma.h)."""
+    entry = "tc::wg_turn_init"
+    family = "fence"
+    effects = Effects(note="named barrier 2, arrival of the last consumer warpgroup")
+    wg: int
+
+    def check(self):
+        require(2 <= self.wg <= 4, self, "2 to 4 consumer warpgroups")
+
+
+@dataclass(frozen=True)
+class WgTurnWait(Intrinsic):
+    """This consumer warpgroup waits for its turn to issue wgmmas (named barrier 2 + its index).
+    Orders no memory: insert_syncs does not count it as a barrier."""
+    entry = "tc::wg_turn_wait"
+    family = "fence"
+    effects = Effects(note="named barrier 2 + this warpgroup's index, 256 threads")
+    wg: int
+
+    def check(self):
+        require(2 <= self.wg <= 4, self, "2 to 4 consumer warpgroups")
+
+
+@dataclass(frozen=True)
+class WgTurnPass(Intrinsic):
+    """Pass the turn to the next consumer warpgroup (arrive on its named barrier)."""
+    entry = "tc::wg_turn_pass"
+    family = "fence"
+    effects = Effects(note="arrival on named barrier 2 + the next warpgroup's index")
+    wg: int
+
+    def check(self):
+        require(2 <= self.wg <= 4, self, "2 to 4 consumer warpgroups")
+
+
+@dataclass(frozen=True)
 class ConsumerSync(Intrinsic):
     """Barrier among the `threads` consumer threads of a warp-specialized block (named barrier 1;
     __syncthreads would wait for the producer warpgroup, which never reaches it; header: tma.h)."""

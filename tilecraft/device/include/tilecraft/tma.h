@@ -165,6 +165,26 @@ TC_DEVICE void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
 }
 
+// Turns of the consumer warpgroups (FlashAttention-3's warp scheduler barrier): warpgroup g of WG
+// (threads 128g .. 128g+127) waits for its turn on named barrier 2+g, issues its wgmmas, and passes
+// the turn to warpgroup g+1 (mod WG) by arriving on that one's barrier; each barrier counts the 128
+// threads waiting and the 128 arriving.  The tensor cores then take the warpgroups' gemms in turn
+// while the others run their softmax.  wg_turn_init gives warpgroup 0 the first turn; the last
+// pass is left pending when the block exits.
+template <int WG>
+TC_DEVICE void wg_turn_init() {
+  static_assert(WG >= 2 && WG <= 4, "tc::wg_turn_init: 2 to 4 consumer warpgroups (named barriers 2..5)");
+  if (static_cast<int>(threadIdx.x) / 128 % WG == WG - 1) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+}
+template <int WG>
+TC_DEVICE void wg_turn_wait() {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(2 + static_cast<int>(threadIdx.x) / 128 % WG) : "memory");
+}
+template <int WG>
+TC_DEVICE void wg_turn_pass() {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(2 + (static_cast<int>(threadIdx.x) / 128 + 1) % WG) : "memory");
+}
+
 // setmaxnreg (sm_90a): move registers from the producer warpgroup (which needs few) to the
 // consumers (wgmma accumulators).  Executed by every thread of a warpgroup, convergently, as the
 // first statement of its role's branch; N is a multiple of 8 in [24, 256].  The kernel must be
