@@ -1,7 +1,7 @@
 """A few FlashAttention and GEMM+bias+GELU variants beside their torch references, in one run (H200):
 which tile / stage / warp-specialization choice closes the last gap of issue 9's targets.  Each row
 is checked against an fp32 reference first; timing is CUDA events, median, L2 flushed.
-    python scripts/repro/hopper_variants.py [--quick] [--fa]   ->   a markdown table on stdout"""
+    python scripts/repro/hopper_variants.py [--quick] [--fa] [--gemm] [--gelu]   ->   a markdown table on stdout"""
 from __future__ import annotations
 
 import sys
@@ -105,11 +105,37 @@ def gelu_rows(quick):
             yield row, f"{type(e).__name__}: {str(e)[:80]}", None, t_ref, "addmm+gelu"
 
 
+def gemm_rows(quick):
+    """The README's classic GEMM (128x128x32/3/128) unsplit and warp-specialized (two blocks per SM,
+    setmaxnreg), beside torch.matmul."""
+    variants = [("128x128x32/3/128", dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128), {}),
+                ("128x128x32/3/128 ws", dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
+                 {"tc.warp_specialize": True}),
+                ("128x128x64/3/128 ws", dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
+                 {"tc.warp_specialize": True}),
+                ("128x256x64/3/256", dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256), {})]
+    for size in (4096,) if quick else (4096, 8192):
+        a, b = (torch.randn(size, size, device="cuda", dtype=torch.half) for _ in range(2))
+        ref = a.float() @ b.float()
+        t_ref = _time(lambda: a @ b)
+        for name, cfg, pc in variants:
+            row = f"GEMM fp16 {size}^3 {name}"
+            try:
+                kern = tl.compile(K.matmul.fn(size, size, size, **cfg), out_idx=[-1], target=SM90, pass_configs=pc)
+                row += f" [{_path(kern)}]"
+                err = _rel(kern(a, b), ref)
+                t = _time(lambda: kern(a, b))
+                yield row, err, t, t_ref, "torch.matmul"
+            except Exception as e:  # noqa: BLE001
+                yield row, f"{type(e).__name__}: {str(e)[:80]}", None, t_ref, "torch.matmul"
+
+
 def main():
     quick = "--quick" in sys.argv
     print("| variant | rel. error | ours ms | ref ms | ref / ours | ref |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for rows in ((fa_rows(quick),) if "--fa" in sys.argv else (gelu_rows(quick), fa_rows(quick))):
+    picked = [f for flag, f in (("--fa", fa_rows), ("--gemm", gemm_rows), ("--gelu", gelu_rows)) if flag in sys.argv]
+    for rows in [f(quick) for f in (picked or (gelu_rows, fa_rows))]:
         for row, err, t, t_ref, ref_name in rows:
             if t is None:
                 print(f"| {row} | {err} |  | {t_ref:.4f} |  | {ref_name} |", flush=True)
