@@ -144,7 +144,6 @@ class WarpSpecialize(Stmt):
     consumer_threads: int
     producer_regs: int = 0
     consumer_regs: int = 0
-    blocks_per_sm: int = 1   # the launch bounds' minimum blocks per SM (the budgets share its register file)
 
     PRODUCER_THREADS = 128
 

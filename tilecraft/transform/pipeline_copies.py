@@ -430,11 +430,7 @@ class _Pipeline(Mutator):
         invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
         head = [Alloc(full), Alloc(empty), If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
-        # two blocks per SM when their shared memory fits (only an explicit tc.warp_specialize: True
-        # splits such a loop, _ws_pays); each then holds half the register file
-        smem = self.kernel_smem + sum((S - 1) * c.dst.buffer.nbytes for c in lp.producers)
-        blocks = 2 if 2 * smem <= self.smem_limit else 1
-        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes), blocks)
+        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
 
     def visit_Alloc(self, a):
         return a

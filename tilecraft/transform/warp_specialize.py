@@ -26,23 +26,21 @@ class Split(Stmt):
     fallback: Stmt
     threads: int
     note: int    # index of the loop's plan note
-    blocks_per_sm: int = 1  # what shared memory allows (launch bounds; the register budgets share the SM)
 
 
 def flat(s) -> list:
     return [x for y in s.stmts for x in flat(y)] if isinstance(s, Seq) else [s]
 
 
-def register_budgets(threads: int, blocks_per_sm: int = 1) -> tuple:
+def register_budgets(threads: int) -> tuple:
     """(producer, consumer) setmaxnreg budgets for `threads` consumer threads plus one producer
-    warpgroup, `blocks_per_sm` blocks sharing an SM, or (0, 0) when one consumer warpgroup alone
-    on its SM can already have every register it may use.  The block holds cap = 65536 /
-    blocks_per_sm / (threads + 128) registers per thread at launch (rounded down to 8); the
-    producer gives its share to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
+    warpgroup, or (0, 0) when one consumer warpgroup can already have every register it may use.
+    The block holds cap = 65536 / (threads + 128) registers per thread at launch (rounded down to
+    8); the producer gives its share to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
     wg = threads // 128
-    if wg < 2 and blocks_per_sm == 1:
+    if wg < 2:
         return 0, 0
-    cap = REGISTER_FILE // blocks_per_sm // (threads + WARP_GROUP) // 8 * 8
+    cap = REGISTER_FILE // (threads + WARP_GROUP) // 8 * 8
     return 24, min(256, ((wg + 1) * cap - 24) // wg // 8 * 8)
 
 
@@ -68,9 +66,8 @@ def place_warp_specialized(k: Kernel, notes: list, unsplit_notes: dict) -> Kerne
                 "before the loop)")
         return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
     rest = [s for s in before if s not in shared and s not in lets]
-    producer_regs, consumer_regs = register_budgets(sp.threads, sp.blocks_per_sm)
+    producer_regs, consumer_regs = register_budgets(sp.threads)
     if collect(k.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg"):
         producer_regs, consumer_regs = 0, 0  # T.disable_warp_group_reg_alloc(): budgets as launched
-    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs,
-                        sp.blocks_per_sm)
+    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs)
     return replace(k, body=seq(*shared, *lets, *sp.head, ws, *sp.tail))
