@@ -345,8 +345,12 @@ def g_gemm_bias_gelu(rows):
                  lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name=ref_name)
 
 
+# 128x128/3/256: alone on its SM, warp-specialized with the overlapped consumer loop (transform/overlap_gemms.py);
+# 64x128/2/128: four times the blocks, for short sequences (D64 S1024 causal: 1.03-1.07x SDPA, 2026-11-30)
 FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
-              dict(block_M=128, block_N=128, num_stages=2, threads=256)]
+              dict(block_M=128, block_N=128, num_stages=2, threads=256),
+              dict(block_M=128, block_N=128, num_stages=3, threads=256),
+              dict(block_M=64, block_N=128, num_stages=2, threads=128)]
 
 
 def g_flash_attention(rows):
@@ -369,7 +373,7 @@ def g_flash_attention(rows):
         fast = {"tl.enable_fast_math": True}   # as K.flash_attention ships (ex2.approx, as FlashAttention builds)
         rungs = {"mma.sync ": {"tc.use_wgmma": False, **fast}, "ws ": {"tc.warp_specialize": True, **fast},
                  "exact-math ": {}}
-        for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs if rungs_wanted()]:
+        for cfg, wgmma in [(c_, "") for c_ in configs] + [(c_, r) for r in rungs for c_ in configs[:2] if rungs_wanted()]:
             def build(cfg=cfg, b=b, h=h, s=s, d=d, causal=causal, q=q, k=k, v=v, o=o, wgmma=wgmma):
                 if wgmma:  # beside the default Hopper path: both gemms on mma.sync; warp-specialized; fast math
                     import tilecraft as tl
