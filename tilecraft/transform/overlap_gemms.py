@@ -15,10 +15,12 @@ where mid(k) = soft(k) + rest(k): soft is the longest prefix of mid that touches
     then:        g2(n-1)
 
 g2(k-1) moves past pre(k), g1(k) and soft(k), which is legal when those touch no shared memory but
-g1's operands and neither P nor O (checked by `overlap_parts`); the release of a tile's stage moves
-one iteration later, so the form needs three stages to keep a load in flight (on the H200 the
-hand-written form ran 8% faster with three stages and 34% slower with two,
-scripts/repro/fa_overlap_probe.py, 2026-11-30).
+g1's operands and neither P nor O (checked by `overlap_parts`).  With one ring of stages for all the
+loop's copies, a tile's stage is released one iteration later than before, so the form needs three
+stages to keep a load in flight (on the H200 the hand-written form ran 8% faster with three stages
+and 34% slower with two, scripts/repro/fa_overlap_probe.py, 2026-11-30).  When the copies split
+into the tiles only g1 reads and those only g2 reads (`ring_split`: FlashAttention's K and V), each
+group gets its own ring and g1's stage is released as soon as g1(k) retires, so two stages suffice.
 
 With two or more consumer warpgroups the gemm issues of an iteration (and of k = 0) are also taken in
 turns (FlashAttention-3's ping-pong, `tc.overlap_pingpong`): warpgroup g waits for its turn, issues,
@@ -77,10 +79,31 @@ def overlap_parts(body) -> OverlapParts | None:
     return OverlapParts(tuple(pre), g1, tuple(soft), tuple(rest), g2)
 
 
-def overlapped_loop(ko, n, parts: OverlapParts, wait_full, release, nacc, turns: bool) -> object:
-    """The consumer loop of the module docstring.  `wait_full` waits for tile ko's stage,
-    `release(t)` gives tile t's stage back to the producer, `nacc(buffer)` is a fragment's
-    register count.  `turns`: the consumer warpgroups issue their gemms in turn (ping-pong)."""
+def ring_split(parts: OverlapParts, staged_of: dict) -> tuple | None:
+    """(g1's copies, g2's copies) when every producer copy of the loop (`staged_of`: copy -> the
+    staged shared tile it fills) fills a tile that only g1 or only g2 reads: those then get a ring of
+    stages each, and g1's tile is released as soon as g1 retires.  None otherwise."""
+    a_bufs = {x.buffer for x in (parts.g1.a, parts.g1.b) if x.buffer.scope == "shared"}
+    b_buf = parts.g2.b.buffer
+    first, second = [], []
+    for c, buf in staged_of.items():
+        if buf in a_bufs and buf != b_buf:
+            first.append(c)
+        elif buf == b_buf and buf not in a_bufs:
+            second.append(c)
+        else:
+            return None
+    if not first or not second or _buffers(parts.rest) & set(staged_of.values()):
+        return None
+    return first, second
+
+
+def overlapped_loop(ko, n, parts: OverlapParts, wait, release, nacc, turns: bool) -> object:
+    """The consumer loop of the module docstring.  `wait(i, t)` waits for tile t's stage of the
+    copies g1 (i = 0) or g2 (i = 1) reads, `release(i, t)` gives it back to the producer; with one
+    ring for both, `wait(1, t)` and `release(0, t)` are None (tile k's stage is then released after
+    g2(k) retires).  `nacc(buffer)` is a fragment's register count.  `turns`: the consumer
+    warpgroups issue their gemms in turn (ping-pong)."""
     p = parts
     wg = p.g1.plan.warpgroups
     turns = turns and wg == p.g2.plan.warpgroups and 2 <= wg <= 4
@@ -89,21 +112,26 @@ def overlapped_loop(ko, n, parts: OverlapParts, wait_full, release, nacc, turns:
         if not turns:
             return issue
         return (I.evaluate(I.WgTurnWait(wg)), *issue, I.evaluate(I.WgTurnPass(wg)))
+
+    def opt(stmt):
+        return (stmt,) if stmt is not None else ()
     prev = binary("-", ko, 1)
     m, _, k = p.g2.mnk
     count = m // p.g2.plan.warpgroups // 64 * (k // 16) * 4
     held = Buffer(f"{p.g2.c.buffer.name}_held", (count,), dt.uint32, "local", span=p.g2.span)
     g1 = replace(p.g1, async_groups=1)
     g2 = replace(substitute(p.g2, {ko: prev}), async_groups=1, held=held)
-    body = seq(wait_full, *p.pre, *turn(g1, g2),
+    body = seq(wait(0, ko), *p.pre, *opt(wait(1, prev)), *turn(g1, g2),
                I.evaluate(I.WgmmaWait(1, nacc(p.g1.c.buffer)), Ref(p.g1.c.buffer, (const(0),))),
-               *p.soft,
+               *opt(release(0, ko)), *p.soft,
                I.evaluate(I.WgmmaWait(0, nacc(p.g2.c.buffer)), Ref(p.g2.c.buffer, (const(0),))),
                I.evaluate(I.WgmmaHoldFence(count), Ref(held, (const(0),))),
-               release(prev), *p.rest)
+               release(1, prev), *p.rest)
     wait_s = I.evaluate(I.WgmmaWait(0, nacc(p.g1.c.buffer)), Ref(p.g1.c.buffer, (const(0),)))
-    first = substitute(seq(wait_full, *p.pre, *turn(g1), wait_s, *p.soft, *p.rest), {ko: const(0)})
-    last = substitute(p.g2, {ko: binary("-", n, 1)})
+    first = substitute(seq(wait(0, ko), *p.pre, *turn(g1), wait_s, *opt(release(0, ko)), *p.soft, *p.rest),
+                       {ko: const(0)})
+    last_tile = binary("-", n, 1)
+    last = seq(*opt(wait(1, last_tile)), substitute(p.g2, {ko: last_tile}))
     init = [I.evaluate(I.WgTurnInit(wg))] if turns else []
     out = seq(Alloc(held), *init, first, For(ko, const(1), binary("-", n, 1), "serial", body), last)  # k = 1 .. n-1
     return out if isinstance(n, Const) and n.value >= 1 else If(binary("<", const(0), n), out)

@@ -70,7 +70,7 @@ from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
-from .overlap_gemms import overlap_parts, overlapped_loop
+from .overlap_gemms import overlap_parts, overlapped_loop, ring_split
 from .warp_specialize import Split, flat, place_warp_specialized
 
 
@@ -193,8 +193,10 @@ class _Pipeline(Mutator):
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
                 and (self.warp_specialize is True or self._ws_pays(loop, form))):
             form, self.ws_taken = form.replace("_tma", "_ws"), True
-            if form == "plain_ws" and self.overlap_gemms and stages >= 3 and _static_ge(f.start, 0) \
-                    and not _static_ge(f.start, 1) and overlap_parts(self._fed(loop)) is not None:
+            parts = overlap_parts(self._fed(loop)) if form == "plain_ws" and self.overlap_gemms else None
+            # one ring for all copies needs three stages (overlap_gemms.py); split rings do with two
+            if parts is not None and _static_ge(f.start, 0) and not _static_ge(f.start, 1) and (
+                    stages >= 3 or ring_split(parts, {c: staged[c.dst.buffer] for c in producers}) is not None):
                 form = "overlap_ws"
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
@@ -317,7 +319,7 @@ class _Pipeline(Mutator):
         """Announce tile t's bytes on bar[t % S] and issue its boxes into stage t % S (one thread)."""
         stage = binary("%", t, lp.stages)
         full = Ref(bar, (stage,))
-        nbytes = sum(c.dst.buffer.nbytes for c in lp.producers)
+        nbytes = sum(c.dst.buffer.nbytes for c, *_ in loads)
         calls = [_call(I.TmaExpect(), full, const(nbytes))]
         for c, boxes, desc, row_dim in loads:
             starts = substitute(c.src, {lp.ko: t}).starts
@@ -397,38 +399,56 @@ class _Pipeline(Mutator):
 
     def _overlap_ws(self, lp):
         """As _plain_ws, with the consumer loop of transform/overlap_gemms.py: each iteration's
-        softmax runs while the previous iteration's second gemm does."""
+        softmax runs while the previous iteration's second gemm does; g1's and g2's tiles on rings
+        of their own when they split so (`ring_split`)."""
         loads = self._tma_loads(lp)
         fallback = self._plain_tma(lp, loads)
         parts = overlap_parts(self._fed(lp))
         nacc = lambda b: self.layouts[b].num_regs  # noqa: E731
-        return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
-            _call(I.FenceProxyAsyncShared()), Sync(), overlapped_loop(lp.ko, lp.n, parts, wait_full, release, nacc,
-                                                             self.overlap_pingpong)))
+        split = ring_split(parts, {c: lp.staged[c.dst.buffer] for c in lp.producers})
+        head = (_call(I.FenceProxyAsyncShared()), Sync())
+        if split is None:
+            return self._ws(lp, loads, fallback, lambda wait_full, release: seq(*head, overlapped_loop(
+                lp.ko, lp.n, parts, lambda i, t: substitute(wait_full, {lp.ko: t}) if i == 0 else None,
+                lambda i, t: release(t) if i == 1 else None, nacc, self.overlap_pingpong)))
+        rings = [[x for x in loads if x[0] in group] for group in split]
+        return self._ws(lp, loads, fallback, lambda wait, release: seq(*head, overlapped_loop(
+            lp.ko, lp.n, parts, wait, release, nacc, self.overlap_pingpong)), rings=rings)
 
-    def _ws(self, lp, loads, fallback, consumer_of):
+    def _ws(self, lp, loads, fallback, consumer_of, rings=None):
         """Placed at the kernel's top level by `warp_specialize.place_warp_specialized`, which falls back to the
-        unsplit TMA loop when the kernel's other statements do not allow the split."""
+        unsplit TMA loop when the kernel's other statements do not allow the split.  `rings`: the
+        loads split into groups, each on its own full/empty ring (consumer_of then gets
+        wait(i, tile) and release(i, tile) of ring i); by default one ring for all."""
         S, ko, n = lp.stages, lp.ko, lp.n
-        full = Buffer("tma_full", (S,), dt.uint64, "shared", span=lp.f.span)
-        empty = Buffer("tma_empty", (S,), dt.uint64, "shared", span=lp.f.span)
+        groups = rings or [loads]
+        names = [""] if rings is None else [f"_{i}" for i in range(len(groups))]
+        full = [Buffer(f"tma_full{x}", (S,), dt.uint64, "shared", span=lp.f.span) for x in names]
+        empty = [Buffer(f"tma_empty{x}", (S,), dt.uint64, "shared", span=lp.f.span) for x in names]
         warps = self.threads // 32
         t = Var(f"{ko.name}_load")
-        wait_empty = _call(I.MbarWaitParity(), Ref(empty, (binary("%", t, S),)),
-                           binary("%", binary("+", binary("//", t, S), 1), 2))
-        producer = For(t, const(0), n, "serial",
-                       seq(If(binary(">=", t, S), wait_empty), self._tma_issue(lp, loads, full, t)), span=lp.f.span)
-        wait_full = _call(I.MbarWaitParity(), Ref(full, (binary("%", ko, S),)),
-                          binary("%", binary("//", ko, S), 2))
+        issue = []
+        for i, group in enumerate(groups):
+            wait_empty = _call(I.MbarWaitParity(), Ref(empty[i], (binary("%", t, S),)),
+                               binary("%", binary("+", binary("//", t, S), 1), 2))
+            issue += [If(binary(">=", t, S), wait_empty), self._tma_issue(lp, group, full[i], t)]
+        producer = For(t, const(0), n, "serial", seq(*issue), span=lp.f.span)
 
-        def release(tile):  # this warp is done with `tile`'s stage
-            return _call(I.MbarArriveWarp(), Ref(empty, (binary("%", tile, S),)))
-        consumer = consumer_of(wait_full, release)
+        def wait(i, tile):
+            return _call(I.MbarWaitParity(), Ref(full[i], (binary("%", tile, S),)),
+                         binary("%", binary("//", tile, S), 2))
+
+        def release(i, tile):  # this warp is done with `tile`'s stage of ring i
+            return _call(I.MbarArriveWarp(), Ref(empty[i], (binary("%", tile, S),)))
+        if rings is None:
+            consumer = consumer_of(wait(0, ko), lambda tile: release(0, tile))
+        else:
+            consumer = consumer_of(wait, release)
         tid0 = binary("==", thread_index(), 0)
-        inits = [_call(I.MbarInit(), Ref(full, (const(s),)), const(1)) for s in range(S)]
-        inits += [_call(I.MbarInit(), Ref(empty, (const(s),)), const(warps)) for s in range(S)]
-        invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (full, empty) for s in range(S)]
-        head = [Alloc(full), Alloc(empty), If(tid0, seq(*inits)), Sync()]
+        inits = [_call(I.MbarInit(), Ref(f, (const(s),)), const(1)) for f in full for s in range(S)]
+        inits += [_call(I.MbarInit(), Ref(e, (const(s),)), const(warps)) for e in empty for s in range(S)]
+        invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (*full, *empty) for s in range(S)]
+        head = [*[Alloc(b) for b in (*full, *empty)], If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
         return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
 
