@@ -24,8 +24,9 @@ def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: b
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx_grid, by, bz):
-            bx = T.ceildiv(seq_len, block_M) - 1 - bx_grid if heavy_first else bx_grid
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            if heavy_first:
+                bx = T.ceildiv(seq_len, block_M) - 1 - bx
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
             V_shared = T.alloc_shared([block_N, dim], dtype)
