@@ -7,13 +7,24 @@ ops inside are spread over those threads only.  Here such an `if` becomes the `W
 (comparisons with multiples of 128, joined by `and`) and its branch holds tile work (tile ops,
 T.Parallel loops, T.set_max_nreg).  An `else` becomes the branch of the remaining threads when they
 are contiguous, an `elif` chain a branch per condition (each thread runs one branch of the chain,
-so their order does not matter).  Anything else stays an ordinary `if`.
+so their order does not matter).  Anything else stays an ordinary `if`, except one whose condition
+reads the thread index and whose branches hold tile work that lowering spreads over the whole block
+(`refuse_partial_branch`): `if tx < 32:` around a `T.copy` into shared memory would run the copy's
+share of threads 32.. nowhere (TileLang spreads it over the branch's threads, which tilecraft does
+for whole warp groups only), a silent wrong answer; it is an error at the user's line instead.
 """
 from __future__ import annotations
 
+from ..errors import TilecraftError
 from ..ir import Binary, Cast, Const, For, If, Let, Var, collect, seq
+from ..ir.buffer import Region
 from ..ir.hopper import WARP_GROUP, SetMaxNreg, WarpGroupScope
-from ..ir.tileop import TileOp
+from ..ir.tileop import AtomicAdd, Copy, Cumsum, Fill, Gemm, Reduce, TileOp
+
+# Tile ops whose CUDA lowering gives each thread of the block a share of the tile: run by some of
+# the block's threads only, the others' shares are never done.  (An mbarrier arrive, a print or a
+# one-element atomic is per thread: fine under `if tx == 0:`.)
+_SPREAD = (Copy, Gemm, Fill, Reduce, Cumsum)
 
 
 def thread_aliases(k) -> set:
@@ -88,3 +99,55 @@ def as_branches(s: If, tids, block, visit, reach=None):
     if remaining is None:
         return None
     return seq(first, WarpGroupScope(remaining, visit(rest), span=rest.span or s.span))
+
+
+def _spread_work(node):
+    """The first statement under `node` that lowering spreads over the block's threads, or None."""
+    def spread(n):
+        if isinstance(n, For) and n.kind == "parallel":
+            return True
+        if isinstance(n, AtomicAdd):
+            return isinstance(n.value, Region)
+        if not isinstance(n, _SPREAD):
+            return False
+        bufs = [r.buffer for r in n.reads() + n.writes()]
+        return isinstance(n, Gemm) or any(b.scope in ("shared", "fragment") for b in bufs)
+    found = collect(node, spread)
+    return found[0] if found else None
+
+
+def _thread_derived(k, tids) -> set:
+    """`tids` and the lets computed from them (`warp = tx // 32`), transitively."""
+    names = set(tids)
+    lets = collect(k.body, lambda n: isinstance(n, Let))
+    grew = True
+    while grew:
+        grew = False
+        for s in lets:
+            if s.var not in names and collect(s.value, lambda n: isinstance(n, Var) and n in names):
+                names.add(s.var)
+                grew = True
+    return names
+
+
+def refuse_partial_branch(s: If, k, tids, block) -> None:
+    """Raise when `s` (an `if` that `as_branches` kept) tests the thread index and its branches hold
+    tile work spread over the block (module docstring)."""
+    if not tids:
+        return
+    derived = _thread_derived(k, tids)
+    if not collect(s.cond, lambda n: isinstance(n, Var) and n in derived):
+        return
+    work = _spread_work(s)
+    if work is None:
+        return
+    iv = _interval(s.cond, tids, block)
+    which = (f"threads [{max(iv[0], 0)}, {min(iv[1], block)}) of the block's {block} (its else: the rest)" if iv
+             else "a subset of the block's threads")
+    raise TilecraftError(
+        f"this `if` on the thread index runs its tile operations on {which}; tilecraft spreads a tile "
+        f"operation (copy, gemm, fill, reduce, T.Parallel) inside such a branch over the branch's threads only "
+        f"when the branch is whole warp groups (thread ranges on multiples of {WARP_GROUP}); here the operation "
+        f"would be lowered for every thread of the block and the skipped threads' share never done", s.span,
+        hint=f"bound the branch at a multiple of {WARP_GROUP} threads, or move the tile operation out of the "
+             f"`if` (e.g. compute it with every thread, then let the branch use the result)")
