@@ -159,9 +159,9 @@ class Options:
     mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/pipeline_copies.py",
                                    "per-stage mbarriers instead of a block barrier in GEMM main loops")
     remapped_fragment_reads: bool = _opt(
-        "tc.remapped_fragment_reads", False, bool, "transform/lower_cuda.py",
+        "tc.remapped_fragment_reads", True, bool, "transform/lower_cuda.py",
         "accept T.Parallel reads of a fragment laid out another way (each thread reads its own copy) or in "
-        "column windows; off by default: two TileLang programs that need it gave wrong answers on the H200")
+        "column windows; False refuses them (the layout error)")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----
