@@ -200,11 +200,11 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
                     state.clear()
             r, w = _access(s)
             body = _block(_stmts(s.body), _State())
-            if (r or w) and (in_loop or s.groups in state.branches):
+            if (r or w) and (in_loop or s.key in state.branches):
                 body = [Sync()] + body
             state.add_scoped(r, w)
             if r or w:
-                state.branches.add(s.groups)
+                state.branches.add(s.key)
             out.append(replace(s, body=seq(*body)))
             continue
         if isinstance(s, If) and not _uniformity().varies(s.cond):

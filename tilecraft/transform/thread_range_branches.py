@@ -3,15 +3,18 @@
 TileLang programs specialize warp groups by hand with `T.ws(g)` or with `if`s on the thread index
 (`tx = T.get_thread_binding()`); TileLang bounds each branch's threads from its condition, and tile
 ops inside are spread over those threads only.  Here such an `if` becomes the `WarpGroupScope` of
-`T.ws` (ir/hopper.py): when its condition bounds the (1-D) thread index to whole warp groups
-(comparisons with multiples of 128, joined by `and`) and its branch holds tile work (tile ops,
-T.Parallel loops, T.set_max_nreg).  An `else` becomes the branch of the remaining threads when they
-are contiguous, an `elif` chain a branch per condition (each thread runs one branch of the chain,
-so their order does not matter).  Anything else stays an ordinary `if`, except one whose condition
-reads the thread index and whose branches hold tile work that lowering spreads over the whole block
-(`refuse_partial_branch`): `if tx < 32:` around a `T.copy` into shared memory would run the copy's
-share of threads 32.. nowhere (TileLang spreads it over the branch's threads, which tilecraft does
-for whole warp groups only), a silent wrong answer; it is an error at the user's line instead.
+`T.ws` (ir/hopper.py): when its condition bounds the (1-D) thread index (comparisons with
+constants, joined by `and`) and its branch holds tile work (tile ops, T.Parallel loops,
+T.set_max_nreg).  Bounds on multiples of 128 give a branch of whole warp groups; other bounds on
+multiples of 32 a branch of whole warps (`lanes`: `if T.get_thread_binding() < 32:` in a block of
+96, as TileLang's mHC pre-block example does), whose tile ops are spread over its warps the same
+way (no tensor-core gemm or register budget there: warp_groups.check_scope).  An `else` becomes the
+branch of the remaining threads when they are contiguous, an `elif` chain a branch per condition
+(each thread runs one branch of the chain, so their order does not matter).  Anything else stays
+an ordinary `if`, except one whose condition reads the thread index and whose branches hold tile
+work that lowering spreads over the whole block (`refuse_partial_branch`): its tile ops would be
+lowered for every thread of the block and the share of the threads that skip the branch never
+done, a silent wrong answer; it is an error at the user's line instead.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from ..ir.tileop import AtomicAdd, Copy, Cumsum, Fill, Gemm, Reduce, TileOp
 # the block's threads only, the others' shares are never done.  (An mbarrier arrive, a print or a
 # one-element atomic is per thread: fine under `if tx == 0:`.)
 _SPREAD = (Copy, Gemm, Fill, Reduce, Cumsum)
+WARP = 32
 
 
 def thread_aliases(k) -> set:
@@ -58,11 +62,15 @@ def _interval(cond, tids, block) -> tuple | None:
     return {"<": (0, v), "<=": (0, v + 1), ">": (v + 1, block), ">=": (v, block)}[op]
 
 
-def _groups(lo, hi, block) -> tuple | None:
+def _scope(lo, hi, block, body, span):
+    """The branch of threads [lo, hi): whole warp groups, else whole warps (`lanes`); None when its
+    bounds are not on warps."""
     lo, hi = max(lo, 0), min(hi, block)
-    if lo >= hi or lo % WARP_GROUP or (hi % WARP_GROUP and hi != block):
+    if lo >= hi or lo % WARP or (hi % WARP and hi != block):
         return None
-    return tuple(range(lo // WARP_GROUP, -(-hi // WARP_GROUP)))
+    groups = tuple(range(lo // WARP_GROUP, -(-hi // WARP_GROUP)))
+    whole = lo % WARP_GROUP == 0 and (hi % WARP_GROUP == 0 or hi == block)
+    return WarpGroupScope(groups, body, () if whole else (lo, hi), span=span)
 
 
 def _has_tile_work(node) -> bool:
@@ -81,10 +89,9 @@ def as_branches(s: If, tids, block, visit, reach=None):
     if iv is None:
         return None
     lo, hi = max(iv[0], reach[0]), min(iv[1], reach[1])
-    groups = _groups(lo, hi, block)
-    if groups is None:
+    if _scope(lo, hi, block, None, s.span) is None:
         return None
-    first = WarpGroupScope(groups, visit(s.then), span=s.span)
+    first = _scope(lo, hi, block, visit(s.then), s.span)
     if s.orelse is None:
         return first
     left = (hi, reach[1]) if lo <= reach[0] else (reach[0], lo) if hi >= reach[1] else None
@@ -95,10 +102,9 @@ def as_branches(s: If, tids, block, visit, reach=None):
         other = as_branches(rest, tids, block, visit, left)
         if other is not None:
             return seq(first, other)
-    remaining = _groups(left[0], left[1], block)
-    if remaining is None:
+    if _scope(left[0], left[1], block, None, s.span) is None:
         return None
-    return seq(first, WarpGroupScope(remaining, visit(rest), span=rest.span or s.span))
+    return seq(first, _scope(left[0], left[1], block, visit(rest), rest.span or s.span))
 
 
 def _spread_work(node):
@@ -147,7 +153,7 @@ def refuse_partial_branch(s: If, k, tids, block) -> None:
     raise TilecraftError(
         f"this `if` on the thread index runs its tile operations on {which}; tilecraft spreads a tile "
         f"operation (copy, gemm, fill, reduce, T.Parallel) inside such a branch over the branch's threads only "
-        f"when the branch is whole warp groups (thread ranges on multiples of {WARP_GROUP}); here the operation "
-        f"would be lowered for every thread of the block and the skipped threads' share never done", s.span,
-        hint=f"bound the branch at a multiple of {WARP_GROUP} threads, or move the tile operation out of the "
-             f"`if` (e.g. compute it with every thread, then let the branch use the result)")
+        f"when the condition bounds the thread index by constants on whole warps (multiples of {WARP}); here the "
+        f"operation would be lowered for every thread of the block and the skipped threads' share never done",
+        s.span, hint=f"bound the branch at a multiple of {WARP} threads (`if tx < 64:`), or move the tile "
+                     f"operation out of the `if`")
