@@ -211,7 +211,9 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
             # every thread takes the same branch (ir/uniformity.py): barriers go inside it, where
             # its statements need them; after it, what either branch left unsynchronised
             r, _ = _access(Evaluate(s.cond))
-            if r and state.conflicts(r, set()):
+            if (r and state.conflicts(r, set())) or _starts_with_sync(_block(_stmts(s.then), state.copy(), in_loop)):
+                # a barrier the branch would need first goes before the `if` (legal: every thread gets
+                # there), so that the path that skips the branch leaves nothing unsynchronised either
                 out.append(Sync())
                 state.clear()
             state.add(r, set())
@@ -238,6 +240,10 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
         state.add(r, w)
         out.append(s)
     return out
+
+
+def _starts_with_sync(body: list) -> bool:
+    return bool(body) and isinstance(body[0], Sync)
 
 
 def _prefix_access(body: list):
