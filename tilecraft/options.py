@@ -161,12 +161,12 @@ class Options:
     mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/pipeline_copies.py",
                                    "per-stage mbarriers instead of a block barrier in GEMM main loops")
     remapped_fragment_reads: bool = _opt(
-        "tc.remapped_fragment_reads", False, bool, "transform/lower_cuda.py",
+        "tc.remapped_fragment_reads", True, bool, "transform/lower_cuda.py",
         "accept T.Parallel reads of a fragment laid out another way (each thread reads its own copy) or in "
-        "column windows; off by default: two TileLang programs that need it gave wrong answers on the H200")
+        "column windows; False refuses them (the layout error)")
     overlap_gemms: bool = _opt("tc.overlap_gemms", True, bool, "transform/overlap_gemms.py",
-                               "a warp-specialized loop of two gemms (FlashAttention's) with 3+ stages overlaps "
-                               "its softmax with the previous iteration's second gemm")
+                               "a warp-specialized loop of two gemms (FlashAttention's) overlaps its softmax with "
+                               "the previous iteration's second gemm (two rings of stages, or one with 3+ stages)")
     overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/overlap_gemms.py",
                                   "in that loop, consumer warpgroups issue their gemms in turns (ping-pong)")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",

@@ -146,8 +146,12 @@ def test_row_vector_written_under_another_layout_is_still_refused():
         tilelang.compile(main, target={"kind": "cuda", "arch": "sm_80"})
 
 
-def test_the_remapped_reads_are_opt_in():
-    # the persistent MLA decode example compiled through them gave wrong answers on the H200 (session 6):
-    # without the switch the read is refused, with a hint naming it
+def test_the_remapped_reads_are_on_by_default_and_can_be_turned_off():
+    # on by default (the wrong answers of session 6 came from barriers missing inside an `if` and from
+    # an `if tx < 32:` around tile work, tests/cuda/test_uniform_if_sync.py and
+    # test_partial_thread_branch.py); turned off, the read is refused with a hint naming the switch
+    assert "acc_o" in tilelang.compile(mla_rs(1, 64, 256, 128, 64, 64, 64), out_idx=[-1],
+                                       target={"kind": "cuda", "arch": "sm_80"}).get_kernel_source()
     with pytest.raises(tilelang.TilecraftError, match="tc.remapped_fragment_reads"):
-        tilelang.compile(mla_rs(1, 64, 256, 128, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"})
+        tilelang.compile(mla_rs(1, 64, 256, 128, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"},
+                         pass_configs={"tc.remapped_fragment_reads": False})

@@ -96,7 +96,7 @@ def test_mla_fp8_shape_on_cpu_matches_torch():
 @pytest.mark.cuda_compile
 @pytest.mark.parametrize("arch,dim", [("sm_90a", 512), ("sm_80", 336)])
 def test_over_budget_reductions_fit_with_compact_shared_scratch(arch, dim):
-    # at some dims the row-vector scale reads acc_o's rows in another layout: the opt-in remapped reads
+    # at some dims the row-vector scale reads acc_o's rows in another layout: the remapped reads, tc.remapped_fragment_reads
     k = tilelang.compile(mla_fp8(1, 64, 256, dim, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": arch},
                          pass_configs={"tc.remapped_fragment_reads": True})
     src = k.get_kernel_source()
@@ -120,7 +120,7 @@ def test_per_thread_scratch_of_two_reductions_shares_bytes_when_that_suffices(ar
     """Over the limit with the plain plan, within it once the two reductions' scratch share bytes:
     the per-thread scratch stays (no compaction), both at one offset."""
     import re
-    # at some dims the row-vector scale reads acc_o's rows in another layout: the opt-in remapped reads
+    # at some dims the row-vector scale reads acc_o's rows in another layout: the remapped reads, tc.remapped_fragment_reads
     k = tilelang.compile(mla_fp8(1, 64, 256, dim, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": arch},
                          pass_configs={"tc.remapped_fragment_reads": True})
     src = k.get_kernel_source()

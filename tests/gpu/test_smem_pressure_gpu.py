@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("dim,seqlen", [(512, 320), (480, 256), (128, 256)])  # compact; shared; plain
 def test_mla_fp8_shape_on_gpu(dim, seqlen):
-    # dim 480: the row-vector scale reads acc_o's rows in another layout (the opt-in remapped reads)
+    # dim 480: the row-vector scale reads acc_o's rows in another layout (the remapped reads, tc.remapped_fragment_reads)
     k = tilelang.compile(mla_fp8(2, 128, seqlen, dim, 64, 64, 64), out_idx=[-1], target="cuda",
                          pass_configs={"tc.remapped_fragment_reads": dim == 480})
     check(k, 2, 128, seqlen, dim, 64, "cuda")

@@ -35,6 +35,7 @@ class CudaPrinter(CPrinter):
         self.kernel = None
         self.consumer_threads = 0   # inside a warp-specialized block's consumer role: its thread count
         self.group_barrier = None   # inside a T.ws branch: its named barrier (NamedBarrierSync)
+        self.lane_barriers: dict = {}  # (kernel, thread range) -> named barrier id of a branch of whole warps
 
     def type_name(self, d):
         # NVRTC has no <cstdint>: the header library defines the fixed-width integers in tc::
@@ -143,14 +144,24 @@ class CudaPrinter(CPrinter):
         """`T.ws(g0, ...)`: the threads of warp groups g0.. (contiguous, transform/warp_groups.py);
         a barrier inside is a named barrier of those threads (id 2 + g0: 0 is __syncthreads, 1
         the automatic warp specialization's consumer barrier)."""
-        lo, hi = 128 * s.groups[0], min(128 * (s.groups[-1] + 1), self.kernel.num_threads)
-        self.doc.line(f"if (tc_tid >= {lo} && tc_tid < {hi}) {{  // T.ws{tuple(s.groups)}")
+        lo, hi = s.bounds(self.kernel.num_threads)
+        what = f"threads [{lo}, {hi})" if s.lanes else f"T.ws{tuple(s.groups)}"
+        self.doc.line(f"if (tc_tid >= {lo} && tc_tid < {hi}) {{  // {what}")
         self.doc.indent()
-        outer, self.group_barrier = self.group_barrier, I.NamedBarrierSync(2 + s.groups[0], hi - lo)
+        outer, self.group_barrier = self.group_barrier, I.NamedBarrierSync(self.scope_barrier_id(s), hi - lo)
         self.stmt(s.body)
         self.group_barrier = outer
         self.doc.dedent()
         self.doc.line("}")
+
+    def scope_barrier_id(self, s) -> int:
+        """The named barrier of a branch's threads: 2 + its first warp group for `T.ws` branches (at
+        most 8 warp groups: ids 2..9); 15, 14, ... for branches of whole warps (`lanes`), one per
+        distinct thread range of the kernel (warp_groups.check_scope allows at most 6)."""
+        if not s.lanes:
+            return 2 + s.groups[0]
+        ids = self.lane_barriers.setdefault(self.kernel, {})
+        return ids.setdefault(s.lanes, 15 - len(ids))
 
     def loop_pragma(self, s):
         return "#pragma unroll" if s.kind == "unroll" else None

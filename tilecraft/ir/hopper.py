@@ -37,13 +37,31 @@ REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90): what setmaxnreg budget
 
 @dataclass(frozen=True, eq=False)
 class WarpGroupScope(Stmt):
-    """`with T.ws(*groups):` -- `body` runs on the warp groups `groups` only."""
+    """`with T.ws(*groups):` -- `body` runs on the warp groups `groups` only.  With `lanes` = (lo,
+    hi), a branch of whole warps that is not whole warp groups (`if tx < 32:` around tile work,
+    transform/thread_range_branches.py): the body runs on threads [lo, hi) only, and `groups` are
+    the warp groups those threads belong to."""
     groups: tuple
     body: Stmt
+    lanes: tuple = ()
+
+    def bounds(self, block_threads: int) -> tuple:
+        """[first, end) flat thread indices of the threads that run the body."""
+        if self.lanes:
+            return self.lanes[0], min(self.lanes[1], block_threads)
+        return WARP_GROUP * self.groups[0], min(WARP_GROUP * (self.groups[-1] + 1), block_threads)
 
     def threads_in(self, block_threads: int) -> int:
         """How many of a block's `block_threads` threads run the body."""
+        if self.lanes:
+            lo, hi = self.bounds(block_threads)
+            return max(0, hi - lo)
         return sum(max(0, min(WARP_GROUP, block_threads - g * WARP_GROUP)) for g in self.groups)
+
+    @property
+    def key(self) -> tuple:
+        """Which threads run the body, as a hashable value (equal for branches of the same threads)."""
+        return (self.groups, self.lanes)
 
 
 @dataclass(frozen=True, eq=False)

@@ -175,7 +175,8 @@ class Printer(_Dispatch):
 
     # ---- manual Hopper constructs (ir/hopper.py) -----------------------------------------
     def visit_WarpGroupScope(self, s):
-        self.emit(f"with T.ws({', '.join(map(str, s.groups))}):")
+        lanes = f", threads [{s.lanes[0]}, {s.lanes[1]})" if s.lanes else ""
+        self.emit(f"with T.ws({', '.join(map(str, s.groups))}){lanes}:")
         self.indent += 1
         self.stmt(s.body)
         self.indent -= 1

@@ -72,7 +72,8 @@ class _Check(Visitor):
         x = self.kernel.thread_vars[0] if self.kernel is not None and self.kernel.thread_vars else None
         if x is not None and tuple(self.kernel.threads[1:]) in ((), (1,), (1, 1)):
             lo, hi = self.env[x]
-            self.env[x] = (max(lo, 128 * s.groups[0]), min(hi, 128 * (s.groups[-1] + 1) - 1))
+            first, end = s.bounds(self.kernel.num_threads)
+            self.env[x] = (max(lo, first), min(hi, end - 1))
         self.visit(s.body)
         self.env = saved
 

@@ -4,7 +4,11 @@ Before: thread-level IR without barriers (except those lowering put inside reduc
 a `Sync` before every statement that reads a shared buffer written since the last barrier, or
 writes one read or written since then (read-after-write and write-after-read across threads),
 and at the end of a loop body (`For` or `While`, whose condition counts as the start of the next
-iteration) whose accesses would conflict with the next iteration's.
+iteration) whose accesses would conflict with the next iteration's.  An `if` whose condition is
+the same in every thread of the block (ir/uniformity.py: `if bid < batch:` around a persistent
+kernel's whole tile) gets its barriers inside its branches, like any other body; an `if` on a
+per-thread value (a guard on `tc_tid`, a register) is one statement, ordered by barriers before and
+after it, since a barrier that some threads skip would hang or release the block early.
 Conservative by design: a missing barrier is a race (a moving wrong answer), an extra one costs
 only a little time.
 
@@ -29,6 +33,7 @@ from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpe
 from ..ir.func import PrimFunc
 from ..ir.hopper import WarpGroupScope
 from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
+from ..ir.uniformity import Uniformity
 
 
 def _access(stmt) -> tuple[set, set]:
@@ -63,6 +68,11 @@ _TLS = threading.local()  # per compiling thread: ranges = buffer -> (first byte
 def _ranges() -> dict:
     """The shared-memory byte ranges of the kernel this thread is fixing (threads compile at once)."""
     return _TLS.__dict__.setdefault("ranges", {})
+
+
+def _uniformity() -> Uniformity:
+    """The thread-varying values of the kernel this thread is fixing (set by insert_syncs)."""
+    return _TLS.uniformity
 
 
 def _overlap(xs, ys) -> bool:
@@ -107,6 +117,21 @@ class _State:
     def add_scoped(self, r, w):
         self.scoped_reads |= r
         self.scoped_writes |= w
+
+    def copy(self) -> "_State":
+        other = _State()
+        other.reads, other.writes = set(self.reads), set(self.writes)
+        other.scoped_reads, other.scoped_writes = set(self.scoped_reads), set(self.scoped_writes)
+        other.branches = set(self.branches)
+        return other
+
+    def merge(self, other: "_State") -> None:
+        """What either of two paths (an if's branches) left since their last barriers."""
+        self.reads |= other.reads
+        self.writes |= other.writes
+        self.scoped_reads |= other.scoped_reads
+        self.scoped_writes |= other.scoped_writes
+        self.branches |= other.branches
 
     def empty(self) -> bool:
         return not (self.reads or self.writes or self.scoped_reads or self.scoped_writes)
@@ -175,14 +200,32 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
                     state.clear()
             r, w = _access(s)
             body = _block(_stmts(s.body), _State())
-            if (r or w) and (in_loop or s.groups in state.branches):
+            if (r or w) and (in_loop or s.key in state.branches):
                 body = [Sync()] + body
             state.add_scoped(r, w)
             if r or w:
-                state.branches.add(s.groups)
+                state.branches.add(s.key)
             out.append(replace(s, body=seq(*body)))
             continue
+        if isinstance(s, If) and not _uniformity().varies(s.cond):
+            # every thread takes the same branch (ir/uniformity.py): barriers go inside it, where
+            # its statements need them; after it, what either branch left unsynchronised
+            r, _ = _access(Evaluate(s.cond))
+            if (r and state.conflicts(r, set())) or _starts_with_sync(_block(_stmts(s.then), state.copy(), in_loop)):
+                # a barrier the branch would need first goes before the `if` (legal: every thread gets
+                # there), so that the path that skips the branch leaves nothing unsynchronised either
+                out.append(Sync())
+                state.clear()
+            state.add(r, set())
+            other = state.copy()
+            then = _block(_stmts(s.then), state, in_loop)
+            orelse = None if s.orelse is None else seq(*_block(_stmts(s.orelse), other, in_loop))
+            state.merge(other)
+            out.append(If(s.cond, seq(*then), orelse, span=s.span))
+            continue
         if isinstance(s, If):
+            # a per-thread condition: a barrier inside would be skipped by some threads, so the
+            # whole statement is one access, ordered by barriers before and after it
             r, w = _access(s)
             if state.conflicts(r, w):
                 out.append(Sync())
@@ -197,6 +240,10 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
         state.add(r, w)
         out.append(s)
     return out
+
+
+def _starts_with_sync(body: list) -> bool:
+    return bool(body) and isinstance(body[0], Sync)
 
 
 def _prefix_access(body: list):
@@ -232,6 +279,7 @@ def insert_syncs(func: PrimFunc, target) -> PrimFunc:
     for b, off in func.lowering.smem_offsets.items():
         _RANGES[b] = (off, off + b.nbytes)
     def fix(k: Kernel):
+        _TLS.uniformity = Uniformity(k)
         body = _block(_stmts(k.body), _State())
         return Kernel(k.grid, k.block_vars, k.threads, seq(*body), k.thread_vars, span=k.span)
     stmts = [fix(s) if isinstance(s, Kernel) else s for s in _stmts(func.body)]

@@ -191,8 +191,9 @@ class _FragRewrite(Mutator):
             if uniform is not None:
                 return uniform
         proj = None if dims is None else self.base.project(dims)
-        # reads in another layout / in column windows: correct on the CPU target and in their tests, but
-        # the two TileLang programs that need them gave wrong answers on the H200 (session 6): opt-in only
+        # reads in another layout / in column windows (tc.remapped_fragment_reads, on by default; the two
+        # TileLang programs that need them failed on the H200 in session 6 for other reasons: barriers
+        # missing inside a block-uniform `if`, an `if tx < 32:` around tile work)
         remap = self.ctx.remapped_reads
         if remap and proj is not None and read and not lay.equivalent(proj):
             cover = covering_slot(lay, proj)
@@ -212,8 +213,8 @@ class _FragRewrite(Mutator):
                 f"fragment {buf.name} is indexed in this T.Parallel loop in a way that does not match the "
                 f"register layout of the loop (indices must be loop variables or uniform values such as a serial "
                 f"loop variable, and {buf.name} must be laid out like the loop's other fragments)", self.span,
-                hint=None if remap else "pass_configs={'tc.remapped_fragment_reads': True} accepts reads of a "
-                "fragment in another layout or in column windows (not yet verified on a GPU)")
+                hint=None if remap else "pass_configs={'tc.remapped_fragment_reads': True} (the default) accepts "
+                "reads of a fragment in another layout or in column windows")
         slot = const(0)
         for d in proj.reg_digits:  # proj numbers its slots as `lay` does (equivalent layouts)
             v = binary("%", binary("//", self.r, self.base.reg_stride(d.name)), d.extent)

@@ -12,16 +12,19 @@ its whole tile, in program order:
   program needs its warp groups to run at the same time; it has no sequential meaning, so the
   kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py) instead of
   hanging or computing something else;
-- register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once).
+- register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once);
+- an `if` on the thread index around tile work (`if tx < 32: ... else: ...`) is a branch of those
+  threads, as on CUDA (thread_range_branches.py): each branch runs once, in program order.
 """
 from __future__ import annotations
 
 import warnings
 
-from ..ir import Kernel, Mutator, Ref, const, seq
+from ..ir import If, Kernel, Mutator, Ref, const, seq
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 
 _WARNED: set = set()
 
@@ -66,33 +69,46 @@ class _Lower(Mutator):
         super().__init__()
         self.block_threads = 0
         self.groups: frozenset = frozenset()   # the warp groups running the current statement
+        self.lanes = None                       # inside a branch of whole warps: its thread count
         self.sites = 0
+        self.kernel = None
+        self.tids: set = set()
 
     def visit_Kernel(self, k: Kernel):
-        saved = self.block_threads, self.groups
+        saved = self.block_threads, self.groups, self.kernel, self.tids
         self.block_threads = k.num_threads
         self.groups = frozenset(range(-(-k.num_threads // WARP_GROUP)))
+        self.kernel, self.tids = k, thread_aliases(k)
         try:
             return Mutator.generic(self, k)
         finally:
-            self.block_threads, self.groups = saved
+            self.block_threads, self.groups, self.kernel, self.tids = saved
+
+    def visit_If(self, s: If):
+        """`if tx < 32:` around tile work: a branch of those threads (thread_range_branches.py)."""
+        out = as_branches(s, self.tids, self.block_threads, lambda x: x)
+        if out is None:
+            refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)
+            return Mutator.generic(self, s)
+        return self.visit(out)
 
     def visit_WarpGroupScope(self, s: WarpGroupScope):
         groups = self.groups & frozenset(s.groups)
-        if not groups:
+        if not groups or not s.threads_in(self.block_threads):
             return seq()   # no thread of the block is in these warp groups
-        saved, self.groups = self.groups, groups
+        saved, self.groups = (self.groups, self.lanes), groups
+        self.lanes = s.threads_in(self.block_threads) if s.lanes else None
         try:
             return self.visit(s.body)
         finally:
-            self.groups = saved
+            self.groups, self.lanes = saved
 
     def visit_BarrierInit(self, s: BarrierInit):
         return seq(*[I.evaluate(I.MbarInit(), Ref(s.buffer, (const(i),)), const(c), span=s.span)
                      for i, c in enumerate(s.counts)])
 
     def visit_BarrierArrive(self, s: BarrierArrive):
-        n = group_threads(self.groups, self.block_threads)
+        n = self.lanes if self.lanes is not None else group_threads(self.groups, self.block_threads)
         return I.evaluate(I.CpuMbarArrive(), self.visit(s.barrier), const(n), span=s.span)
 
     def visit_BarrierWait(self, s: BarrierWait):

@@ -17,7 +17,8 @@ automatic pipelining and warp specialization leave it as written.
   `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
   to read (it then moves no registers).
 An `if` on the thread index around tile work (`if tx < 128:`) becomes such a branch too
-(thread_range_branches.py).  Branches are checked here, where the user's line is still at hand:
+(thread_range_branches.py); one on the thread index around tile work that is not whole warp groups
+is refused (thread_range_branches.refuse_partial_branch).  Branches are checked here, where the user's line is still at hand:
 their warp groups must exist in the block and be contiguous (warp_groups.check_scope).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
 from ..errors import TilecraftError
 from ..ir.hopper import REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
-from .thread_range_branches import as_branches, thread_aliases
+from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
 _CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope)
@@ -46,6 +47,7 @@ class _Lower(Mutator):
     def visit_Kernel(self, k: Kernel):
         from ..ir import collect
         self.block_threads = k.num_threads
+        self.kernel = k
         self.tids = thread_aliases(k)
         self.branches = 0
         body = Mutator.generic(self, k).body
@@ -59,6 +61,7 @@ class _Lower(Mutator):
         """`if tx < 128:` around tile work: a warp-group branch (thread_range_branches.py)."""
         out = as_branches(s, self.tids, self.block_threads, self.visit)
         if out is None:
+            refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)
             return Mutator.generic(self, s)
         from ..ir import collect
         for scope in collect(out, lambda n: isinstance(n, WarpGroupScope)):

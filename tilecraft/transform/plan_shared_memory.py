@@ -8,7 +8,8 @@ A view of a tile (`T.view`) gets the tile's offset, and its uses count as uses o
 
 Buffers whose lifetimes do not overlap share memory.  A lifetime is the span of top-level kernel
 statements that touch the buffer (a loop counts as one statement, so everything a loop body uses
-stays live for the whole loop).  Placement is first-fit by start of life.  `insert_syncs` runs
+stays live for the whole loop; consecutive warp-group branches, which run at the same time, count
+as one statement).  Placement is first-fit by start of life.  `insert_syncs` runs
 after this pass and compares address ranges, not names, so a buffer reusing another's bytes is
 separated from the old one's last readers by a barrier.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import Alloc, For, Kernel, Load, Ref, Seq, Store, View, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
+from ..ir.hopper import WarpGroupScope
 from ..ir.lowering import SWIZZLE_SM90
 
 ALIGN = 128
@@ -33,9 +35,14 @@ ALIGN = 128
 
 def _top_level(body) -> list:
     """The kernel's top-level statements; a warp-specialized block counts as its producer (which
-    runs alongside the consumer's first statements) followed by the consumer's statements."""
+    runs alongside the consumer's first statements) followed by the consumer's statements, and
+    consecutive warp-group branches (`T.ws`, `if tx < 32: ... else: ...`) as one statement: their
+    threads run them at the same time, so their buffers must not share bytes."""
     out = []
     for s in (body.stmts if isinstance(body, Seq) else (body,)):
+        if isinstance(s, WarpGroupScope) and out and _ends_in_branch(out[-1]):
+            out[-1] = seq(out[-1], s)
+            continue
         if not isinstance(s, WarpSpecialize):
             out.append(s)
             continue
@@ -49,6 +56,10 @@ def _top_level(body) -> list:
         consumer[last] = seq(s.producer, consumer[last])
         out.extend(consumer)
     return out
+
+
+def _ends_in_branch(s) -> bool:
+    return isinstance(s, WarpGroupScope) or (isinstance(s, Seq) and bool(s.stmts) and isinstance(s.stmts[-1], WarpGroupScope))
 
 
 def _lifetimes(k: Kernel, bufs, alias) -> dict:

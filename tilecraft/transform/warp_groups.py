@@ -31,13 +31,15 @@ def scope_threads(s: WarpGroupScope, block_threads: int) -> int:
 
 def scope_base(s: WarpGroupScope) -> int:
     """The flat index of the branch's first thread (the groups are contiguous, checked up front)."""
-    return WARP_GROUP * s.groups[0]
+    return s.lanes[0] if s.lanes else WARP_GROUP * s.groups[0]
 
 
 def check_scope(s: WarpGroupScope, block_threads: int) -> None:
     """The branch's warp groups: inside the block, contiguous, and (several of them) aligned to
     their count, so that the tensor-core gemms of the header library, which number warp groups
     from threadIdx.x / 128 modulo their own count, see them in order."""
+    if s.lanes:
+        return _check_lanes(s, block_threads)
     g = s.groups
     n_groups = -(-block_threads // WARP_GROUP)
     if g[-1] >= n_groups:
@@ -47,6 +49,28 @@ def check_scope(s: WarpGroupScope, block_threads: int) -> None:
         raise TilecraftError(f"T.ws{tuple(g)}: on the CUDA target a branch of several warp groups needs them "
                              f"contiguous and starting at a multiple of their count (e.g. T.ws(0, 1), T.ws(2, 3))",
                              s.span)
+
+
+MAX_LANE_BRANCHES = 6  # named barriers 15 down to 10 (codegen/cuda.py: scope_barrier_id); 2..9 are T.ws's
+
+
+def _check_lanes(s: WarpGroupScope, block_threads: int) -> None:
+    """A branch of whole warps (`if tx < 32:` around tile work): warp-aligned threads inside the
+    block, and no tile op that needs whole warp groups -- the tensor-core gemms of the header
+    library number their warps from threadIdx.x (a branch of whole warp groups is fine), and
+    setmaxnreg moves a warp group's registers."""
+    lo, hi = s.lanes
+    if lo % 32 or (hi % 32 and hi < block_threads) or not 0 <= lo < min(hi, block_threads):
+        raise TilecraftError(f"a branch on the thread index runs tile operations on threads [{lo}, {hi}) of "
+                             f"{block_threads}: on the CUDA target such a branch must be whole warps (bounds at "
+                             f"multiples of 32)", s.span)
+    from ..ir.hopper import SetMaxNreg
+    from ..ir.tileop import Gemm
+    bad = collect(s.body, lambda n: isinstance(n, (Gemm, SetMaxNreg)))
+    if bad:
+        what = "T.gemm" if isinstance(bad[0], Gemm) else "T.set_max_nreg"
+        raise TilecraftError(f"{what} inside a branch on threads [{lo}, {hi}) of the block: on the CUDA target "
+                             f"it needs a branch of whole warp groups (bounds at multiples of {WARP_GROUP})", bad[0].span)
 
 
 def _fragments(node) -> set:
@@ -81,26 +105,32 @@ def thread_contexts(k: Kernel) -> list:
         if collect(s.body, lambda n: isinstance(n, WarpGroupScope)):
             raise TilecraftError("a T.ws branch inside another T.ws branch is not supported on the CUDA target",
                                  s.span)
-        by_groups.setdefault(s.groups, []).append(s)
+        by_groups.setdefault(s.key, []).append(s)
         for b in _fragments(s.body):
-            if owner.setdefault(b, s.groups) != s.groups:
-                raise _two_contexts(b, owner[b], s.groups, s.span)
+            if owner.setdefault(b, s.key) != s.key:
+                raise _two_contexts(b, owner[b], s.key, s.span)
+    if len({key for key in by_groups if key[1]}) > MAX_LANE_BRANCHES:
+        raise TilecraftError(f"more than {MAX_LANE_BRANCHES} distinct thread ranges of whole warps run tile "
+                             f"operations in this kernel (each needs a named barrier of its own)", k.span)
     outside = _Drop(set(owner)).visit(k.body)
     for b in _fragments(outside):
         if b in owner:
             raise _two_contexts(b, owner[b], None, k.span)
     allocs = {a.buffer: a for a in collect(k.body, lambda n: isinstance(n, Alloc))}
     out = [(k, outside)]
-    for groups, ss in by_groups.items():
-        mine = [allocs[b] for b in allocs if owner.get(b) == groups]
-        sub = replace(k, threads=(WarpGroupScope(groups, seq()).threads_in(k.num_threads), 1, 1))
+    for key, ss in by_groups.items():
+        mine = [allocs[b] for b in allocs if owner.get(b) == key]
+        sub = replace(k, threads=(ss[0].threads_in(k.num_threads), 1, 1))
         out.append((sub, seq(*mine, *[s.body for s in ss])))
     return out
 
 
 def _two_contexts(buf, a, b, span):
-    def say(g):
-        return "the whole block" if g is None else f"T.ws{tuple(g)}"
+    def say(key):
+        if key is None:
+            return "the whole block"
+        groups, lanes = key
+        return f"the branch of threads [{lanes[0]}, {lanes[1]})" if lanes else f"T.ws{tuple(groups)}"
     return TilecraftError(f"fragment {buf.name} is used by {say(a)} and by {say(b)}: a register tile belongs to the "
                           f"threads of one warp-group branch (its registers are theirs)", span,
                           hint="give each branch its own fragment, and pass values between branches through "
