@@ -37,6 +37,8 @@ def fa_rows(quick):
     shapes = [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (4, 8, 1024, 64, False), (4, 8, 1024, 64, True)]
     variants = [("128x128/2/256", dict(block_M=128, block_N=128, num_stages=2, threads=256), FAST),
                 ("128x128/3/256", dict(block_M=128, block_N=128, num_stages=3, threads=256), FAST),
+                ("128x176/2/256", dict(block_M=128, block_N=176, num_stages=2, threads=256), FAST),
+                ("128x192/2/256", dict(block_M=128, block_N=192, num_stages=2, threads=256), FAST),
                 ("128x128/3/256 no-overlap", dict(block_M=128, block_N=128, num_stages=3, threads=256),
                  {**FAST, "tc.overlap_gemms": False}),
                 ("128x128/3/256 no-pingpong", dict(block_M=128, block_N=128, num_stages=3, threads=256),

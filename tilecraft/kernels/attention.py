@@ -55,9 +55,12 @@ def flash_attention(batch: int, heads: int, seq_len: int, dim: int, is_causal: b
                             acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0.0, NEG)
                     else:
                         T.clear(acc_s)
-                elif seq_len % block_N:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0.0, NEG)
+                elif seq_len % block_N:  # only the last key block runs past the end
+                    if (k + 1) * block_N > seq_len:
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0.0, NEG)
+                    else:
+                        T.clear(acc_s)
                 else:
                     T.clear(acc_s)
                 T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
