@@ -101,25 +101,13 @@ class GemmRSSm90(Intrinsic):
 
 
 @dataclass(frozen=True)
-class GemmRSSm90Async(Intrinsic):
+class GemmRSSm90Async(GemmRSSm90):
     """As GemmRSSm90, returning with its wgmma group in flight: the packed A fragments stay in H
     (`held` registers of this thread: m/wg/64 * k/16 * 4), untouched with C until WgmmaWait(0) and
     WgmmaHoldFence retire them (transform/overlap_gemms.py)."""
     entry = "tc::gemm_rs_sm90_async"
-    family = "wgmma"
-    operands = (Operand("A", PTR, READ, ("local",)), Operand("B", PTR, READ, ("shared",)),
-                Operand("C", PTR, READ_WRITE, ("local",)), Operand("H", PTR, WRITE, ("local",)))
+    operands = GemmRSSm90.operands + (Operand("H", PTR, WRITE, ("local",)),)
     effects = Effects(proxy=WGMMA, commits=WGMMA)
-    m: int
-    n: int
-    k: int
-    wg: int
-    trans_b: bool
-    dtype: DType
-    b_rows: int = 0
-
-    def check(self):
-        GemmRSSm90.check(self)
 
     @property
     def held(self) -> int:
