@@ -2,6 +2,7 @@
 from .check_regions import check_regions
 from .infer_layouts import infer_layouts
 from .insert_syncs import insert_syncs
+from .hoist_invariants import hoist_invariants
 from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
 from .lower_manual_sync_cuda import lower_manual_sync_cuda
@@ -43,4 +44,7 @@ CUDA_PIPELINE = [
     # Barriers between shared-memory producers and consumers, by address range, so a buffer that
     # reuses another's bytes waits for the old one's last readers.
     insert_syncs,
+    # Last, on the final code: the parts of an unrolled loop's indices that do not change in it
+    # become Lets before it (the device compiler's time goes into folding them back otherwise).
+    hoist_invariants,
 ]
