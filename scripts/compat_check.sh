@@ -53,7 +53,7 @@ else
   # a program that ran out of GPU memory beside the others runs again alone (the big attention
   # benchmarks each allocate tens of GiB; one at a time they fit)
   for d in "$logs"/examples_*; do
-    if grep -q '"ok": false' "$d/results.jsonl" 2>/dev/null && grep -qE 'OutOfMemoryError|CUDA out of memory' "$d"/*.log; then
+    if grep -q '"ok": false' "$d/results.jsonl" 2>/dev/null && grep -qE 'OutOfMemoryError|CUDA out of memory|CUDA error: out of memory' "$d"/*.log; then
       f=$(sed -n 's/.*"example": "\([^"]*\)".*/\1/p' "$d/results.jsonl")
       echo "again, alone (out of GPU memory beside the others): $f"
       rm -rf "$d"; LOGDIR="$d" "$corpus/run.sh" "$f"
