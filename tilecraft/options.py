@@ -100,6 +100,7 @@ class PassConfigKey(str, enum.Enum):
     TC_STAGE_EPILOGUE = "tc.stage_epilogue"
     TC_OVERLAP_GEMMS = "tc.overlap_gemms"
     TC_OVERLAP_PINGPONG = "tc.overlap_pingpong"
+    TC_WIDEN_K_TILES = "tc.widen_k_tiles"
 
     def __str__(self):
         return self.value
@@ -169,6 +170,9 @@ class Options:
                                "the previous iteration's second gemm (two rings of stages, or one with 3+ stages)")
     overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/overlap_gemms.py",
                                   "in that loop, consumer warpgroups issue their gemms in turns (ping-pong)")
+    widen_k_tiles: bool = _opt("tc.widen_k_tiles", True, bool, "transform/widen_k_tiles.py",
+                               "a TMA + wgmma main loop of k-tiles under 128 bytes (block_K=32 halves) runs with "
+                               "128-byte ones (fewer, deeper stages; the same sums in the same order)")
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----

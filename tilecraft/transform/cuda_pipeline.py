@@ -12,6 +12,7 @@ from .shift_parallel_anchors import shift_parallel_anchors
 from .pipeline_copies import pipeline_copies
 from .stage_epilogue import stage_epilogue
 from .stage_gemm_operands import stage_gemm_operands
+from .widen_k_tiles import widen_k_tiles
 
 CUDA_PIPELINE = [
     # Errors first, while tile ops still carry the user's intent and line.
@@ -19,6 +20,9 @@ CUDA_PIPELINE = [
     # The program's own mbarriers and register budgets become intrinsics; a kernel that
     # specializes warp groups by hand (T.ws) is marked so the pipelining below leaves it alone.
     lower_manual_sync_cuda,
+    # sm_90a: a TMA + wgmma main loop of short k-tiles (64-byte rows) takes 128-byte ones, before
+    # anything plans the gemm or its shared tiles.
+    widen_k_tiles,
     # T.Parallel nests that reach a fragment only at an offset from their loop variables run over
     # that fragment's coordinates instead, so the layout inference below sees an anchor.
     shift_parallel_anchors,
