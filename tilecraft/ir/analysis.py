@@ -139,16 +139,20 @@ def nonnegative(e, env: dict) -> bool:
     return lo >= 0
 
 
-def simplify_int(e):
-    """Rebuild an integer expression from its linear form (collects like terms)."""
-    lin = linear(e)
-    if lin is None or not isinstance(e, Expr):
-        return e
-    c, terms = lin
+def from_linear(c: int, terms: dict, dtype=None) -> Expr:
+    """`c + sum(coef * atom)` as an expression (the inverse of `linear`); `dtype` types a bare constant."""
     out = None
     for atom, coef in terms.items():
         t = atom if coef == 1 else binary("*", atom, coef)
         out = t if out is None else binary("+", out, t)
     if out is None:
-        return const(c, e.dtype)
+        return const(c, dtype) if dtype is not None else const(c)
     return binary("+", out, c) if c else out
+
+
+def simplify_int(e):
+    """Rebuild an integer expression from its linear form (collects like terms)."""
+    lin = linear(e)
+    if lin is None or not isinstance(e, Expr):
+        return e
+    return from_linear(*lin, e.dtype)

@@ -29,7 +29,7 @@ from math import gcd
 
 from ..ir import For, Let, Var, collect, seq
 from ..ir import dtype as dt
-from ..ir.analysis import linear
+from ..ir.analysis import from_linear, linear
 from ..ir.expr import Binary, BuiltinVar, Const, Expr, Load, Ref, Unary, binary, const
 from ..ir.functor import Mutator
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
@@ -50,13 +50,7 @@ def _plain_int(e) -> bool:
 
 
 def _sum(terms: dict, c: int) -> Expr:
-    out = None
-    for atom, coef in terms.items():
-        t = atom if coef == 1 else binary("*", atom, coef)
-        out = t if out is None else binary("+", out, t)
-    if out is None:
-        return const(c, dt.int32)
-    return binary("+", out, c) if c else out
+    return from_linear(c, terms, dt.int32)
 
 
 def normalize(e: Expr) -> Expr:
