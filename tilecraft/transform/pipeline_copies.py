@@ -36,8 +36,8 @@ one wgmma group in flight across iterations instead (checked on the H200: 0.81-0
     wait for the last wgmma group (tc::wgmma_drain; loop and drain under `if (n > 0)` when n may
     be 0), then for all copies
 
-With `pass_configs={"tc.use_tma": True}` as well, and every producer a whole 2-D tile of a 2-D
-tensor with static shape and 16-byte rows (NOT YET RUN ON HARDWARE), thread 0 loads each tile with
+With `pass_configs={"tc.use_tma": True}` as well (the sm_90a default), and every producer a whole tile
+of a tensor with static strides and 16-byte rows, thread 0 loads each tile with
 TMA boxes (layout/tma.py) instead, counted against a per-stage mbarrier, and every thread waits
 on that mbarrier instead of cp.async groups and a barrier:
 
@@ -70,8 +70,8 @@ from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
-from .overlap_gemms import overlap_parts, overlapped_loop, ring_split
-from .warp_specialize import Split, flat, place_warp_specialized
+from .overlap_gemms import overlap_parts, ring_split
+from .warp_specialize import WarpSpecializedForms, flat, place_warp_specialized
 
 
 _call = I.evaluate
@@ -118,7 +118,7 @@ def _producers(loop: For) -> list:
     return out
 
 
-class _Pipeline(Mutator):
+class _Pipeline(WarpSpecializedForms, Mutator):
     def __init__(self, smem_layouts: dict, layouts: dict, configs: Options, smem_limit: int):
         super().__init__()
         self.smem_limit = smem_limit   # bytes of shared memory one block may use
@@ -284,25 +284,6 @@ class _Pipeline(Mutator):
             return None
         return swizzle, boxes, row_dim
 
-    def _ws_pays(self, lp, form: str) -> bool:
-        """Whether "auto" warp-specializes this loop, as measured on the H200 (2026-11-30,
-        benchmarks/NOTES.md session 4): only a loop body that is more than one async gemm
-        (FlashAttention's) and only when a block has its SM to itself anyway.
-        - The producer warpgroup and its register cap (one block per SM) cost a second block's
-          latency hiding where one would fit: GEMM 128x128x64/3/256 0.68x cuBLAS split against
-          0.90x unsplit; FlashAttention D64 128x128/2/256 0.83x SDPA against 0.94x.
-        - A GEMM block alone on its SM (128x256x64/3/256) measured 0.93-0.97x split against
-          0.96-1.00x unsplit: the unsplit loop's thread 0 already refills a stage while the async
-          wgmmas run, and without a persistent tile scheduler there is no epilogue to hide.
-        - FlashAttention D128 (128x128/2/256, alone on its SM) gained: 0.82 -> 0.87x full,
-          0.83 -> 0.88x causal, its consumer warpgroups no longer meeting at a block barrier
-          between the synchronous gemms and the softmax.
-        `tc.warp_specialize: True` splits wherever it applies."""
-        if form != "plain_tma":
-            return False
-        staged = sum((lp.stages - 1) * c.dst.buffer.nbytes for c in lp.producers)
-        return 2 * (self.kernel_smem + staged) > self.smem_limit
-
     def _tma_loads(self, lp) -> list:
         """(copy, boxes, tensor-map var) per producer copy; each copy becomes a kernel parameter."""
         loads = []
@@ -377,80 +358,6 @@ class _Pipeline(Mutator):
             prologue.append(tile if _static_ge(lp.n, s + 1) else If(binary("<", const(s), lp.n), tile))
         tail = [Sync(), If(tid0, seq(*[_call(I.MbarInval(), r) for r in bars])), Sync()]
         return seq(*head, *prologue, close(body), *tail)
-
-    def _wgmma_ws(self, lp):
-        """The TMA gemm loop split between a producer warpgroup and the consumers (module
-        docstring): a consumer warp releases tile ko-1's stage once its wgmmas retired."""
-        loads = self._tma_loads(lp)
-        fallback = self._wgmma_tma(lp, loads)
-        g = lp.gemm(async_groups=1, tma_fed=True)
-        return self._ws(lp, loads, fallback, lambda wait_full, release: self._drained(
-            lp, seq(wait_full, g, If(binary("<", const(0), lp.ko), release(binary("+", lp.ko, lp.stages - 1)))), g))
-
-    def _plain_ws(self, lp):
-        """Any TMA loop body split the same way: a consumer warp releases tile ko's stage after
-        the body (whose gemms are synchronous), so consumer warpgroups no longer meet at a block
-        barrier every iteration."""
-        loads = self._tma_loads(lp)
-        fallback = self._plain_tma(lp, loads)
-        compute = self._fed(lp)
-        return self._ws(lp, loads, fallback, lambda wait_full, release: seq(
-            _call(I.FenceProxyAsyncShared()), Sync(), lp.loop(seq(wait_full, compute, release(lp.ko)))))
-
-    def _overlap_ws(self, lp):
-        """As _plain_ws, with the consumer loop of transform/overlap_gemms.py: each iteration's
-        softmax runs while the previous iteration's second gemm does; g1's and g2's tiles on rings
-        of their own when they split so (`ring_split`)."""
-        loads = self._tma_loads(lp)
-        fallback = self._plain_tma(lp, loads)
-        parts = overlap_parts(self._fed(lp))
-        nacc = lambda b: self.layouts[b].num_regs  # noqa: E731
-        split = ring_split(parts, {c: lp.staged[c.dst.buffer] for c in lp.producers})
-        head = (_call(I.FenceProxyAsyncShared()), Sync())
-        if split is None:
-            return self._ws(lp, loads, fallback, lambda wait_full, release: seq(*head, overlapped_loop(
-                lp.ko, lp.n, parts, lambda i, t: substitute(wait_full, {lp.ko: t}) if i == 0 else None,
-                lambda i, t: release(t) if i == 1 else None, nacc, self.overlap_pingpong)))
-        rings = [[x for x in loads if x[0] in group] for group in split]
-        return self._ws(lp, loads, fallback, lambda wait, release: seq(*head, overlapped_loop(
-            lp.ko, lp.n, parts, wait, release, nacc, self.overlap_pingpong)), rings=rings)
-
-    def _ws(self, lp, loads, fallback, consumer_of, rings=None):
-        """Placed at the kernel's top level by `warp_specialize.place_warp_specialized`, which falls back to the
-        unsplit TMA loop when the kernel's other statements do not allow the split.  `rings`: the
-        loads split into groups, each on its own full/empty ring (consumer_of then gets
-        wait(i, tile) and release(i, tile) of ring i); by default one ring for all."""
-        S, ko, n = lp.stages, lp.ko, lp.n
-        groups = rings or [loads]
-        names = [""] if rings is None else [f"_{i}" for i in range(len(groups))]
-        full = [Buffer(f"tma_full{x}", (S,), dt.uint64, "shared", span=lp.f.span) for x in names]
-        empty = [Buffer(f"tma_empty{x}", (S,), dt.uint64, "shared", span=lp.f.span) for x in names]
-        warps = self.threads // 32
-        t = Var(f"{ko.name}_load")
-        issue = []
-        for i, group in enumerate(groups):
-            wait_empty = _call(I.MbarWaitParity(), Ref(empty[i], (binary("%", t, S),)),
-                               binary("%", binary("+", binary("//", t, S), 1), 2))
-            issue += [If(binary(">=", t, S), wait_empty), self._tma_issue(lp, group, full[i], t)]
-        producer = For(t, const(0), n, "serial", seq(*issue), span=lp.f.span)
-
-        def wait(i, tile):
-            return _call(I.MbarWaitParity(), Ref(full[i], (binary("%", tile, S),)),
-                         binary("%", binary("//", tile, S), 2))
-
-        def release(i, tile):  # this warp is done with `tile`'s stage of ring i
-            return _call(I.MbarArriveWarp(), Ref(empty[i], (binary("%", tile, S),)))
-        if rings is None:
-            consumer = consumer_of(wait(0, ko), lambda tile: release(0, tile))
-        else:
-            consumer = consumer_of(wait, release)
-        tid0 = binary("==", thread_index(), 0)
-        inits = [_call(I.MbarInit(), Ref(f, (const(s),)), const(1)) for f in full for s in range(S)]
-        inits += [_call(I.MbarInit(), Ref(e, (const(s),)), const(warps)) for e in empty for s in range(S)]
-        invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (*full, *empty) for s in range(S)]
-        head = [*[Alloc(b) for b in (*full, *empty)], If(tid0, seq(*inits)), Sync()]
-        tail = [Sync(), If(tid0, seq(*invals))]
-        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
 
     def visit_Alloc(self, a):
         return a
