@@ -39,10 +39,13 @@ _PURE = (Binary, Unary, Const, Var)  # what an index may be built from to be rew
 
 
 def _plain_int(e) -> bool:
-    """An int32 expression of constants, variables and integer arithmetic only."""
+    """An int32 expression of constants, variables and integer arithmetic only (divisions by
+    positive constants)."""
     if not isinstance(e, _PURE) or e.dtype is not dt.int32:
         return False
     if isinstance(e, Binary):
+        if e.op in ("//", "%") and not (isinstance(e.b, Const) and e.b.value > 0):
+            return False  # a hoisted division must not divide by a value the loop might never see
         return e.op in ("+", "-", "*", "//", "%") and _plain_int(e.a) and _plain_int(e.b)
     if isinstance(e, Unary):
         return e.op == "neg" and _plain_int(e.a)
