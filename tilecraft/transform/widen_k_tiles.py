@@ -7,7 +7,8 @@ same tile with 64-half k-tiles runs 0.90x / 0.96x cuBLAS (4096^3 / 8192^3) where
 runs 0.83x / 0.92x (benchmarks/results/2026-12-01_h200_s8_bench.md).
 
 A `T.Pipelined` loop qualifies when its body is exactly two copies from global tensors into whole
-shared tiles and one `T.gemm` of those tiles (nothing else reads or writes them), each copy's
+shared tiles and one accumulating `T.gemm` of those tiles into a fragment (not clear_accum; nothing
+else reads or writes the tiles), each copy's
 k-offset is `ko * kt + c`, kt * element size divides 128 bytes, the trip count is a multiple of
 the widening factor f = 128 / (kt * size) and the widened ring stays within 128 KB.  The loop then
 runs trip / f iterations over tiles f times as deep: the same sums, each accumulator element adding
@@ -52,6 +53,8 @@ def _widen(loop: For, kernel_body):
     if len(gemms) != 1 or len(copies) != 2 or len(stmts) != 3:
         return None
     g = gemms[0]
+    if g.clear_accum or g.note or g.plan is not None or g.c.buffer.scope != "fragment":
+        return None  # C = A_k B_k of the last tile only (clear_accum) would change with deeper tiles
     a, b = g.a.buffer, g.b.buffer
     if (a.scope != "shared" or b.scope != "shared" or a is b or not g.a.covers_whole() or not g.b.covers_whole()
             or a.ndim != 2 or b.ndim != 2 or a.dtype is not b.dtype):
