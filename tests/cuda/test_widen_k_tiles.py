@@ -42,6 +42,27 @@ def gemm_clearing_each_tile(M, N, K):
     return main
 
 
+def gemm_beside_a_big_tile(M, N, K):
+    """Another 128 KB shared tile in the kernel: the 96 KB widened ring would not leave it room."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             D: T.Tensor((64, 1024), "float16")):
+        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), "float16")
+            B_s = T.alloc_shared((32, 128), "float16")
+            big = T.alloc_shared((64, 1024), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            T.copy(D, big)
+            for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+                T.copy(A[by * 128, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+            T.copy(big, D)
+    return main
+
+
 def gemm_with_a_reader(M, N, K):
     """The same loop, but the program also reads A's tile after it: the tile is not the loop's alone."""
     @T.prim_func
@@ -90,7 +111,7 @@ def test_switch_off_and_sm80_keep_the_program():
 
 
 @pytest.mark.parametrize("case", ["odd trip count", "already 128-byte rows", "tile read after the loop",
-                                  "fp32 operands", "clear_accum"])
+                                  "fp32 operands", "clear_accum", "no shared memory to spare"])
 def test_loops_that_do_not_qualify(case):
     if case == "odd trip count":
         func = matmul.get_tir(512, 512, 992)           # ceildiv(992, 32) = 31 iterations
@@ -98,6 +119,8 @@ def test_loops_that_do_not_qualify(case):
         func = matmul.get_tir(512, 512, 512, 128, 128, 64, 3, 128)
     elif case == "tile read after the loop":
         func = gemm_with_a_reader(512, 512, 512)
+    elif case == "no shared memory to spare":
+        func = gemm_beside_a_big_tile(512, 512, 512)
     elif case == "clear_accum":
         func = gemm_clearing_each_tile(512, 512, 512)
     else:

@@ -10,7 +10,8 @@ A `T.Pipelined` loop qualifies when its body is exactly two copies from global t
 shared tiles and one accumulating `T.gemm` of those tiles into a fragment (not clear_accum; nothing
 else reads or writes the tiles), each copy's
 k-offset is `ko * kt + c`, kt * element size divides 128 bytes, the trip count is a multiple of
-the widening factor f = 128 / (kt * size) and the widened ring stays within 128 KB.  The loop then
+the widening factor f = 128 / (kt * size) and the widened ring stays within 128 KB (and, with the
+program's other shared tiles, within three quarters of the block's shared memory).  The loop then
 runs trip / f iterations over tiles f times as deep: the same sums, each accumulator element adding
 the same products in the same k order (a wgmma group steps through k16 slices in order either way),
 and TMA's zero fill covers what a ragged K leaves out of range, as before.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import For, Seq, collect
+from ..ir import Alloc, For, Seq, collect
 from ..ir.analysis import as_int, linear, simplify_int
 from ..ir.buffer import Region
 from ..ir.expr import Load, Ref, Var, binary, const
@@ -45,7 +46,7 @@ def _uses(body, buf) -> list:
     return collect(body, lambda n: (isinstance(n, (Region, Load, Ref, Store)) and n.buffer is buf))
 
 
-def _widen(loop: For, kernel_body):
+def _widen(loop: For, kernel_body, smem_limit: int):
     """(new loop, buffer map, note) or None when the loop does not qualify."""
     stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
     gemms = [s for s in stmts if isinstance(s, Gemm)]
@@ -71,8 +72,11 @@ def _widen(loop: For, kernel_body):
     if n is None or start != 0 or loop.step != 1 or n % f or n < f:
         return None
     stages = loop.annotation("num_stages", 1) or 1
-    if stages * (a.numel + b.numel) * f * a.dtype.bytes > MAX_RING_BYTES:
-        return None
+    ring = stages * (a.numel + b.numel) * f * a.dtype.bytes
+    others = sum(n.buffer.nbytes for n in collect(kernel_body, lambda n: isinstance(n, Alloc))
+                 if n.buffer.scope == "shared" and n.buffer not in (a, b) and n.buffer.is_static)
+    if ring > MAX_RING_BYTES or ring + others > smem_limit * 3 // 4:
+        return None  # the program's other shared tiles leave the deeper ring no room
     if any(x is loop.var for x in collect(g, lambda m: isinstance(m, Var))):
         return None
     by_dst = {c.dst.buffer: c for c in copies}
@@ -118,15 +122,15 @@ def _widen(loop: For, kernel_body):
 
 
 class _Loops(Mutator):
-    def __init__(self, kernel_body):
+    def __init__(self, kernel_body, smem_limit: int):
         super().__init__()
-        self.kernel_body = kernel_body
+        self.kernel_body, self.smem_limit = kernel_body, smem_limit
         self.buffers: dict = {}
         self.notes: list = []
 
     def visit_For(self, s):
         if s.kind == "pipelined":
-            got = _widen(s, self.kernel_body)
+            got = _widen(s, self.kernel_body, self.smem_limit)
             if got is not None:
                 loop, buffers, note = got
                 self.buffers.update(buffers)
@@ -140,7 +144,7 @@ def widen_k_tiles(func, target):
     if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.use_tma and not opts.disable_tma_lower
             and opts.widen_k_tiles) or is_manual(func.body):
         return func
-    loops = _Loops(func.body)
+    loops = _Loops(func.body, target.max_shared_memory)
     body = loops.visit(func.body)
     if not loops.buffers:
         return func
