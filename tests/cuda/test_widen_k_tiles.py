@@ -26,59 +26,33 @@ def widened(func, configs=None):
     return widen_k_tiles(func.with_attr("pass_configs", effective_pass_configs(configs, target)), target)
 
 
-def gemm_clearing_each_tile(M, N, K):
-    """clear_accum: C holds only the last k-tile's product, which deeper tiles would change."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
-            A_s = T.alloc_shared((128, 32), "float16")
-            B_s = T.alloc_shared((32, 128), "float16")
-            C_f = T.alloc_fragment((128, 128), "float32")
-            for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
-                T.copy(A[by * 128, ko * 32], A_s)
-                T.copy(B[ko * 32, bx * 128], B_s)
-                T.gemm(A_s, B_s, C_f, clear_accum=True)
-            T.copy(C_f, C[by * 128, bx * 128])
-    return main
+def loop_variant(M, N, K, variant):
+    """The README loop in a program that keeps it from widening:
+    "clear_accum": C holds only the last k-tile's product, which deeper tiles would change;
+    "big tile": another 128 KB shared tile, so the 96 KB widened ring would not leave it room;
+    "reader": the program also reads A's tile after the loop (the tile is not the loop's alone)."""
+    extra = (64, 1024) if variant == "big tile" else (128, 32)
 
-
-def gemm_beside_a_big_tile(M, N, K):
-    """Another 128 KB shared tile in the kernel: the 96 KB widened ring would not leave it room."""
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
-             D: T.Tensor((64, 1024), "float16")):
-        with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
-            A_s = T.alloc_shared((128, 32), "float16")
-            B_s = T.alloc_shared((32, 128), "float16")
-            big = T.alloc_shared((64, 1024), "float16")
-            C_f = T.alloc_fragment((128, 128), "float32")
-            T.clear(C_f)
-            T.copy(D, big)
-            for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
-                T.copy(A[by * 128, ko * 32], A_s)
-                T.copy(B[ko * 32, bx * 128], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * 128, bx * 128])
-            T.copy(big, D)
-    return main
-
-
-def gemm_with_a_reader(M, N, K):
-    """The same loop, but the program also reads A's tile after it: the tile is not the loop's alone."""
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
-             D: T.Tensor((128, 32), "float16")):
+             D: T.Tensor(extra, "float16")):
         with T.Kernel(T.ceildiv(N, 128), T.ceildiv(M, 128), threads=128) as (bx, by):
             A_s = T.alloc_shared((128, 32), "float16")
             B_s = T.alloc_shared((32, 128), "float16")
             C_f = T.alloc_fragment((128, 128), "float32")
             T.clear(C_f)
+            if variant == "big tile":
+                big = T.alloc_shared(extra, "float16")
+                T.copy(D, big)
             for ko in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
                 T.copy(A[by * 128, ko * 32], A_s)
                 T.copy(B[ko * 32, bx * 128], B_s)
-                T.gemm(A_s, B_s, C_f)
+                T.gemm(A_s, B_s, C_f, clear_accum=variant == "clear_accum")
             T.copy(C_f, C[by * 128, bx * 128])
-            T.copy(A_s, D)
+            if variant == "big tile":
+                T.copy(big, D)
+            if variant == "reader":
+                T.copy(A_s, D)
     return main
 
 
@@ -118,11 +92,11 @@ def test_loops_that_do_not_qualify(case):
     elif case == "already 128-byte rows":
         func = matmul.get_tir(512, 512, 512, 128, 128, 64, 3, 128)
     elif case == "tile read after the loop":
-        func = gemm_with_a_reader(512, 512, 512)
+        func = loop_variant(512, 512, 512, "reader")
     elif case == "no shared memory to spare":
-        func = gemm_beside_a_big_tile(512, 512, 512)
+        func = loop_variant(512, 512, 512, "big tile")
     elif case == "clear_accum":
-        func = gemm_clearing_each_tile(512, 512, 512)
+        func = loop_variant(512, 512, 512, "clear_accum")
     else:
         func = matmul.get_tir(512, 512, 512, dtype="float32", accum_dtype="float32")
     out = widened(func)
