@@ -20,17 +20,15 @@ torch.matmul on fresh random inputs and timed beside it (CUDA events, median).
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("TILECRAFT_DISABLE_CACHE", "1")
+import torch
 
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from swapped_source import compile_swapped, report  # noqa: E402
 
-import tilecraft as tl  # noqa: E402
-from tilecraft.engine import callback  # noqa: E402
 from tilecraft.kernels.gemm import matmul  # noqa: E402
-from tilecraft.profiler.bench import do_bench  # noqa: E402
 
-SM90 = {"kind": "cuda", "arch": "sm_90a"}
 S = 3
 SMEM = 1024 + S * (16384 + 32768)
 
@@ -232,16 +230,10 @@ FORMS = {  # name -> (hand-written source?, warp-specialized?)
 def build(m, n, k, form):
     multicast, ws = FORMS[form]
     fn = matmul.get_tir(m, n, k, 128, 256, 64, S, 256)
-    if multicast:
-        src = source(m, n, k, ws)
-        callback.register_cuda_postproc_callback(lambda code, target: src)
-    try:
-        kern = tl.compile(fn, out_idx=[-1], target=SM90, pass_configs={"tc.warp_specialize": ws})
-    finally:
-        callback._CUDA_POSTPROC.clear()
-    if multicast:
-        kern._launch.smem = SMEM
-    return kern
+    configs = {"tc.warp_specialize": ws}
+    if not multicast:
+        return compile_swapped(fn, pass_configs=configs)
+    return compile_swapped(fn, source(m, n, k, ws), configs, smem=SMEM)
 
 
 def main():
@@ -253,16 +245,7 @@ def main():
         b = torch.randn(m, m, device="cuda", dtype=torch.float16)
         ref = a.float() @ b.float()
         for form in FORMS:
-            try:
-                kern = build(m, m, m, form)
-                c = kern(a, b)
-                torch.cuda.synchronize()
-                err = ((c.float() - ref).norm() / ref.norm()).item()
-                t = do_bench(lambda: kern(a, b), return_mode="median")
-                tr = do_bench(lambda: torch.matmul(a, b), return_mode="median")
-                print(f"| {m}^3 | {form} | {err:.1e} | {t:.4f} | {tr:.4f} | {tr / t:.3f} |", flush=True)
-            except Exception as e:  # noqa: BLE001
-                print(f"| {m}^3 | {form} | {type(e).__name__}: {str(e)[:400]} | | | |", flush=True)
+            report(f"{m}^3", form, lambda: build(m, m, m, form), (a, b), ref, lambda: torch.matmul(a, b))
 
 
 if __name__ == "__main__":

@@ -18,18 +18,16 @@ median).  A measurement to decide what the compiler should generate, not a kerne
 from __future__ import annotations
 
 import os
-import re
+import sys
 
-os.environ.setdefault("TILECRAFT_DISABLE_CACHE", "1")  # the callback's output is not in the cache key
+import torch
 
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from swapped_source import compile_swapped, num_sms, report  # noqa: E402
 
-import tilecraft as tl  # noqa: E402
-from tilecraft.engine import callback  # noqa: E402
 from tilecraft.kernels.gemm import matmul  # noqa: E402
 from tilecraft.profiler.bench import do_bench  # noqa: E402
 
-SM90 = {"kind": "cuda", "arch": "sm_90a"}
 BM, BN, BK, S = 128, 256, 64, 3
 A_STAGE, B_STAGE = BM * BK, BK * BN            # elements per stage
 STAGE_LD = BN + 8                               # the staging tile's padded row (as stage_epilogue pads it)
@@ -180,19 +178,10 @@ def source(body: str, m: int, n: int, k: int) -> str:
 def build(m, n, k, form):
     ws = form in ("ws", "persistent ws")
     fn = matmul.get_tir(m, n, k, BM, BN, BK, S, 256)
-    cfg = {"tc.warp_specialize": ws}
-    if form.startswith("persistent"):
-        src = source(WS if ws else UNSPLIT, m, n, k)
-        callback.register_cuda_postproc_callback(lambda code, target: src)
-    try:
-        kern = tl.compile(fn, out_idx=[-1], target=SM90, pass_configs=cfg)
-    finally:
-        callback._CUDA_POSTPROC.clear()
-    if form.startswith("persistent"):
-        launch = kern._launch
-        launch._grid = (torch.cuda.get_device_properties(0).multi_processor_count, 1, 1)
-        launch.smem = SMEM
-    return kern
+    if not form.startswith("persistent"):
+        return compile_swapped(fn, pass_configs={"tc.warp_specialize": ws})
+    return compile_swapped(fn, source(WS if ws else UNSPLIT, m, n, k), {"tc.warp_specialize": ws},
+                           grid=(num_sms(), 1, 1), smem=SMEM)
 
 
 def main():
@@ -206,17 +195,7 @@ def main():
         ref = a.float() @ b.float()
         t_ref = do_bench(lambda: torch.matmul(a, b), return_mode="median")
         for form in ("unsplit", "ws", "persistent unsplit", "persistent ws"):
-            try:
-                kern = build(m, n, k, form)
-                c = kern(a, b)
-                torch.cuda.synchronize()
-                err = ((c.float() - ref).norm() / ref.norm()).item()
-                t = do_bench(lambda: kern(a, b), return_mode="median")
-                t_ref2 = do_bench(lambda: torch.matmul(a, b), return_mode="median")
-                tr = min(t_ref, t_ref2)
-                print(f"| {m}^3 | {form} | {err:.1e} | {t:.4f} | {tr:.4f} | {tr / t:.3f} |", flush=True)
-            except Exception as e:  # noqa: BLE001
-                print(f"| {m}^3 | {form} | {type(e).__name__}: {str(e)[:400]} | | | |", flush=True)
+            report(f"{m}^3", form, lambda: build(m, n, k, form), (a, b), ref, lambda: torch.matmul(a, b), t_ref)
 
 
 if __name__ == "__main__":

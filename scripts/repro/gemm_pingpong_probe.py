@@ -18,18 +18,16 @@ timed beside it (CUDA events, median).  A measurement, not a kernel to ship.
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("TILECRAFT_DISABLE_CACHE", "1")
+import torch
+import torch.nn.functional as F
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from swapped_source import compile_swapped, num_sms, report  # noqa: E402
 
-import tilecraft as tl  # noqa: E402
-from tilecraft.engine import callback  # noqa: E402
 from tilecraft.kernels.gemm import matmul, matmul_bias_gelu  # noqa: E402
-from tilecraft.profiler.bench import do_bench  # noqa: E402
 
-SM90 = {"kind": "cuda", "arch": "sm_90a"}
 S, LD = 4, 136
 SMEM = 1024 + S * 2 * 128 * 64 * 2 + 2 * 128 * LD * 2
 
@@ -145,18 +143,10 @@ def source(m, n, k, gelu):
 def build(m, n, k, gelu, pingpong):
     factory = matmul_bias_gelu if gelu else matmul
     fn = factory.get_tir(m, n, k, 128, 256, 64, 3, 256)
-    if pingpong:
-        src = source(m, n, k, gelu)
-        callback.register_cuda_postproc_callback(lambda code, target: src)
-    try:
-        kern = tl.compile(fn, out_idx=[-1], target=SM90, pass_configs={"tl.enable_fast_math": True} if gelu else None)
-    finally:
-        callback._CUDA_POSTPROC.clear()
-    if pingpong:
-        kern._launch._grid = (torch.cuda.get_device_properties(0).multi_processor_count, 1, 1)
-        kern._launch.block = (384, 1, 1)
-        kern._launch.smem = SMEM
-    return kern
+    configs = {"tl.enable_fast_math": True} if gelu else None
+    if not pingpong:
+        return compile_swapped(fn, pass_configs=configs)
+    return compile_swapped(fn, source(m, n, k, gelu), configs, grid=(num_sms(), 1, 1), block=(384, 1, 1), smem=SMEM)
 
 
 def main():
@@ -176,18 +166,9 @@ def main():
             ref = a.float() @ b.float()
             torch_fn = lambda: torch.matmul(a, b)  # noqa: E731
             name = f"gemm {m}^3"
+        args = (a, b, bias) if gelu else (a, b)
         for form in ("tilecraft 128x256x64/3/256", "ping-pong 2x128x128x64/4"):
-            try:
-                kern = build(m, n, k, gelu, form.startswith("ping"))
-                args = (a, b, bias) if gelu else (a, b)
-                c = kern(*args)
-                torch.cuda.synchronize()
-                err = ((c.float() - ref).norm() / ref.norm()).item()
-                t = do_bench(lambda: kern(*args), return_mode="median")
-                tr = do_bench(torch_fn, return_mode="median")
-                print(f"| {name} | {form} | {err:.1e} | {t:.4f} | {tr:.4f} | {tr / t:.3f} |", flush=True)
-            except Exception as e:  # noqa: BLE001
-                print(f"| {name} | {form} | {type(e).__name__}: {str(e)[:400]} | | | |", flush=True)
+            report(name, form, lambda: build(m, n, k, gelu, form.startswith("ping")), args, ref, torch_fn)
 
 
 if __name__ == "__main__":

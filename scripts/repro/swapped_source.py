@@ -1,0 +1,51 @@
+"""What the hand-written kernel probes (gemm_*_probe.py) share: compile a tilecraft program for sm_90a
+with its CUDA source swapped for a hand-written one (same parameters and tensor maps), patch the
+launch, and print one checked-and-timed markdown row beside the torch reference."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TILECRAFT_DISABLE_CACHE", "1")  # the callback's output is not in the cache key
+
+import torch  # noqa: E402
+
+import tilecraft as tl  # noqa: E402
+from tilecraft.engine import callback  # noqa: E402
+from tilecraft.profiler.bench import do_bench  # noqa: E402
+
+SM90 = {"kind": "cuda", "arch": "sm_90a"}
+
+
+def num_sms() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def compile_swapped(fn, source=None, pass_configs=None, *, grid=None, block=None, smem=None):
+    """`fn` compiled as tilecraft compiles it, its CUDA source replaced by `source` (None: as generated),
+    then launched with `grid` / `block` / `smem` where given."""
+    if source is not None:
+        callback.register_cuda_postproc_callback(lambda code, target: source)
+    try:
+        kern = tl.compile(fn, out_idx=[-1], target=SM90, pass_configs=pass_configs)
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    for name, value in (("_grid", grid), ("block", block), ("smem", smem)):
+        if value is not None:
+            setattr(kern._launch, name, value)
+    return kern
+
+
+def report(problem, form, build, args, ref, torch_fn, torch_ms=None):
+    """Build, check against `ref` (fp32), time beside `torch_fn` (CUDA events, median) and print the row;
+    `torch_ms`: an earlier reference time to take the faster of."""
+    try:
+        kern = build()
+        c = kern(*args)
+        torch.cuda.synchronize()
+        err = ((c.float() - ref).norm() / ref.norm()).item()
+        t = do_bench(lambda: kern(*args), return_mode="median")
+        tr = do_bench(torch_fn, return_mode="median")
+        tr = tr if torch_ms is None else min(tr, torch_ms)
+        print(f"| {problem} | {form} | {err:.1e} | {t:.4f} | {tr:.4f} | {tr / t:.3f} |", flush=True)
+    except Exception as e:  # noqa: BLE001
+        print(f"| {problem} | {form} | {type(e).__name__}: {str(e)[:400]} | | | |", flush=True)
