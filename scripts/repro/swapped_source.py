@@ -49,3 +49,29 @@ def report(problem, form, build, args, ref, torch_fn, torch_ms=None):
         print(f"| {problem} | {form} | {err:.1e} | {t:.4f} | {tr:.4f} | {tr / t:.3f} |", flush=True)
     except Exception as e:  # noqa: BLE001
         print(f"| {problem} | {form} | {type(e).__name__}: {str(e)[:400]} | | | |", flush=True)
+
+
+def race(rows, rounds=7, rep=40):
+    """Like `report` for several rows at once, with the timing interleaved: every row and its torch
+    reference are timed once per round, round after round, so clock drift (the H200 slows as it warms)
+    falls on all rows alike.  `rows`: (problem, form, build, args, ref, torch_fn).  Prints each row with
+    the median of its per-round speed ratios and their range."""
+    import statistics
+    built = []
+    for problem, form, build, args, ref, torch_fn in rows:
+        try:
+            kern = build()
+            c = kern(*args)
+            torch.cuda.synchronize()
+            err = ((c.float() - ref).norm() / ref.norm()).item()
+            built.append((problem, form, kern, args, torch_fn, err, [], []))
+        except Exception as e:  # noqa: BLE001
+            print(f"| {problem} | {form} | {type(e).__name__}: {str(e)[:400]} | | | | |", flush=True)
+    for _ in range(rounds):
+        for _p, _f, kern, args, torch_fn, _e, ours, theirs in built:
+            ours.append(do_bench(lambda: kern(*args), rep=rep, return_mode="median"))
+            theirs.append(do_bench(torch_fn, rep=rep, return_mode="median"))
+    for problem, form, _k, _a, _t, err, ours, theirs in built:
+        ratios = sorted(t / o for o, t in zip(ours, theirs))
+        print(f"| {problem} | {form} | {err:.1e} | {statistics.median(ours):.4f} | {statistics.median(theirs):.4f} "
+              f"| {statistics.median(ratios):.3f} | {ratios[0]:.3f}-{ratios[-1]:.3f} |", flush=True)
