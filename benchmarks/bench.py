@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ DENSE_PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "H800": 989.4, "A100": 312.0,
                      "RTX 4090": 165.2}  # fp16/bf16 dense tensor-core rates (datasheets)
 BENCH_MD_COPY_TBPS = 4.04
 CPU_GROUPS = ["vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu", "flash_attention", "launch"]
+ROUNDS, ROUND_MS = 5, 40   # each timed row: ours and torch in turn, 5 times, 40 ms of calls each
 STATE = {"quick": False, "copy_tbps": None, "peak_tflops": None, "device": "cuda"}
 
 
@@ -91,14 +93,14 @@ def rel_err(out, ref) -> float:
     return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
-def timeit(fn, flush="clean") -> float:
+def timeit(fn, flush="clean", rep=None) -> float:
     """Median ms; L2 flushed before every call ("clean": a 256 MB read, "dirty": a 256 MB memset whose
     dirty lines the timed kernel must write back -- see tilecraft/profiler/bench.py)."""
     from tilecraft.profiler import do_bench
     quick = STATE["quick"]
     if on_cpu():
-        return do_bench(fn, warmup=5, rep=20 if quick else 50, return_mode="median", device="cpu")
-    return do_bench(fn, warmup=10 if quick else 25, rep=30 if quick else 100, return_mode="median",
+        return do_bench(fn, warmup=5, rep=rep or (20 if quick else 50), return_mode="median", device="cpu")
+    return do_bench(fn, warmup=10 if quick else 25, rep=rep or (30 if quick else 100), return_mode="median",
                     flush_l2=flush)
 
 
@@ -131,14 +133,16 @@ def case(rows, kernel, size, build, ref, tol, bytes_=None, flops=None, ref_name=
         err = rel_err(out, ref_out)
         r["err"] = err
         r["check"] = ("PASS" if err < tol else "FAIL") + (f" {err:.1e}" if not math.isnan(err) else " NaN")
-        # ref, ours, ref, ours: clocks drift over a run (cuBLAS alone moves 620-770 TFLOP/s at
-        # 4096^3 between runs), so each side is the mean of two medians taken in turn
+        # ref, ours, ref, ours, ...: clocks drift over a run (the H200 slows as it warms: cuBLAS alone
+        # moves 620-770 TFLOP/s at 4096^3, addmm + gelu 0.47-0.52 ms within one run), so the two sides
+        # are timed in turn, ROUNDS times; speed is the median of the per-round ratios, the times medians
         ref_ms, ours_ms = [], []
-        for _ in range(1 if STATE["quick"] else 2):
-            ref_ms.append(timeit(ref_run, flush))
-            ours_ms.append(timeit(ours_run, flush))
-        r["ref_ms"], r["ours_ms"] = sum(ref_ms) / len(ref_ms), sum(ours_ms) / len(ours_ms)
-        r["speed"] = r["ref_ms"] / r["ours_ms"]
+        for _ in range(1 if STATE["quick"] else ROUNDS):
+            ref_ms.append(timeit(ref_run, flush, rep=None if STATE["quick"] else ROUND_MS))
+            ours_ms.append(timeit(ours_run, flush, rep=None if STATE["quick"] else ROUND_MS))
+        ratios = sorted(a / b for a, b in zip(ref_ms, ours_ms))
+        r["ref_ms"], r["ours_ms"] = statistics.median(ref_ms), statistics.median(ours_ms)
+        r["speed"], r["speed_range"] = statistics.median(ratios), (ratios[0], ratios[-1])
         scale, prefix = (1e6, "G") if on_cpu() else (1e9, "T")
         if bytes_:
             r["achieved"], r["unit"] = bytes_ / r["ours_ms"] / scale, f"{prefix}B/s"
@@ -572,7 +576,9 @@ def table(rows) -> str:
                          + (f"; {r['note']}" if r["note"] else ""))
         ach = f"{r['achieved']:.2f} {r['unit']}" if r["achieved"] is not None else ""
         cells = [r["kernel"], r["size"], r["check"], fmt(r["ours_ms"], ".4f"), fmt(r["ref_ms"], ".4f"),
-                 fmt(r["speed"], ".2f"), ach, fmt(r["pct"], ".0f"), r.get("ref_name", ""), r["note"]]
+                 fmt(r["speed"], ".2f") + (f" ({r['speed_range'][0]:.2f}-{r['speed_range'][1]:.2f})"
+                                           if r.get("speed_range") and f"{r['speed_range'][0]:.2f}" != f"{r['speed_range'][1]:.2f}" else ""),
+                 ach, fmt(r["pct"], ".0f"), r.get("ref_name", ""), r["note"]]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 
@@ -637,7 +643,8 @@ def main(argv=None):
               f"{'cores' if on_cpu() else 'SMs'}) | torch {env['torch']} CUDA {env['cuda']} | compiler {env['compiler']}"
               f"{' | QUICK' if args.quick else ''} | {env['seconds']} s")
     legend = ("ours/ref: speed ratio ref_ms/ours_ms against the torch reference named in 'ref', timed in this run "
-              "(>1 = faster than it; SLOWER in 'note' otherwise); "
+              "(>1 = faster than it; SLOWER in 'note' otherwise), the median over rounds that time the two in turn "
+              f"({1 if args.quick else ROUNDS} x {ROUND_MS} ms each; in brackets the lowest and highest round); "
               + ("" if on_cpu() else "% ceil: of the copy "
                  f"bandwidth measured here ({fmt(STATE['copy_tbps'], '.2f')} TB/s) or of the dense fp16/bf16 peak "
                  f"({STATE['peak_tflops']} TFLOP/s); ")

@@ -81,6 +81,10 @@ def main():
          lambda: compile_swapped(fn, GELU_LINE.sub(r"\g<1>x;", gen), FAST), gelu_args, x, lambda: torch.addmm(bias, a, b)),
         (f"gemm {M}x{N}x{K}", "tilecraft 128x256x64/3/256", lambda: compile_swapped(plain), (a, b),
          a.float() @ b.float(), lambda: torch.mm(a, b)),
+        (name, "as generated, 128x256x64/4/256", lambda: compile_swapped(
+            matmul_bias_gelu.get_tir(M, N, K, 128, 256, 64, 4, 256), None, FAST), gelu_args, ref, fused),
+        (name, "as generated, 256x128x64/3/256", lambda: compile_swapped(
+            matmul_bias_gelu.get_tir(M, N, K, 256, 128, 64, 3, 256), None, FAST), gelu_args, ref, fused),
         (name, "ping-pong (ex2 + rcp)", lambda: compile_swapped(fn, pp, FAST, **launch), gelu_args, ref, fused),
         (name, "ping-pong tanh.approx", lambda: compile_swapped(fn, body.sub(f"return {TANH};\n", pp), FAST, **launch),
          gelu_args, ref, fused),

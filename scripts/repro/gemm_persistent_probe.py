@@ -23,10 +23,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from swapped_source import compile_swapped, num_sms, report  # noqa: E402
+from swapped_source import compile_swapped, num_sms, race  # noqa: E402
 
 from tilecraft.kernels.gemm import matmul  # noqa: E402
-from tilecraft.profiler.bench import do_bench  # noqa: E402
 
 BM, BN, BK, S = 128, 256, 64, 3
 A_STAGE, B_STAGE = BM * BK, BK * BN            # elements per stage
@@ -185,18 +184,20 @@ def build(m, n, k, form):
 
 
 def main():
+    """Sizes as MxNxK arguments (default 4096^3 and 8192^3); rows timed interleaved (swapped_source.race)."""
     torch.manual_seed(0)
-    print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for m in (4096, 8192):
-        n = k = m
+    sizes = [tuple(int(v) for v in arg.split("x")) for arg in sys.argv[1:]] or [(4096,) * 3, (8192,) * 3]
+    print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed (median) | range over rounds |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    rows = []
+    for m, n, k in sizes:
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
         ref = a.float() @ b.float()
-        t_ref = do_bench(lambda: torch.matmul(a, b), return_mode="median")
         for form in ("unsplit", "ws", "persistent unsplit", "persistent ws"):
-            report(f"{m}^3", form, lambda: build(m, n, k, form), (a, b), ref, lambda: torch.matmul(a, b), t_ref)
-
+            rows.append((f"{m}x{n}x{k}", form, lambda m=m, n=n, k=k, form=form: build(m, n, k, form), (a, b), ref,
+                         lambda a=a, b=b: torch.matmul(a, b)))
+    race(rows)
 
 if __name__ == "__main__":
     main()
