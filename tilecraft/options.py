@@ -101,6 +101,7 @@ class PassConfigKey(str, enum.Enum):
     TC_OVERLAP_GEMMS = "tc.overlap_gemms"
     TC_OVERLAP_PINGPONG = "tc.overlap_pingpong"
     TC_WIDEN_K_TILES = "tc.widen_k_tiles"
+    TC_PERSISTENT_TILES = "tc.persistent_tiles"
 
     def __str__(self):
         return self.value
@@ -173,6 +174,11 @@ class Options:
     widen_k_tiles: bool = _opt("tc.widen_k_tiles", True, bool, "transform/widen_k_tiles.py",
                                "a TMA + wgmma main loop of k-tiles under 128 bytes (block_K=32 halves) runs with "
                                "128-byte ones (fewer, deeper stages; the same sums in the same order)")
+    persistent_tiles: Any = _opt("tc.persistent_tiles", "auto", "choice", "transform/persistent_tiles.py",
+                                 "sm_90a: a GEMM kernel's TMA main loop runs in one block per SM that walks the "
+                                 "grid's tiles, the next tile's first k-tiles loading during this tile's epilogue: "
+                                 "True, False or \"auto\" (short main loops over many waves, where it measured "
+                                 "faster)", check=lambda v: _choice(v, (True, False, "auto")))
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
     # ---- TileLang keys tilecraft honours ----

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 _SMEM_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024,
                100: 227 * 1024, 120: 99 * 1024}
+_NUM_SMS = {80: 108, 86: 84, 87: 16, 89: 128, 90: 132, 100: 148, 120: 84}
 ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
 
 
@@ -35,6 +36,18 @@ class Target:
         if self.kind != "cuda":
             return 1 << 62
         return _SMEM_LIMIT.get(self.sm, 48 * 1024)
+
+    @property
+    def num_sms(self) -> int:
+        """Streaming multiprocessors of the device this target runs on: the current device's count when
+        one of this architecture is present, else the architecture's flagship (H100/H200: 132;
+        A100: 108).  Only persistent grids use it, and only for speed: their blocks stride by gridDim."""
+        if self.kind != "cuda":
+            return 1
+        if cuda_available() and current_cuda_arch().rstrip("a") == self.arch.rstrip("a"):
+            import torch
+            return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        return _NUM_SMS.get(self.sm, 108)
 
     def has(self, feature: str) -> bool:
         if self.kind != "cuda":

@@ -71,6 +71,7 @@ from ..layout.tma import sm90_tile_boxes
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
 from .overlap_gemms import overlap_parts, ring_split
+from .persistent_tiles import PersistentForms
 from .warp_specialize import WarpSpecializedForms, flat, place_warp_specialized
 
 
@@ -118,10 +119,14 @@ def _producers(loop: For) -> list:
     return out
 
 
-class _Pipeline(WarpSpecializedForms, Mutator):
-    def __init__(self, smem_layouts: dict, layouts: dict, configs: Options, smem_limit: int):
+class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
+    def __init__(self, smem_layouts: dict, layouts: dict, configs: Options, target, symbols=()):
         super().__init__()
-        self.smem_limit = smem_limit   # bytes of shared memory one block may use
+        self.smem_limit = target.max_shared_memory   # bytes of shared memory one block may use
+        self.num_sms = target.num_sms
+        self.symbols = symbols         # the program's size symbols (a persistent walk needs none)
+        self.persistent = configs.persistent_tiles
+        self.walk = None               # the kernel's persistent_tiles.TileWalk, when it walks its tiles
         self.params: set = set()       # ids of the kernel's parameters: TMA maps are built from these only
         self.kernel_smem = 0           # the kernel's shared buffers, unstaged
         self.layouts = layouts
@@ -143,14 +148,19 @@ class _Pipeline(WarpSpecializedForms, Mutator):
         self.threads = k.num_threads
         self.kernel_smem = sum(a.buffer.nbytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
                                if a.buffer.scope == "shared")
+        self.walk = self._plan_walk(k, _producers, self.symbols)
+        if self.walk is not None:
+            k = self._walk_kernel(k, self.walk)
         one_d = all(t == 1 for t in k.threads[1:])
         self.ws_loops = {id(s) for s in flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
                          and self.warp_specialize and one_d and self.threads % 128 == 0}
         self.ws_taken = False
-        return place_warp_specialized(Mutator.generic(self, k), self.notes, _UNSPLIT_NOTES)
+        out = place_warp_specialized(Mutator.generic(self, k), self.notes, _UNSPLIT_NOTES)
+        return out if self.walk is None else self._placed_walk(out, self.walk)
 
     def visit_For(self, f: For):
         top_level = id(f) in self.ws_loops
+        walked = self.walk is not None and f is self.walk.loop   # its ring counts across the walk's tiles
         f = Mutator.generic(self, f)
         stages = f.annotation("num_stages", 0) if f.kind == "pipelined" else 0
         if stages < 2:
@@ -187,9 +197,9 @@ class _Pipeline(WarpSpecializedForms, Mutator):
         # declared before the loop: the prologue already fills them
         hoisted = [s for s in rest if isinstance(s, Alloc) and s.buffer in staged]
         rest = [s for s in rest if s not in hoisted]
-        compute = _Restage(staged, binary("%", ko, stages)).visit(seq(*rest))
+        compute = _Restage(staged, binary("%", self.walk.count(ko) if walked else ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
-        form = self._form(rest, producers)
+        form = "persistent_tma" if walked else self._form(rest, producers)
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
                 and (self.warp_specialize is True or self._ws_pays(loop, form))):
             form, self.ws_taken = form.replace("_tma", "_ws"), True
@@ -199,7 +209,8 @@ class _Pipeline(WarpSpecializedForms, Mutator):
                     stages >= 3 or ring_split(parts, {c: staged[c.dst.buffer] for c in producers}) is not None):
                 form = "overlap_ws"
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
-                          f"{_FORM_NOTES[form]}{self._tma_refusal(form, producers)}")
+                          f"{_FORM_NOTES[form]}{self.walk.note() if walked else ''}"
+                          f"{self._tma_refusal(form, producers)}")
         out = getattr(self, f"_{form}")(loop)
         return seq(*hoisted, out) if hoisted else out
 
@@ -254,7 +265,7 @@ class _Pipeline(WarpSpecializedForms, Mutator):
 
     def _tma_refusal(self, form, producers) -> str:
         """Why a loop asked to use TMA does not (for the plan notes)."""
-        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma", "plain_ws", "overlap_ws"):
+        if not self.use_tma or form in ("wgmma_tma", "wgmma_ws", "plain_tma", "plain_ws", "overlap_ws", "persistent_tma"):
             return ""
         if form not in ("wgmma_async", "plain"):
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
@@ -296,14 +307,15 @@ class _Pipeline(WarpSpecializedForms, Mutator):
             loads.append((c, boxes, desc, row_dim))
         return loads
 
-    def _tma_issue(self, lp, loads, bar, t) -> Stmt:
-        """Announce tile t's bytes on bar[t % S] and issue its boxes into stage t % S (one thread)."""
+    def _tma_issue(self, lp, loads, bar, t, subst=None) -> Stmt:
+        """Announce tile t's bytes on bar[t % S] and issue its boxes into stage t % S (one thread);
+        the copies' sources with `subst` substituted (default: ko = t)."""
         stage = binary("%", t, lp.stages)
         full = Ref(bar, (stage,))
         nbytes = sum(c.dst.buffer.nbytes for c, *_ in loads)
         calls = [_call(I.TmaExpect(), full, const(nbytes))]
         for c, boxes, desc, row_dim in loads:
-            starts = substitute(c.src, {lp.ko: t}).starts
+            starts = substitute(c.src, {lp.ko: t} if subst is None else subst).starts
             base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
             for off, r0, c0, _, _ in boxes:
                 at = list(starts)
@@ -369,6 +381,7 @@ _FORM_NOTES = {
     "mbarrier": "cp.async copies on per-stage mbarriers",
     "wgmma_async": "cp.async copies, one wgmma group kept in flight",
     "wgmma_tma": "TMA tile loads on per-stage mbarriers, one wgmma group kept in flight",
+    "persistent_tma": "TMA tile loads on per-stage mbarriers, one wgmma group kept in flight",
     "plain_tma": "TMA tile loads issued a tile ahead on per-stage mbarriers, barrier per iteration",
     "wgmma_ws": ("warp-specialized: a producer warpgroup issues TMA tile loads into a ring of full/empty "
                  "mbarriers, consumer warpgroups keep one wgmma group in flight"),
@@ -442,7 +455,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
                 "(T.ws / T.alloc_barrier), so its loops run as written")
         return func.with_lowering(plan_notes=func.lowering.plan_notes + (note,))
     st = func.lowering
-    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target.max_shared_memory)
+    p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target, func.symbols)
     p.params = {id(b) for b in func.params}
     body = p.visit(func.body)
     notes = st.plan_notes + tuple(p.notes)
