@@ -337,7 +337,7 @@ def g_gemm_bias_gelu(rows):
              lambda: (ref_fn, ref_out), 1e-2, flops=2 * m * n * k_, ref_name=ref_name)
     if rungs_wanted():  # the default Hopper path's best tiles, and a rung below
         import tilecraft as tl
-        fast = {"tl.enable_fast_math": True}   # as K.matmul_bias_gelu ships: __expf, approximate division
+        fast = {"tl.enable_fast_math": True}   # as K.matmul_bias_gelu ships: tanh.approx (MUFU.TANH)
         rung_configs = {"": fast, "wgmma-async ": {"tc.use_tma": False, **fast}, "exact-math ": {}}
         for cfg, kind in [(c_, k_) for k_ in rung_configs for c_ in WGMMA_CONFIGS]:
             def build(cfg=cfg, kind=kind):

@@ -5,7 +5,7 @@ scripts/sanitize.sh runs this file under compute-sanitizer's memcheck, racecheck
 initcheck (sanitizers slow kernels 10-100x, so shapes are small: ragged, a few blocks, one launch
 per kernel).  Paths covered, each asserted from the kernel's plan so the set cannot drift off them:
 sm_80 code (mma.sync GEMM, cp.async pipelines; compiled for the GPU's own plain arch), and on
-sm_90a: async wgmma with TMA loads on mbarriers (the Hopper defaults), warp-specialized GEMM and
+sm_90a: async wgmma with TMA loads on mbarriers (the Hopper defaults), the persistent tile walk, warp-specialized GEMM and
 FlashAttention (a producer warpgroup), wgmma with A from registers (FlashAttention's P @ V), the
 mbarrier pipeline on mma.sync; split-K atomics, reductions (softmax, RMSNorm), element-wise.
 TILECRAFT_SANITIZE_FUZZ sets how many fuzzed programs (default 64, from the GPU tier's first
@@ -34,6 +34,7 @@ PATHS = {
     "sm90a-ws": (True, {"tc.warp_specialize": True}, ("wgmma", "warp-specialized")),
     "sm90a-mbarrier": (True, {"tc.mbarrier_pipeline": True, "tl.disable_wgmma": True}, ("mma.sync", "mbarrier")),
 }
+PERSISTENT = (True, {"tc.persistent_tiles": True}, ("wgmma", "persistent"))  # needs more tiles than SMs: own test
 
 
 def _own_name(func, tag: str = ""):
@@ -46,7 +47,7 @@ def _own_name(func, tag: str = ""):
 
 def _compile(func, path: str, out_idx=(-1,), tag: str = ""):
     func = _own_name(func, tag)
-    hopper, configs, _ = PATHS[path]
+    hopper, configs, _ = PERSISTENT if path == "sm90a-persistent" else PATHS[path]
     major, minor = torch.cuda.get_device_capability()
     if hopper and (major, minor) != (9, 0):
         pytest.skip(f"{path} needs an sm_90a GPU")
@@ -96,6 +97,18 @@ def test_gemm(case, path):
 def test_gemm_bias_gelu(path):
     m, n, k = 200, 136, 72
     kernel = _compile(K.matmul_bias_gelu.get_tir(m, n, k, block_M=64, block_N=64, block_K=32), path)
+    a, b, bias = _rand(m, k), _rand(k, n), _rand(n)
+    x = a.double() @ b.double() + bias.double()
+    ref = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    assert _rel(kernel(a, b, bias), ref) < 1e-2
+
+
+def test_persistent_walk_with_bias_gelu():
+    """Blocks walking 144 ragged tiles (9 x 16 over 132 blocks, the last row and column of tiles partly out
+    of range), the TMA ring running across tiles, a bias tile refilled per tile, the GELU epilogue."""
+    m, n, k = 1100, 4000, 200
+    kernel = _compile(K.matmul_bias_gelu.get_tir(m, n, k, 128, 256, 64, 3, 256), "sm90a-persistent")
+    assert all(w in _plan(kernel) for w in PERSISTENT[2]), _plan(kernel)
     a, b, bias = _rand(m, k), _rand(k, n), _rand(n)
     x = a.double() @ b.double() + bias.double()
     ref = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
