@@ -400,6 +400,11 @@ import json, sys, time, torch
 torch.cuda.init()
 import tilecraft, tilecraft.kernels as K
 s = int(sys.argv[1])
+if sys.argv[2:] == ["ws"]:   # the warp-specialized 128x256 GEMM, first compile of a fresh process
+    func = K.matmul.get_tir(s, s, s, 128, 256, 64, 3, 256)
+    t0 = time.perf_counter(); k = tilecraft.compile(func, out_idx=[-1], pass_configs={"tc.warp_specialize": True})
+    print("RESULT" + json.dumps({"cold": time.perf_counter() - t0, "plan": k.get_plan()}))
+    sys.exit(0)
 t0 = time.perf_counter(); k = K.matmul(s, s, s); cold = time.perf_counter() - t0
 func = K.matmul.get_tir(s, s, s)
 hits = []
@@ -414,22 +419,35 @@ print("RESULT" + json.dumps({"cold": cold, "disk_hit": sorted(hits)[2], "mem_hit
 """
 
 
-def g_compile(rows):
-    s = 4096
+def _compile_child(s: int, *args) -> dict:
+    """COMPILE_CHILD's result, run in a fresh process with an empty kernel cache."""
     with tempfile.TemporaryDirectory(prefix="tilecraft_bench_cache_") as cache:
         env = dict(os.environ, TILECRAFT_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("TILECRAFT_DISABLE_CACHE", None)
         env.pop("TILELANG_DISABLE_CACHE", None)
-        try:
-            proc = subprocess.run([sys.executable, "-c", COMPILE_CHILD, str(s)], capture_output=True, text=True,
-                                  env=env, timeout=300)
-            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
-            if proc.returncode or not line:
-                raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
-            res = json.loads(line[-1][6:])
-        except Exception as e:  # noqa: BLE001
-            rows.append(row("compile gemm fp16 (cold)", f"{s}^3", check=f"ERROR {type(e).__name__}: {str(e)[:160]}"))
-            return
+        proc = subprocess.run([sys.executable, "-c", COMPILE_CHILD, str(s), *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
+        if proc.returncode or not line:
+            raise RuntimeError((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1])
+        return json.loads(line[-1][6:])
+
+
+def g_compile(rows):
+    s = 4096
+    try:
+        res = _compile_child(s)
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("compile gemm fp16 (cold)", f"{s}^3", check=f"ERROR {type(e).__name__}: {str(e)[:160]}"))
+        return
+    try:
+        ws = _compile_child(s, "ws")
+        rows.append(row("compile warp-specialized gemm fp16 (cold)", f"{s}^3 128x256x64/3/256", check="-",
+                        ours_ms=ws["cold"] * 1e3, note="goal <= 500 ms (issue 9)"
+                        + ("" if "warp-specialized" in ws["plan"] else "; NOT warp-specialized: " + ws["plan"])))
+    except Exception as e:  # noqa: BLE001
+        rows.append(row("compile warp-specialized gemm fp16 (cold)", f"{s}^3",
+                        check=f"ERROR {type(e).__name__}: {str(e)[:160]}"))
     size = f"{s}^3 128x128x32/3"
     rows.append(row("compile gemm fp16 (cold)", size, check="-", ours_ms=res["cold"] * 1e3, note="goal <= 1000 ms"))
     rows.append(row("compile gemm fp16 (disk cache hit)", size, check="-", ours_ms=res["disk_hit"] * 1e3,
