@@ -23,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from swapped_source import compile_swapped, num_sms, race  # noqa: E402
+from swapped_source import compile_swapped, gemm_problems, num_sms, race  # noqa: E402
 
 from tilecraft.kernels.gemm import matmul  # noqa: E402
 
@@ -186,16 +186,10 @@ def build(m, n, k, form):
 def main():
     """Sizes as MxNxK arguments (default 4096^3 and 8192^3); rows timed interleaved (swapped_source.race)."""
     torch.manual_seed(0)
-    sizes = [tuple(int(v) for v in arg.split("x")) for arg in sys.argv[1:]] or [(4096,) * 3, (8192,) * 3]
-    print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed (median) | range over rounds |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
     rows = []
-    for m, n, k in sizes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        ref = a.float() @ b.float()
+    for size, m, n, k, a, b, ref in gemm_problems():
         for form in ("unsplit", "ws", "persistent unsplit", "persistent ws"):
-            rows.append((f"{m}x{n}x{k}", form, lambda m=m, n=n, k=k, form=form: build(m, n, k, form), (a, b), ref,
+            rows.append((size, form, lambda m=m, n=n, k=k, form=form: build(m, n, k, form), (a, b), ref,
                          lambda a=a, b=b: torch.matmul(a, b)))
     race(rows)
 

@@ -21,9 +21,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from swapped_source import compile_swapped, race  # noqa: E402
+from swapped_source import compile_swapped, gemm_problems, generated_source, race  # noqa: E402
 
-from tilecraft.engine import callback  # noqa: E402
 from tilecraft.kernels.gemm import matmul  # noqa: E402
 
 WS = {"tc.warp_specialize": True}
@@ -40,36 +39,17 @@ def two_blocks(src: str) -> str:
     return src
 
 
-def generated(fn, configs):
-    captured = {}
-    callback.register_cuda_postproc_callback(lambda code, target: captured.setdefault("src", code))
-    try:
-        compile_swapped(fn, None, configs)
-    finally:
-        callback._CUDA_POSTPROC.clear()
-    return captured["src"]
-
-
 def main():
     torch.manual_seed(0)
-    sizes = [tuple(int(v) for v in arg.split("x")) for arg in sys.argv[1:]] or [(4096,) * 3, (8192,) * 3]
-    print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed (median) | range over rounds |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
     rows = []
-    for m, n, k in sizes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        ref = a.float() @ b.float()
+    for size, m, n, k, a, b, ref in gemm_problems():
         fn = matmul.get_tir(m, n, k, 128, 128, 32, 3, 128)
-        ws_src = generated(fn, WS)
         mm = lambda a=a, b=b: torch.matmul(a, b)  # noqa: E731
-        size = f"{m}x{n}x{k}"
         rows += [(size, "unsplit (default)", lambda fn=fn: compile_swapped(fn), (a, b), ref, mm),
                  (size, "ws (one block per SM)", lambda fn=fn: compile_swapped(fn, None, WS), (a, b), ref, mm),
                  (size, "ws, two blocks per SM (setmaxnreg 24/232)",
-                  lambda fn=fn, s=two_blocks(ws_src): compile_swapped(fn, s, WS), (a, b), ref, mm)]
+                  lambda fn=fn, s=two_blocks(generated_source(fn, WS)): compile_swapped(fn, s, WS), (a, b), ref, mm)]
     race(rows)
-
 
 if __name__ == "__main__":
     main()

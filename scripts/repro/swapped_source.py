@@ -4,6 +4,7 @@ launch, and print one checked-and-timed markdown row beside the torch reference.
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("TILECRAFT_DISABLE_CACHE", "1")  # the callback's output is not in the cache key
 
@@ -75,3 +76,26 @@ def race(rows, rounds=7, rep=40):
         ratios = sorted(t / o for o, t in zip(ours, theirs))
         print(f"| {problem} | {form} | {err:.1e} | {statistics.median(ours):.4f} | {statistics.median(theirs):.4f} "
               f"| {statistics.median(ratios):.3f} | {ratios[0]:.3f}-{ratios[-1]:.3f} |", flush=True)
+
+
+def generated_source(fn, pass_configs=None) -> str:
+    """The CUDA source tilecraft generates for `fn` on sm_90a (seen through the post-processing callback)."""
+    captured = {}
+    callback.register_cuda_postproc_callback(lambda code, target: captured.setdefault("src", code))
+    try:
+        compile_swapped(fn, None, pass_configs)
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    return captured["src"]
+
+
+def gemm_problems():
+    """(label, m, n, k, a, b, fp32 reference) for the sizes given as MxNxK arguments (default 4096^3 and
+    8192^3), fresh fp16 operands each; prints the race table's header first."""
+    sizes = [tuple(int(v) for v in arg.split("x")) for arg in sys.argv[1:]] or [(4096,) * 3, (8192,) * 3]
+    print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed (median) | range over rounds |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for m, n, k in sizes:
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        yield f"{m}x{n}x{k}", m, n, k, a, b, a.float() @ b.float()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..ir import (Alloc, Annotate, Buffer, Copy, For, Gemm, If, Kernel, Let, Ref, Sync, Var, binary, collect, const,
+from ..ir import (Alloc, Annotate, Buffer, For, Gemm, If, Kernel, Let, Ref, Sync, Var, binary, collect, const,
                   seq, substitute, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.expr import Const, thread_index
