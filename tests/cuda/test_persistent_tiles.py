@@ -3,7 +3,8 @@ without a GPU: which kernels walk their tiles ("auto" and True) and which do not
 visits every tile exactly once in the order asked for (launch order, T.use_swizzle's panels, ragged
 panels), the generated structure (one block per SM, the ring counting across tiles, the next tile's
 first k-tiles issued from this tile's last iterations, nothing aliasing the ring), and that it
-compiles for sm_90a to TMA + wgmma without spills.  The GPU run is tests/gpu/test_persistent_tiles_gpu.py."""
+compiles for sm_90a to TMA + wgmma without spills; and what the plan says of the forms a GEMM loop does not
+take.  The GPU run is tests/gpu/test_persistent_tiles_gpu.py."""
 from __future__ import annotations
 
 import re
@@ -100,3 +101,28 @@ def test_true_walks_where_auto_does_not_and_false_or_sm80_never():
     # a loop the TMA form does not take (no TMA) and the hand-split forms are left alone
     assert "persistent" not in _kernel(func, {**ON, "tl.disable_tma_lower": True}).get_plan()
     assert "persistent" not in _kernel(func, {**ON, "tc.warp_specialize": True}).get_plan()
+
+
+def test_the_plan_says_why_auto_leaves_a_loop_unsplit():
+    """Issue 9: a loop that falls back says which way and why (here: "auto" declining the producer warpgroup)."""
+    readme = _kernel(matmul.get_tir(4096, 4096, 4096)).get_plan()
+    assert 'no producer warpgroup (tc.warp_specialize "auto": a one-gemm loop ran faster unsplit' in readme, readme
+    assert "warp-specialized" not in readme
+    split = _kernel(matmul.get_tir(4096, 4096, 4096), {"tc.warp_specialize": True}).get_plan()
+    assert "warp-specialized" in split and "no producer warpgroup" not in split
+    assert "no producer warpgroup" not in _kernel(matmul_bias_gelu.get_tir(8192, 8192, 2048, *BIG)).get_plan()
+
+
+@pytest.mark.parametrize("M,N,K,trans_b,dtype,swizzle", [
+    (2176, 4352, 192, False, "float16", True), (2000, 4000, 320, False, "float16", True),
+    (2048, 4096, 256, True, "bfloat16", False), (4096, 2048, 1024, False, "float16", False),
+])
+def test_the_gpu_twins_programs_walk_and_compile(M, N, K, trans_b, dtype, swizzle):
+    """The programs tests/gpu/test_persistent_tiles_gpu.py runs, compiled here for sm_90a."""
+    func = matmul.get_tir(M, N, K, *BIG, trans_B=trans_b, dtype=dtype, use_swizzle=swizzle)
+    k = _kernel(func, ON)
+    src = k.get_kernel_source()
+    tiles = -(-M // 128) * -(-N // 256)
+    assert f"persistent: 132 blocks walk the {tiles} tiles" in k.get_plan()
+    assert ("tc::floordiv" in src) == swizzle        # panel order divides by the panel's rows
+    assert k.artifact.meta["grid"] == [132, 1, 1] and k.artifact.binary

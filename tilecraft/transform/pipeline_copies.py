@@ -200,8 +200,10 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         compute = _Restage(staged, binary("%", self.walk.count(ko) if walked else ko, stages)).visit(seq(*rest))
         loop = _Loop(f, stages, issue, rest, compute, producers, staged)
         form = "persistent_tma" if walked else self._form(rest, producers)
+        unsplit = self._ws_refusal(loop, form, top_level)
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
                 and (self.warp_specialize is True or self._ws_pays(loop, form))):
+            unsplit = ""
             form, self.ws_taken = form.replace("_tma", "_ws"), True
             parts = overlap_parts(self._fed(loop)) if form == "plain_ws" and self.overlap_gemms else None
             # one ring for all copies needs three stages (overlap_gemms.py); split rings do with two
@@ -210,7 +212,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
                 form = "overlap_ws"
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self.walk.note() if walked else ''}"
-                          f"{self._tma_refusal(form, producers)}")
+                          f"{self._tma_refusal(form, producers)}{unsplit}")
         out = getattr(self, f"_{form}")(loop)
         return seq(*hoisted, out) if hoisted else out
 

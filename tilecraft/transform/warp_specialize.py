@@ -105,6 +105,22 @@ class WarpSpecializedForms:
         staged = sum((lp.stages - 1) * c.dst.buffer.nbytes for c in lp.producers)
         return 2 * (self.kernel_smem + staged) > self.smem_limit
 
+    def _ws_refusal(self, lp, form: str, top_level: bool) -> str:
+        """Why "auto" leaves a TMA loop unsplit, for its plan note ('' when it was not asked to decide)."""
+        if self.warp_specialize != "auto" or form not in ("wgmma_tma", "plain_tma"):
+            return ""
+        if not top_level:
+            why = "the loop is not at the kernel's top level, or the block is not whole warpgroups in x"
+        elif self.ws_taken:
+            why = "an earlier loop of the kernel took the producer warpgroup"
+        elif form == "wgmma_tma":
+            why = ("a one-gemm loop ran faster unsplit on the H200: 128x128 tiles 0.94x cuBLAS against 0.64x split, "
+                   "128x256 1.00x against 0.94x")
+        else:
+            why = "two blocks fit on an SM, and the split would keep one (FlashAttention D64: 0.94x SDPA against 0.83x)"
+        # worded without "warp-specialized", which the notes of split loops (and tests) look for
+        return f"; no producer warpgroup (tc.warp_specialize \"auto\": {why}; True splits it)"
+
     def _wgmma_ws(self, lp):
         """The TMA gemm loop split between a producer warpgroup and the consumers (module
         docstring): a consumer warp releases tile ko-1's stage once its wgmmas retired."""
