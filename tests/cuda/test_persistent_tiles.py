@@ -126,3 +126,27 @@ def test_the_gpu_twins_programs_walk_and_compile(M, N, K, trans_b, dtype, swizzl
     assert f"persistent: 132 blocks walk the {tiles} tiles" in k.get_plan()
     assert ("tc::floordiv" in src) == swizzle        # panel order divides by the panel's rows
     assert k.artifact.meta["grid"] == [132, 1, 1] and k.artifact.binary
+
+
+def test_a_tile_read_outside_the_loop_keeps_one_block_per_tile():
+    """The next tile's first k-tiles land in the ring during this tile's epilogue: a program that reads a
+    ring tile after the loop (here: A's last k-tile, copied out) must not walk, even when asked to."""
+    import tilecraft.language as T
+    M, N, K = 8192, 8192, 2048
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16"),
+             D: T.Tensor((M, 64), "float16")):
+        with T.Kernel(N // 256, M // 128, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 256), "float16")
+            C_f = T.alloc_fragment((128, 256), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(K // 64, num_stages=3):
+                T.copy(A[by * 128, ko * 64], A_s)
+                T.copy(B[ko * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 256])
+            T.copy(A_s, D[by * 128, 0])
+    assert "persistent" not in _kernel(main, ON).get_plan()
+    assert "persistent" in _kernel(matmul.get_tir(M, N, K, *BIG), ON).get_plan()   # the same GEMM without the read

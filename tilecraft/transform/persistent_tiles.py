@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..ir import (Alloc, Annotate, Buffer, For, Gemm, If, Kernel, Let, Ref, Sync, Var, binary, collect, const,
-                  seq, substitute, dtype as dt)
+from ..ir import (Alloc, Annotate, Buffer, For, Gemm, If, Kernel, Let, Load, Ref, Region, Store, Sync, Var, binary,
+                  collect, const, seq, substitute, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.expr import Const, thread_index
 from ..ir.lowering import WgmmaPlan
@@ -128,6 +128,10 @@ class PersistentForms:
         if not producers or len(rest) != 1 or not isinstance(rest[0], Gemm) or \
                 not isinstance(rest[0].plan, WgmmaPlan) or self._form(rest, producers) != "wgmma_tma":
             return None
+        tiles_of_loop = {c.dst.buffer for c in producers}
+        if any(n.buffer in tiles_of_loop for s in top if s is not f
+               for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref, Region)))):
+            return None   # the next tile's loads land in the ring while this tile's epilogue runs
         bx, by = k.block_vars
         allowed = {f.var, bx, by}
         if any(not set(collect(c.src, lambda n: isinstance(n, Var))) <= allowed for c in producers):

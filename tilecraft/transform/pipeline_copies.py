@@ -143,6 +143,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         self.threads = 0
         self.smem_layouts = smem_layouts  # shared buffer -> swizzle kind; staged tiles are added
         self.allocs: dict = {}  # old shared buffer -> staged buffer
+        self.finals: list = []  # per pipelined loop: (its old tile -> staged tile, the stage its last iteration used)
 
     def visit_Kernel(self, k: Kernel):
         self.threads = k.num_threads
@@ -184,6 +185,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
                 self.smem_layouts[nb] = SWIZZLE_SM90
         self.allocs.update(staged)
         ko = f.var
+        self.finals.append((staged, binary("%", binary("-", binary("+", f.start, f.extent), 1), stages)))
 
         def issue(it):
             cps = []
@@ -375,6 +377,24 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
 
     def visit_Alloc(self, a):
         return a
+
+    def visit_Seq(self, s: Seq):
+        """Statements around a pipelined loop that use its tiles (the program reads A's last k-tile after
+        the loop, say) use one stage of the staged tile: the last iteration's after the loop (the refills
+        stop S-1 tiles before the end, so it still holds that tile), stage 0 before it."""
+        out, after, marks = [], [], []
+        for st in s.stmts:
+            n0 = len(self.finals)
+            v = self.visit(st)
+            for staged, stage in after:
+                v = _Restage(staged, stage).visit(v)
+            after.extend(self.finals[n0:])
+            marks.append(len(self.finals))
+            out.append(v)
+        for i in range(len(out)):
+            for staged, _ in self.finals[marks[i]:marks[-1]]:   # loops in later statements
+                out[i] = _Restage(staged, const(0)).visit(out[i])
+        return s if all(a is b for a, b in zip(out, s.stmts)) else replace(s, stmts=tuple(out))
 
 
 _FORM_NOTES = {
