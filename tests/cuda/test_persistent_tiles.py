@@ -88,19 +88,19 @@ def test_walked_kernel_compiles_to_tma_and_wgmma_without_spills():
     (1024, 1024, 2048, BIG, "32 tiles: fewer than the SMs"),
 ])
 def test_auto_keeps_one_block_per_tile(M, N, K, cfg, why):
-    assert "persistent" not in _kernel(matmul.get_tir(M, N, K, *cfg)).get_plan(), why
+    assert "blocks walk the" not in _kernel(matmul.get_tir(M, N, K, *cfg)).get_plan(), why
 
 
 def test_true_walks_where_auto_does_not_and_false_or_sm80_never():
-    assert "persistent" in _kernel(matmul.get_tir(4096, 4096, 4096, *BIG)).get_plan()   # auto: 64 k-tiles
+    assert "blocks walk the" in _kernel(matmul.get_tir(4096, 4096, 4096, *BIG)).get_plan()   # auto: 64 k-tiles
     assert "persistent: 132 blocks walk the 2048 tiles" in _kernel(matmul.get_tir(8192, 8192, 8192, *BIG), ON).get_plan()
     func = matmul_bias_gelu.get_tir(8192, 8192, 2048, *BIG)
     off = _kernel(func, OFF)
-    assert "persistent" not in off.get_plan() and off.artifact.meta["grid"] == [32, 64, 1]
+    assert "blocks walk the" not in off.get_plan() and off.artifact.meta["grid"] == [32, 64, 1]
     assert "tile_it" not in _kernel(func, ON, SM80).get_kernel_source()
     # a loop the TMA form does not take (no TMA) and the hand-split forms are left alone
-    assert "persistent" not in _kernel(func, {**ON, "tl.disable_tma_lower": True}).get_plan()
-    assert "persistent" not in _kernel(func, {**ON, "tc.warp_specialize": True}).get_plan()
+    assert "blocks walk the" not in _kernel(func, {**ON, "tl.disable_tma_lower": True}).get_plan()
+    assert "blocks walk the" not in _kernel(func, {**ON, "tc.warp_specialize": True}).get_plan()
 
 
 def test_the_plan_says_why_auto_leaves_a_loop_unsplit():
@@ -148,5 +148,5 @@ def test_a_tile_read_outside_the_loop_keeps_one_block_per_tile():
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * 128, bx * 256])
             T.copy(A_s, D[by * 128, 0])
-    assert "persistent" not in _kernel(main, ON).get_plan()
-    assert "persistent" in _kernel(matmul.get_tir(M, N, K, *BIG), ON).get_plan()   # the same GEMM without the read
+    assert "blocks walk the" not in _kernel(main, ON).get_plan()
+    assert "blocks walk the" in _kernel(matmul.get_tir(M, N, K, *BIG), ON).get_plan()   # the same GEMM without the read
