@@ -13,7 +13,9 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
 - ``copy``: copies between tensors of different shapes with offsets, ragged edges and casts,
   through shared, fragment or straight from global to global;
 - ``gemm``: pipelined GEMMs with transposes, odd M/N/K, float16 / bfloat16 / float32 inputs,
-  float32 or 16-bit accumulators, every warp policy, optionally a dynamic M or K;
+  float32 or 16-bit accumulators, every warp policy, optionally a dynamic M or K, and sometimes
+  (``tail``) A's shared tile copied out after the loop (it holds the last k-tile: the pipelined
+  loop's tile is then read outside the loop, through whichever stage held it);
 - ``atomic``: row sums added atomically into a vector, or whole tiles added into a shared
   output region by every column block;
 - ``stages``: a tensor written by every block, then read mirrored (other blocks' elements) after
@@ -127,6 +129,7 @@ def _gen_gemm(rng, s):
     s["policy"] = rng.choice(("Square", "FullRow", "FullCol"))
     s["dyn"] = rng.choice((None, None, None, "M", "K"))
     s["clear"] = rng.choice(("clear", "fill"))
+    s["tail"] = s["dyn"] is None and rng.random() < 0.25
 
 
 def _gen_gemm_tensor_core(rng, s):
@@ -145,6 +148,7 @@ def _gen_gemm_tensor_core(rng, s):
     s["policy"] = rng.choice(("Square", "FullRow", "FullCol"))
     s["dyn"] = rng.choice((None, None, None, "M"))
     s["clear"] = rng.choice(("clear", "fill"))
+    s["tail"] = s["dyn"] is None and rng.random() < 0.25
 
 
 def _gen_atomic(rng, s):

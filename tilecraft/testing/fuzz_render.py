@@ -261,7 +261,10 @@ def _render_copy(sp, s):
 
 
 def _render_gemm(sp, s):
-    A, B, C, As, Bs, Cf, bx, by, ko = _names(sp, *"A B C As Bs Cf bx by ko".split())
+    A, B, C, As, Bs, Cf, bx, by, ko, E = _names(sp, *"A B C As Bs Cf bx by ko E".split())
+    tail = sp.get("tail", False)   # A's tile copied out after the loop into E (block column 0 only)
+    a0, a1 = (sp["bk"], sp["bm"]) if sp["ta"] else (sp["bm"], sp["bk"])
+    gy = -(-sp["M"] // sp["bm"])
     bm, bn, bk, M, N, K = sp["bm"], sp["bn"], sp["bk"], sp["M"], sp["N"], sp["K"]
     Ms = "FZ_M" if sp["dyn"] == "M" else M
     Ks = "FZ_K" if sp["dyn"] == "K" else K
@@ -272,7 +275,8 @@ def _render_gemm(sp, s):
     b_at = f"{B}[{bx} * {bn}, {ko} * {bk}]" if sp["tb"] else f"{B}[{ko} * {bk}, {bx} * {bn}]"
     s(0, "@T.prim_func")
     s(0, f"def {sp['name']}({A}: T.Tensor(({ash[0]}, {ash[1]}), \"{sp['dab']}\"), "
-         f"{B}: T.Tensor(({bsh[0]}, {bsh[1]}), \"{sp['dab']}\"), {C}: T.Tensor(({Ms}, {N}), \"{sp['dc']}\")):")
+         f"{B}: T.Tensor(({bsh[0]}, {bsh[1]}), \"{sp['dab']}\"), {C}: T.Tensor(({Ms}, {N}), \"{sp['dc']}\")"
+         + (f", {E}: T.Tensor(({gy * a0}, {a1}), \"{sp['dab']}\")" if tail else "") + "):")
     s(1, f"with T.Kernel(T.ceildiv({N}, {bn}), T.ceildiv({Ms}, {bm}), threads={sp['threads']}) as ({bx}, {by}):")
     s(2, f"{As} = T.alloc_shared({a_tile}, \"{sp['dab']}\")")
     s(2, f"{Bs} = T.alloc_shared({b_tile}, \"{sp['dab']}\")")
@@ -285,23 +289,32 @@ def _render_gemm(sp, s):
     s(3, f"T.gemm({As}, {Bs}, {Cf}, transpose_A={sp['ta']}, transpose_B={sp['tb']}, "
          f"policy=T.GemmWarpPolicy.{sp['policy']}{extra})")
     s(2, f"T.copy({Cf}, {C}[{by} * {bm}, {bx} * {bn}])")
+    if tail:
+        s(2, f"if {bx} == 0:")
+        s(3, f"T.copy({As}, {E}[{by} * {a0}, 0])")
     s(0, "")
     s(0, "")
     s(0, "def fz_inputs(g):")
     ashape = (K, M) if sp["ta"] else (M, K)
     bshape = (N, K) if sp["tb"] else (K, N)
     s(1, f"return [rand({ashape}, {_t(sp['dab'])}, g), rand({bshape}, {_t(sp['dab'])}, g), "
-         f"rand(({M}, {N}), {_t(sp['dc'])}, g)]")
+         f"rand(({M}, {N}), {_t(sp['dc'])}, g)" + (f", rand(({gy * a0}, {a1}), {_t(sp['dab'])}, g)" if tail else "")
+         + "]")
     s(0, "")
     s(0, "")
-    s(0, "def fz_reference(A, B, C):")
+    s(0, "def fz_reference(A, B, C, E=None):")
+    if tail:   # the last k-tile of A, zero past its edges, one (a0 x a1) block per block row
+        kl = (-(-K // bk) - 1) * bk
+        s(1, f"last = pad(A, {a0}, {a1})[{kl}:{kl + bk}, :]" if sp["ta"] else f"last = pad(A, {bm}, {bk})[:, {kl}:{kl + bk}]")
+        s(1, f"e = last.reshape({bk}, {gy}, {bm}).permute(1, 0, 2).reshape({gy * bk}, {bm})" if sp["ta"]
+             else "e = last")
     s(1, f"a = pad(A.T if {sp['ta']} else A, {bm}, {bk}).float()")
     s(1, f"b = pad(B.T if {sp['tb']} else B, {bk}, {bn}).float()")
     s(1, f"acc = torch.zeros(a.shape[0], b.shape[1]).to({_t(sp['dacc'])})")
     s(1, f"for k0 in range(0, a.shape[1], {bk}):   # the accumulator is rounded once per k-tile")
     s(2, f"acc = (acc.float() + a[:, k0:k0 + {bk}] @ b[k0:k0 + {bk}, :]).to({_t(sp['dacc'])})")
-    s(1, f"return {{2: acc[:{M}, :{N}].to({_t(sp['dc'])})}}")
-    return {"outputs": [2], "globals": glob, "dtypes": {sp["dab"], sp["dacc"], sp["dc"]}}
+    s(1, f"return {{2: acc[:{M}, :{N}].to({_t(sp['dc'])})" + (", 3: e.clone()" if tail else "") + "}")
+    return {"outputs": [2, 3] if tail else [2], "globals": glob, "dtypes": {sp["dab"], sp["dacc"], sp["dc"]}}
 
 
 def _render_chain(sp, s):
