@@ -6,7 +6,8 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
 - ``ewise``: element-wise chains with casts and conditions over shared / fragment / global
   reads, with an optional serial or unrolled loop that folds more terms in;
 - ``reduce``: sum / max / min / abssum / absmax along either dim, clear or accumulate, one tile
-  per block or a serial loop over column tiles;
+  per block or a serial loop over column tiles (``pair``: two shared tiles copied at the loop's top,
+  the second read at its end -- the loop-carried barrier insert_syncs once missed);
 - ``rowwise``: softmax-shaped: a row reduction, an element-wise T.Parallel over the tile that
   reads the row vector, and a row sum of the result (layout inference's row vectors);
 - ``cumsum``: prefix sums of shared tiles along either dim, forward or reverse, in place or not;
@@ -96,6 +97,7 @@ def _gen_reduce(rng, s):
     s["fill"] = rng.choice((0.0, -1.5, 2.0))
     s["src_scope"] = rng.choice(("fragment", "fragment", "shared"))
     s["loop"] = rng.choice(("serial", "unroll"))
+    s["pair"] = s["mode"] == "loop" and s["src_scope"] == "shared" and rng.random() < 0.5
 
 
 def _gen_cumsum(rng, s):

@@ -122,8 +122,10 @@ def _render_ewise(sp, s):
 
 
 def _render_reduce(sp, s):
-    X, D, R, Xf, Rf, bx, by, ko = _names(sp, *"X D R Xf Rf bx by ko".split())
+    X, D, R, Xf, Rf, bx, by, ko, W, Wf, i, j = _names(sp, *"X D R Xf Rf bx by ko W Wf i j".split())
     bm, bn, M, N, op = sp["bm"], sp["bn"], sp["M"], sp["N"], sp["op"]
+    pair = sp.get("pair", False)   # W's tile too, added into X's inside the loop
+    wparam = f", {W}: T.Tensor(({M}, {N}), \"{sp['dx']}\")" if pair else ""
     nbx, nby = -(-N // bn), -(-M // bm)
     alloc = "T.alloc_fragment" if sp["src_scope"] == "fragment" else "T.alloc_shared"
     s(0, "@T.prim_func")
@@ -136,10 +138,12 @@ def _render_reduce(sp, s):
     else:
         rshape, rlen, at = (M,), bm, f"[{by} * {bm}]"
         s(0, f"def {sp['name']}({X}: T.Tensor(({M}, {N}), \"{sp['dx']}\"), {D}: T.Tensor({rshape}, \"{sp['ddst']}\"), "
-             f"{R}: T.Tensor({rshape}, \"{sp['ddst']}\")):")
+             f"{R}: T.Tensor({rshape}, \"{sp['ddst']}\"){wparam}):")
         s(1, f"with T.Kernel({nby}, threads={sp['threads']}) as {by}:")
     s(2, f"{Xf} = {alloc}(({bm}, {bn}), \"{sp['dsrc']}\")")
     s(2, f"{Rf} = T.alloc_fragment(({rlen},), \"{sp['ddst']}\")")
+    if pair:
+        s(2, f"{Wf} = {alloc}(({bm}, {bn}), \"{sp['dsrc']}\")")
     init_ref = None
     if not sp["clear"]:
         if sp["init"] == "input":
@@ -154,19 +158,26 @@ def _render_reduce(sp, s):
     else:
         s(2, f"for {ko} in T.{sp['loop']}({nbx}):")
         s(3, f"T.copy({X}[{by} * {bm}, {ko} * {bn}], {Xf})")
+        if pair:
+            s(3, f"T.copy({W}[{by} * {bm}, {ko} * {bn}], {Wf})")
+            s(3, f"for {i}, {j} in T.Parallel({bm}, {bn}):")
+            s(4, f"{Xf}[{i}, {j}] = {Xf}[{i}, {j}] + {Wf}[{i}, {j}]")
         s(3, f"T.reduce_{op}({Xf}, {Rf}, dim=1, clear=False)")
     s(2, f"T.copy({Rf}, {R}{at})")
     s(0, "")
     s(0, "")
     s(0, "def fz_inputs(g):")
     s(1, f"return [rand(({M}, {N}), {_t(sp['dx'])}, g), rand({rshape}, {_t(sp['ddst'])}, g), "
-         f"rand({rshape}, {_t(sp['ddst'])}, g)]")
+         f"rand({rshape}, {_t(sp['ddst'])}, g)" + (f", rand(({M}, {N}), {_t(sp['dx'])}, g)" if pair else "") + "]")
     s(0, "")
     s(0, "")
-    s(0, "def fz_reference(X, D, R):")
+    s(0, "def fz_reference(X, D, R, W=None):")
     s(1, f"src = {_t(sp['dsrc'])}")
     s(1, "acc = acc_dtype(src)")
-    s(1, f"t = tiles(X, {bm}, {bn}).to(src).to(acc)   # (row tiles, bm, col tiles, bn)")
+    s(1, f"t = tiles(X, {bm}, {bn}).to(src)   # (row tiles, bm, col tiles, bn)")
+    if pair:
+        s(1, f"t = (t + tiles(W, {bm}, {bn}).to(src)).to(src)")
+    s(1, "t = t.to(acc)")
     s(1, f"d = {'pad1(D, %d)' % bm if sp['mode'] == 'loop' else 'D'}")
     if sp["mode"] == "tile":
         if sp["dim"] == 1:

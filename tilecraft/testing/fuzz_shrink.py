@@ -23,7 +23,7 @@ SIMPLER = {"threads": 128, "dyn_m": False, "dyn": None, "loop": None, "form": "a
            "inplace": False, "reverse": False, "off": [0, 0, 0, 0], "via": "shared", "init": "fill",
            "src_scope": "fragment", "mode": "tile", "trips": 1, "dim": 1, "sym": "s0",
            "dx": "float32", "dy": "float32", "dz": "float32", "dsrc": "float32", "ddst": "float32",
-           "dab": "float16", "dacc": "float32", "dc": "float32", "op": "sum", "form_": None, "tail": False}
+           "dab": "float16", "dacc": "float32", "dc": "float32", "op": "sum", "form_": None, "tail": False, "pair": False}
 SIZES = (("M", "bm"), ("N", "bn"), ("K", "bk"), ("M2", "bm"), ("N2", "bn"))
 PLAIN_NAMES = [f"v{n}" for n in range(14)]
 
