@@ -68,20 +68,7 @@ extern "C" __global__ void __cluster_dims__(1, 2, 1) __launch_bounds__(256, 1) m
   using namespace probe;
   extern __shared__ __align__(1024) unsigned char tc_smem[];
   const int tid = threadIdx.x;
-  const unsigned rank = cluster_rank(), peer = rank ^ 1u;
-  // panel rasterization over pairs of row blocks (5 pairs = 10 rows per panel); the pair shares bx
-  const int pair = blockIdx.x + (blockIdx.y / 2) * GX, per = 5 * GX, gp = GY / 2;
-  const int p = pair / per, rows = min(5, gp - p * 5), in = pair - p * per;
-  const int by = (p * 5 + in % rows) * 2 + rank, bx = in / rows;
-  tc::uint64_t* full = reinterpret_cast<tc::uint64_t*>(tc_smem);
-  tc::uint64_t* empty = reinterpret_cast<tc::uint64_t*>(tc_smem + 64);
-  tc::half_t* B_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024);
-  tc::half_t* A_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024 + S * 32768);
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) { tc::mbar_init(&full[s], 1); tc::mbar_init(&empty[s], 16); }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  cluster_sync();
+@PRELUDE@
   auto issue = [&](int g) {
     const int s = g % S;
     tc::tma_expect(&full[s], 49152);
@@ -142,19 +129,7 @@ extern "C" __global__ void __cluster_dims__(1, 2, 1) __launch_bounds__(384, 1) m
   using namespace probe;
   extern __shared__ __align__(1024) unsigned char tc_smem[];
   const int tid = threadIdx.x;
-  const unsigned rank = cluster_rank(), peer = rank ^ 1u;
-  const int pair = blockIdx.x + (blockIdx.y / 2) * GX, per = 5 * GX, gp = GY / 2;
-  const int p = pair / per, rows = min(5, gp - p * 5), in = pair - p * per;
-  const int by = (p * 5 + in % rows) * 2 + rank, bx = in / rows;
-  tc::uint64_t* full = reinterpret_cast<tc::uint64_t*>(tc_smem);
-  tc::uint64_t* empty = reinterpret_cast<tc::uint64_t*>(tc_smem + 64);
-  tc::half_t* B_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024);
-  tc::half_t* A_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024 + S * 32768);
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) { tc::mbar_init(&full[s], 1); tc::mbar_init(&empty[s], 16); }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  cluster_sync();
+@PRELUDE@
   if (tid >= 256) {
     tc::warpgroup_reg_dealloc<40>();
     if (tid == 256) {
@@ -212,8 +187,25 @@ extern "C" __global__ void __cluster_dims__(1, 2, 1) __launch_bounds__(384, 1) m
 """
 
 
+# both hand-written forms start alike: the block's rank in its pair, the pair's tile (panel order), barriers, stages
+PRELUDE = r"""  const unsigned rank = cluster_rank(), peer = rank ^ 1u;
+  // panel rasterization over pairs of row blocks (5 pairs = 10 rows per panel); the pair shares bx
+  const int pair = blockIdx.x + (blockIdx.y / 2) * GX, per = 5 * GX, gp = GY / 2;
+  const int p = pair / per, rows = min(5, gp - p * 5), in = pair - p * per;
+  const int by = (p * 5 + in % rows) * 2 + rank, bx = in / rows;
+  tc::uint64_t* full = reinterpret_cast<tc::uint64_t*>(tc_smem);
+  tc::uint64_t* empty = reinterpret_cast<tc::uint64_t*>(tc_smem + 64);
+  tc::half_t* B_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024);
+  tc::half_t* A_shared = reinterpret_cast<tc::half_t*>(tc_smem + 1024 + S * 32768);
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) { tc::mbar_init(&full[s], 1); tc::mbar_init(&empty[s], 16); }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  cluster_sync();"""
+
+
 def source(m, n, k, ws=False):
-    text = KERNEL + (WS if ws else UNSPLIT)
+    text = KERNEL + (WS if ws else UNSPLIT).replace("@PRELUDE@", PRELUDE)
     for key, val in (("GX", n // 256), ("GY", m // 128), ("KT", k // 64), ("S", S), ("N", n)):
         text = text.replace(f"@{key}@", str(val))
     return text
