@@ -359,18 +359,21 @@ def test_plan_says_which_path_each_gemm_and_loop_took_and_why_not():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_readme_gemm_on_sm90a_is_tma_and_wgmma_by_default(dtype):
     """The README's classic GEMM for sm_90a, as written: TMA tile loads (UTMALDG, no cp.async
-    LDGSTS), wgmma (HGMMA, no HMMA), no spills; warp-specialized when asked: a producer warpgroup
-    beyond the program's threads, the same instructions otherwise, and setmaxnreg (USETMAXREG)
-    moving registers to two or more consumer warpgroups."""
+    LDGSTS), wgmma (HGMMA, no HMMA), no spills, and by default warp-specialized as two blocks per SM:
+    a producer warpgroup beyond the program's threads, __launch_bounds__(256, 2) and setmaxnreg
+    (USETMAXREG) moving the producer's registers to the one consumer warpgroup.  Unsplit
+    (tc.warp_specialize False) the same instructions without USETMAXREG."""
     fn = gemm.matmul.fn(1000, 1000, 1000, 128, 128, 32, num_stages=3, threads=128, dtype=dtype)
     from tilecraft.compiler.sass import resource_usage
-    for configs, split in (({}, False), ({"tc.warp_specialize": True}, True)):
+    for configs, split in (({}, True), ({"tc.warp_specialize": False}, False)):
         k = build(fn, "sm_90a", configs)
         ops = opcodes(k)
         assert {"UTMALDG", "HGMMA"} <= ops and not {"LDGSTS", "HMMA"} & ops, sorted(ops)
-        # one consumer warpgroup may use every register already: no setmaxnreg then
-        assert "USETMAXREG" not in ops and k.artifact.meta["block"][0] == (256 if split else 128)
+        assert ("USETMAXREG" in ops) == split and k.artifact.meta["block"][0] == (256 if split else 128)
         assert next(iter(resource_usage(k.artifact.binary).values()))["local_bytes"] == 0
+        src = k.get_kernel_source()
+        assert ("__launch_bounds__(256, 2)" in src and "tc::warpgroup_reg_alloc<232>" in src) == split
+        assert ("two blocks per SM" in k.get_plan()) == split
     big = build(gemm.matmul.fn(4096, 4096, 4096, 128, 256, 64, num_stages=3, threads=256, dtype=dtype), "sm_90a",
                 {"tc.warp_specialize": True})
     assert "USETMAXREG" in opcodes(big) and big.artifact.meta["block"][0] == 384

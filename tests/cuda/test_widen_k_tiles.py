@@ -19,6 +19,7 @@ from tilecraft.transform.widen_k_tiles import widen_k_tiles  # noqa: E402
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
 SM80 = {"kind": "cuda", "arch": "sm_80"}
 OFF = {"tc.widen_k_tiles": False}
+UNSPLIT = {"tc.warp_specialize": False}   # split as two blocks per SM, the README loop keeps its k-tiles
 
 
 def widened(func, configs=None):
@@ -57,7 +58,7 @@ def loop_variant(M, N, K, variant):
 
 
 def test_readme_gemm_is_widened_and_the_plan_says_so():
-    k = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90)
+    k = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90, pass_configs=UNSPLIT)
     src, plan = k.get_kernel_source(), k.get_plan()
     assert "k-tiles of 32 widened to 64" in plan and "64 iterations instead of 128" in plan, plan
     assert "gemm_ss_sm90<128, 128, 64, 1," in src and "for (int ko = 0; ko < 64; ++ko)" in src, src
@@ -66,14 +67,30 @@ def test_readme_gemm_is_widened_and_the_plan_says_so():
 
 def test_widened_source_equals_the_64_deep_program():
     """The README GEMM widened is the same kernel as the program written with block_K=64."""
-    wide = tilelang.compile(matmul.get_tir(2048, 2048, 2048), out_idx=[-1], target=SM90).get_kernel_source()
+    wide = tilelang.compile(matmul.get_tir(2048, 2048, 2048), out_idx=[-1], target=SM90,
+                            pass_configs=UNSPLIT).get_kernel_source()
     deep = tilelang.compile(matmul.get_tir(2048, 2048, 2048, 128, 128, 64, 3, 128), out_idx=[-1],
-                            target=SM90).get_kernel_source()
+                            target=SM90, pass_configs=UNSPLIT).get_kernel_source()
     assert wide == deep
 
 
+def test_a_loop_split_as_two_blocks_per_sm_keeps_its_k_tiles():
+    """By default the README loop splits as two blocks per SM on a 4-stage ring of its own 32-half
+    k-tiles (0.94-0.99x cuBLAS, where the widened 64/3 ring split ran 0.90x); the plan says so."""
+    k = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90)
+    src, plan = k.get_kernel_source(), k.get_plan()
+    assert "widened" not in plan and "4 stages" in plan and "two blocks per SM" in plan, plan
+    assert "ring deepened from the program's 3 stages" in plan and "unrolled 4x" in plan, plan
+    assert "gemm_ss_sm90<128, 128, 32, 1," in src and "#pragma unroll 4\n" in src, src
+    # what stops the split stops the widening from being skipped
+    for configs in (UNSPLIT, {"tl.disable_warp_specialized": True}, {"tc.persistent_tiles": True}):
+        plan = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90,
+                                pass_configs=configs).get_plan()
+        assert "widened to 64" in plan and "two blocks per SM" not in plan, (configs, plan)
+
+
 def test_switch_off_and_sm80_keep_the_program():
-    off = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90, pass_configs=OFF)
+    off = tilelang.compile(matmul.get_tir(4096, 4096, 4096), out_idx=[-1], target=SM90, pass_configs={**OFF, **UNSPLIT})
     assert "gemm_ss_sm90<128, 128, 32, 1," in off.get_kernel_source() and "widened" not in off.get_plan()
     a = tilelang.compile(matmul.get_tir(1024, 1024, 1024), out_idx=[-1], target=SM80).get_kernel_source()
     b = tilelang.compile(matmul.get_tir(1024, 1024, 1024), out_idx=[-1], target=SM80, pass_configs=OFF).get_kernel_source()
@@ -99,7 +116,7 @@ def test_loops_that_do_not_qualify(case):
         func = loop_variant(512, 512, 512, "clear_accum")
     else:
         func = matmul.get_tir(512, 512, 512, dtype="float32", accum_dtype="float32")
-    out = widened(func)
+    out = widened(func, UNSPLIT)
     assert out is func or not out.lowering.plan_notes, out.lowering.plan_notes
 
 
@@ -116,7 +133,7 @@ def _run_cpu(func, *tensors):
 ])
 def test_widened_program_computes_the_same_on_the_cpu_target(M, N, K, trans_a, trans_b, dtype):
     func = matmul.get_tir(M, N, K, trans_A=trans_a, trans_B=trans_b, dtype=dtype)
-    wide = widened(func)
+    wide = widened(func, UNSPLIT)
     assert wide.lowering.plan_notes and "widened" in wide.lowering.plan_notes[0]
     tdt = getattr(torch, dtype)
     a = torch.randn((K, M) if trans_a else (M, K)).to(tdt)

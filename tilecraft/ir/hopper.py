@@ -33,6 +33,8 @@ from .tileop import TileOp
 
 WARP_GROUP = 128  # threads per warp group
 REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90): what setmaxnreg budgets share
+SHARED_PER_SM = 228 * 1024  # bytes of shared memory per SM (sm_90), all resident blocks together
+BLOCK_SHARED_RESERVE = 1024  # of which every resident block's launch takes this much for itself
 
 
 @dataclass(frozen=True, eq=False)

@@ -161,6 +161,7 @@ class Printer(_Dispatch):
 
     def visit_WarpSpecialize(self, s):
         regs = f", registers {s.producer_regs} / {s.consumer_regs}" if s.consumer_regs else ""
+        regs += f", {s.blocks_per_sm} blocks per SM" if s.blocks_per_sm > 1 else ""
         self.emit(f"with T.warp_specialize(consumer_threads={s.consumer_threads}{regs}):")
         self.indent += 1
         for role, body in (("producer", s.producer), ("consumer", s.consumer)):

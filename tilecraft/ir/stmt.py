@@ -144,6 +144,7 @@ class WarpSpecialize(Stmt):
     consumer_threads: int
     producer_regs: int = 0
     consumer_regs: int = 0
+    blocks_per_sm: int = 1   # the launch bound's minimum blocks per SM the budgets were made for
 
     PRODUCER_THREADS = 128
 

@@ -177,8 +177,7 @@ def _block(stmts, state: _State, in_loop: bool = False) -> list:
             # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
             # need barriers among themselves (printed as barriers of the consumer threads)
             body = _block(_stmts(s.consumer), state, in_loop)
-            out.append(WarpSpecialize(s.producer, seq(*body), s.consumer_threads, s.producer_regs,
-                                      s.consumer_regs, span=s.span))
+            out.append(replace(s, consumer=seq(*body)))
             continue
         if isinstance(s, WarpGroupScope):
             # a T.ws branch: barriers inside are its threads' own (printed as a named barrier); one

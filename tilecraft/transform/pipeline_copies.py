@@ -152,6 +152,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         self.walk = self._plan_walk(k, _producers, self.symbols)
         if self.walk is not None:
             k = self._walk_kernel(k, self.walk)
+        self.kernel_body = k.body
         one_d = all(t == 1 for t in k.threads[1:])
         self.ws_loops = {id(s) for s in flat(k.body) if isinstance(s, For) and s.kind == "pipelined"
                          and self.warp_specialize and one_d and self.threads % 128 == 0}
@@ -162,6 +163,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
     def visit_For(self, f: For):
         top_level = id(f) in self.ws_loops
         walked = self.walk is not None and f is self.walk.loop   # its ring counts across the walk's tiles
+        written = f
         f = Mutator.generic(self, f)
         stages = f.annotation("num_stages", 0) if f.kind == "pipelined" else 0
         if stages < 2:
@@ -169,6 +171,11 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         producers = _producers(f)
         if not producers:
             return f
+        asked, blocks = stages, 1
+        if top_level and not walked and not self.ws_taken:
+            depth = self._two_block_depth(written, f, producers, stages)
+            if depth:
+                stages, blocks = depth, 2
         staged = {}
         for c in producers:
             b = c.dst.buffer
@@ -200,7 +207,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         hoisted = [s for s in rest if isinstance(s, Alloc) and s.buffer in staged]
         rest = [s for s in rest if s not in hoisted]
         compute = _Restage(staged, binary("%", self.walk.count(ko) if walked else ko, stages)).visit(seq(*rest))
-        loop = _Loop(f, stages, issue, rest, compute, producers, staged)
+        loop = _Loop(f, stages, issue, rest, compute, producers, staged, blocks)
         form = "persistent_tma" if walked else self._form(rest, producers)
         unsplit = self._ws_refusal(loop, form, top_level)
         if (form in ("wgmma_tma", "plain_tma") and top_level and not self.ws_taken
@@ -214,6 +221,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
                 form = "overlap_ws"
         self.notes.append(f"{where(f.span)}: T.Pipelined, {stages} stages, "
                           f"{_FORM_NOTES[form]}{self.walk.note() if walked else ''}"
+                          f"{self._two_block_note(loop, asked) if form == 'wgmma_ws' else ''}"
                           f"{self._tma_refusal(form, producers)}{unsplit}")
         out = getattr(self, f"_{form}")(loop)
         return seq(*hoisted, out) if hoisted else out
@@ -259,12 +267,12 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         body = seq(lp.wait, g, Sync(), lp.issue_next(), _call(I.CpAsyncCommit()))
         return seq(*lp.prologue(), self._drained(lp, body, g), _call(I.CpAsyncWaitAll()), Sync())
 
-    def _drained(self, lp, body, g):
+    def _drained(self, lp, body, g, unroll: int = 0):
         """The loop, then the wait for its last wgmma group.  A loop that may run zero times would
         reach the drain with accumulators no wgmma wrote, and ptxas then serialises every wgmma
         in the loop (C7515): such a loop and its drain go under `if (n > 0)`."""
         drain = _call(I.WgmmaDrain(self.layouts[g.c.buffer].num_regs), Ref(g.c.buffer, (const(0),)))
-        main = seq(lp.loop(body), drain)
+        main = seq(lp.loop(body, unroll), drain)
         return main if _static_ge(lp.n, 1) else If(binary("<", const(0), lp.n), main)
 
     def _tma_refusal(self, form, producers) -> str:
@@ -422,9 +430,10 @@ _UNSPLIT_NOTES = {_FORM_NOTES["wgmma_ws"]: _FORM_NOTES["wgmma_tma"], _FORM_NOTES
 class _Loop:
     """One T.Pipelined loop being rewritten: its parts and the pieces every form is built from."""
 
-    def __init__(self, f: For, stages: int, issue, rest, compute, producers, staged):
+    def __init__(self, f: For, stages: int, issue, rest, compute, producers, staged, blocks: int = 1):
         self.f, self.stages, self.issue, self.rest, self.compute = f, stages, issue, rest, compute
         self.producers, self.staged = producers, staged  # the copies, and old tile -> staged tile
+        self.blocks = blocks  # 2: split as two blocks per SM (warp_specialize.two_block_ring)
         self.n, self.ko = f.extent, f.var
         self.nxt = binary("+", self.ko, stages - 1)
         self.wait = _call(I.CpAsyncWait(stages - 2))
@@ -449,9 +458,11 @@ class _Loop:
         """The loop's gemm (on stage ko) with `fields` set (its plan travels with it)."""
         return replace(self.compute, **fields)
 
-    def loop(self, body) -> For:
+    def loop(self, body, unroll: int = 0) -> For:
+        """The rewritten loop; `unroll`: a partial unroll by that many iterations (#pragma unroll N)."""
         f = self.f
-        return For(self.ko, f.start, self.n, "serial", body, f.step, (), span=f.span)
+        return For(self.ko, f.start, self.n, "serial", body, f.step, (("unroll", unroll),) if unroll else (),
+                   span=f.span)
 
 
 def _static_ge(n, k) -> bool:

@@ -8,16 +8,26 @@ first (both roles see them); the consumer role is everything else of the kernel,
 `WarpSpecializedForms` holds pipeline_copies' warp-specialized loop forms (a mixin of its _Pipeline).
 `register_budgets` picks the setmaxnreg budgets of the two roles (none after
 `T.disable_warp_group_reg_alloc()`).
+
+A loop with one consumer warpgroup (the README's 128x128 GEMM: threads=128) splits only as "two blocks
+per SM" (`two_block_ring`): launched with __launch_bounds__(256, 2), the producer warpgroup drops to 24
+registers and the consumer rises to 232, so the SM keeps the second block that the unsplit loop has;
+its ring is at least 4 stages deep (a stage stays with the consumer for two iterations while its
+wgmmas run, so 3 stages leave one loading) and its consumer loop is unrolled by the ring's depth (every
+stage index, barrier address and parity a constant).  Measured on the H200 (benchmarks/results/
+2026-12-01_h200_s10_ws_probes.md, fp16, median of 7 interleaved rounds): as generated before (one
+block per SM) 0.64x cuBLAS; two blocks with the widened 64/3 ring 0.90x; 32/3 0.79-0.82x; 32/4
+0.94-0.99x; 32/5 and 32/6 0.89x, unrolled 0.95-0.96x; the unsplit 64/3 loop beside them 0.93-0.98x.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ir import (Alloc, Annotate, Buffer, For, If, Kernel, Load, Ref, Seq, Stmt, Sync, Var, WarpSpecialize,
-                  binary, collect, const, seq, substitute, dtype as dt)
+from ..ir import (Alloc, Annotate, Buffer, For, If, Kernel, Load, Ref, Region, Seq, Stmt, Store, Sync, Var,
+                  WarpSpecialize, binary, collect, const, seq, substitute, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.expr import thread_index
-from ..ir.hopper import REGISTER_FILE, WARP_GROUP
+from ..ir.hopper import BLOCK_SHARED_RESERVE, REGISTER_FILE, SHARED_PER_SM, WARP_GROUP
 from .overlap_gemms import overlap_parts, overlapped_loop, ring_split
 
 _call = I.evaluate
@@ -33,22 +43,56 @@ class Split(Stmt):
     fallback: Stmt
     threads: int
     note: int    # index of the loop's plan note
+    blocks: int = 1   # blocks per SM the split is launched for (two_block_ring)
 
 
 def flat(s) -> list:
     return [x for y in s.stmts for x in flat(y)] if isinstance(s, Seq) else [s]
 
 
-def register_budgets(threads: int) -> tuple:
+def register_budgets(threads: int, blocks: int = 1) -> tuple:
     """(producer, consumer) setmaxnreg budgets for `threads` consumer threads plus one producer
-    warpgroup, or (0, 0) when one consumer warpgroup can already have every register it may use.
-    The block holds cap = 65536 / (threads + 128) registers per thread at launch (rounded down to
-    8); the producer gives its share to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
-    wg = threads // 128
-    if wg < 2:
+    warpgroup, `blocks` blocks per SM, or (0, 0) when one consumer warpgroup of a block alone on its
+    SM can already have every register it may use.  The block holds cap = 65536 / blocks /
+    (threads + 128) registers per thread at launch (rounded down to 8); the producer gives its share
+    to the consumers: 24 + WG * consumer <= (WG + 1) * cap."""
+    wg = threads // WARP_GROUP
+    if wg < 2 and blocks < 2:
         return 0, 0
-    cap = REGISTER_FILE // (threads + WARP_GROUP) // 8 * 8
+    cap = REGISTER_FILE // blocks // (threads + WARP_GROUP) // 8 * 8
     return 24, min(256, ((wg + 1) * cap - 24) // wg // 8 * 8)
+
+
+def shared_bytes_beside(kernel_body, loop, tiles) -> int:
+    """Bytes of the shared buffers other than `tiles` that a top-level statement up to and including
+    `loop` touches: what stays live beside the loop's ring (buffers first used after the loop, such
+    as a staged epilogue's, may reuse the ring's bytes: plan_shared_memory)."""
+    stmts = flat(kernel_body)
+    upto = next((i for i, st in enumerate(stmts) if st is loop), len(stmts) - 1)
+    shared = {a.buffer for a in collect(kernel_body, lambda n: isinstance(n, Alloc))
+              if a.buffer.scope == "shared" and a.buffer not in tiles and a.buffer.is_static}
+    live = {n.buffer for st in stmts[:upto + 1] if not isinstance(st, Alloc)
+            for n in collect(st, lambda n: isinstance(n, (Region, Load, Ref, Store)))} & shared
+    return sum(b.nbytes for b in live)
+
+
+TWO_BLOCK_STAGES = 4       # the shallowest ring measured at the unsplit loop's speed (module docstring)
+TWO_BLOCK_ACCUM_REGS = 128  # the one accumulator size measured: 128x128 fp32 on one warpgroup
+
+
+def two_block_ring(threads: int, accum_regs: int, stage_bytes: int, stages: int, other_bytes: int) -> int:
+    """The ring depth of the "two blocks per SM" split of a one-warpgroup wgmma loop (module
+    docstring), or 0 when it does not apply: `threads` consumer threads (one warpgroup), each holding
+    `accum_regs` accumulator registers, a ring of `stages` stages of `stage_bytes`, and `other_bytes`
+    of the block's other shared memory.  Smaller accumulators keep more than two blocks per SM
+    unsplit, and were not measured split; a ring that leaves no room for a second block would keep
+    the 0.64x one-block form."""
+    if threads != WARP_GROUP or accum_regs != TWO_BLOCK_ACCUM_REGS:
+        return 0
+    depth = max(stages, TWO_BLOCK_STAGES)
+    barriers = 2048   # full/empty mbarriers, each array on its own 1024-byte slot
+    block = other_bytes + depth * stage_bytes + barriers + BLOCK_SHARED_RESERVE
+    return depth if 2 * block <= SHARED_PER_SM else 0
 
 
 def place_warp_specialized(k: Kernel, notes: list, unsplit_notes: dict) -> Kernel:
@@ -73,10 +117,11 @@ def place_warp_specialized(k: Kernel, notes: list, unsplit_notes: dict) -> Kerne
                 "before the loop)")
         return replace(k, body=seq(*[sp.fallback if s is sp else s for s in stmts]))
     rest = [s for s in before if s not in shared and s not in lets]
-    producer_regs, consumer_regs = register_budgets(sp.threads)
+    producer_regs, consumer_regs = register_budgets(sp.threads, sp.blocks)
     if collect(k.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg"):
         producer_regs, consumer_regs = 0, 0  # T.disable_warp_group_reg_alloc(): budgets as launched
-    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs)
+    ws = WarpSpecialize(sp.producer, seq(*rest, sp.consumer, *after), sp.threads, producer_regs, consumer_regs,
+                        sp.blocks)
     return replace(k, body=seq(*shared, *lets, *sp.head, ws, *sp.tail))
 
 
@@ -84,12 +129,13 @@ class WarpSpecializedForms:
     """The warp-specialized forms of pipeline_copies._Pipeline (which this class is mixed into): it
     supplies the TMA loads and unsplit forms they fall back to (`_tma_loads`, `_tma_issue`,
     `_wgmma_tma`, `_plain_tma`, `_fed`, `_drained`) and the block's state (`threads`, `notes`,
-    `layouts`, `overlap_pingpong`, `kernel_smem`, `smem_limit`)."""
+    `layouts`, `overlap_pingpong`, `kernel_smem`, `kernel_body`, `smem_limit`, `_form`)."""
 
     def _ws_pays(self, lp, form: str) -> bool:
         """Whether "auto" warp-specializes this loop, as measured on the H200 (2026-11-30,
-        benchmarks/NOTES.md session 4): only a loop body that is more than one async gemm
-        (FlashAttention's) and only when a block has its SM to itself anyway.
+        benchmarks/NOTES.md session 4; the two-block form session 10): a loop body that is more than
+        one async gemm (FlashAttention's) only when a block has its SM to itself anyway, and a
+        one-gemm loop of one consumer warpgroup as two blocks per SM (`two_block_ring`).
         - The producer warpgroup and its register cap (one block per SM) cost a second block's
           latency hiding where one would fit: GEMM 128x128x64/3/256 0.68x cuBLAS split against
           0.90x unsplit; FlashAttention D64 128x128/2/256 0.83x SDPA against 0.94x.
@@ -99,11 +145,37 @@ class WarpSpecializedForms:
         - FlashAttention D128 (128x128/2/256, alone on its SM) gained: 0.82 -> 0.87x full,
           0.83 -> 0.88x causal, its consumer warpgroups no longer meeting at a block barrier
           between the synchronous gemms and the softmax.
+        - The README's GEMM (128x128x32/3/128) split as two blocks per SM with a 4-stage ring:
+          0.94-0.99x cuBLAS against 0.93-0.98x unsplit, the same rounds.
         `tc.warp_specialize: True` splits wherever it applies."""
+        if form == "wgmma_tma":
+            return lp.blocks == 2
         if form != "plain_tma":
             return False
         staged = sum((lp.stages - 1) * c.dst.buffer.nbytes for c in lp.producers)
         return 2 * (self.kernel_smem + staged) > self.smem_limit
+
+    def _two_block_depth(self, written, loop, producers, stages: int) -> int:
+        """The ring depth when this top-level loop (`written`: as in the kernel body; `loop`: its body
+        rewritten) splits as two blocks per SM, else 0: a one-gemm wgmma loop fed by TMA (the form
+        "wgmma_tma") and warp specialization asked for ("auto" or True)."""
+        if self.warp_specialize not in ("auto", True):
+            return 0
+        body = loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)
+        rest = [s for s in body if s not in producers]
+        if self._form(rest, producers) != "wgmma_tma":
+            return 0
+        tiles = {c.dst.buffer for c in producers}
+        return two_block_ring(self.threads, self.layouts[rest[0].c.buffer].num_regs, sum(t.nbytes for t in tiles),
+                              stages, shared_bytes_beside(self.kernel_body, written, tiles))
+
+    def _two_block_note(self, lp, asked: int) -> str:
+        if lp.blocks != 2:
+            return ""
+        producer, consumer = register_budgets(self.threads, 2)
+        deeper = f", the ring deepened from the program's {asked} stages" if lp.stages != asked else ""
+        return (f"; two blocks per SM (__launch_bounds__({self.threads + WARP_GROUP}, 2), setmaxnreg "
+                f"{producer}/{consumer}){deeper}, the consumer loop unrolled {lp.stages}x")
 
     def _ws_refusal(self, lp, form: str, top_level: bool) -> str:
         """Why "auto" leaves a TMA loop unsplit, for its plan note ('' when it was not asked to decide)."""
@@ -114,8 +186,9 @@ class WarpSpecializedForms:
         elif self.ws_taken:
             why = "an earlier loop of the kernel took the producer warpgroup"
         elif form == "wgmma_tma":
-            why = ("a one-gemm loop ran faster unsplit on the H200: 128x128 tiles 0.94x cuBLAS against 0.64x split, "
-                   "128x256 1.00x against 0.94x")
+            why = ("a one-gemm loop ran faster unsplit on the H200 (128x256 tiles 1.00x cuBLAS against 0.94x split) "
+                   "except with one consumer warpgroup of 128 accumulator registers a thread and room for two "
+                   "blocks per SM (128x128: 0.94-0.99x split against 0.93-0.98x)")
         else:
             why = "two blocks fit on an SM, and the split would keep one (FlashAttention D64: 0.94x SDPA against 0.83x)"
         # worded without "warp-specialized", which the notes of split loops (and tests) look for
@@ -127,8 +200,11 @@ class WarpSpecializedForms:
         loads = self._tma_loads(lp)
         fallback = self._wgmma_tma(lp, loads)
         g = lp.gemm(async_groups=1, tma_fed=True)
+        # unrolled by the ring's depth, every stage index, barrier address and parity is a constant: the
+        # two-block form with 5 or 6 stages ran 0.89x cuBLAS rolled, 0.95-0.96x unrolled (module docstring)
         return self._ws(lp, loads, fallback, lambda wait_full, release: self._drained(
-            lp, seq(wait_full, g, If(binary("<", const(0), lp.ko), release(binary("+", lp.ko, lp.stages - 1)))), g))
+            lp, seq(wait_full, g, If(binary("<", const(0), lp.ko), release(binary("+", lp.ko, lp.stages - 1)))), g,
+            unroll=lp.stages))
 
     def _plain_ws(self, lp):
         """Any TMA loop body split the same way: a consumer warp releases tile ko's stage after
@@ -193,4 +269,4 @@ class WarpSpecializedForms:
         invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (*full, *empty) for s in range(S)]
         head = [*[Alloc(b) for b in (*full, *empty)], If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
-        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes))
+        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes), lp.blocks)

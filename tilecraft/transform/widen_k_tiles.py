@@ -16,6 +16,11 @@ runs trip / f iterations over tiles f times as deep: the same sums, each accumul
 the same products in the same k order (a wgmma group steps through k16 slices in order either way),
 and TMA's zero fill covers what a ragged K leaves out of range, as before.
 
+A loop that will split as two blocks per SM (transform/warp_specialize.py: one consumer warpgroup of 128
+accumulator registers a thread) keeps its k-tiles: split, the 32-half k-tiles on a 4-stage ring ran
+0.94-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a stage as soon as its
+warps release it; the block barrier the widening amortises is gone).
+
 Off with `tc.widen_k_tiles: False`; the plan says when a loop was widened.
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
 from ..options import options_of
 from .warp_groups import is_manual
+from .warp_specialize import flat, shared_bytes_beside, two_block_ring
 
 ROW_BYTES = 128           # one 128-byte swizzle row per k-tile row
 MAX_RING_BYTES = 128 * 1024
@@ -46,7 +52,25 @@ def _uses(body, buf) -> list:
     return collect(body, lambda n: (isinstance(n, (Region, Load, Ref, Store)) and n.buffer is buf))
 
 
-def _widen(loop: For, kernel_body, smem_limit: int):
+def _splits_two_blocks(loop: For, kernel, g, a, b, opts) -> bool:
+    """Whether pipeline_copies will split this loop as two blocks per SM (warp_specialize.two_block_ring),
+    judged before the loop's tiles are staged: asked for, at the kernel's top level, a block of one
+    warpgroup in x, tiles of tensors with static shapes (TMA)."""
+    if (kernel is None or opts.warp_specialize not in ("auto", True) or opts.disable_warp_specialized
+            or opts.persistent_tiles is True or any(t != 1 for t in kernel.threads[1:])
+            or not any(s is loop for s in flat(kernel.body))):
+        return False
+    copies = [s for s in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)) if isinstance(s, Copy)]
+    if not all(c.src.buffer.is_static for c in copies):
+        return False
+    threads = kernel.num_threads
+    accum_regs = g.c.buffer.numel * g.c.buffer.dtype.bytes // 4 // max(threads, 1)
+    stages = loop.annotation("num_stages", 1) or 1
+    return two_block_ring(threads, accum_regs, a.nbytes + b.nbytes, stages,
+                          shared_bytes_beside(kernel.body, loop, {a, b})) > 0
+
+
+def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None):
     """(new loop, buffer map, note) or None when the loop does not qualify."""
     stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
     gemms = [s for s in stmts if isinstance(s, Gemm)]
@@ -66,6 +90,8 @@ def _widen(loop: For, kernel_body, smem_limit: int):
         return None
     row = kt * a.dtype.bytes
     if row >= ROW_BYTES or ROW_BYTES % row:
+        return None
+    if opts is not None and _splits_two_blocks(loop, kernel, g, a, b, opts):
         return None
     f = ROW_BYTES // row
     n, start = as_int(loop.extent), as_int(loop.start)
@@ -122,15 +148,23 @@ def _widen(loop: For, kernel_body, smem_limit: int):
 
 
 class _Loops(Mutator):
-    def __init__(self, kernel_body, smem_limit: int):
+    def __init__(self, kernel_body, smem_limit: int, opts):
         super().__init__()
-        self.kernel_body, self.smem_limit = kernel_body, smem_limit
+        self.kernel_body, self.smem_limit, self.opts = kernel_body, smem_limit, opts
+        self.kernel = None
         self.buffers: dict = {}
         self.notes: list = []
 
+    def visit_Kernel(self, k):
+        outer, self.kernel = self.kernel, k
+        try:
+            return Mutator.generic(self, k)
+        finally:
+            self.kernel = outer
+
     def visit_For(self, s):
         if s.kind == "pipelined":
-            got = _widen(s, self.kernel_body, self.smem_limit)
+            got = _widen(s, self.kernel_body, self.smem_limit, self.kernel, self.opts)
             if got is not None:
                 loop, buffers, note = got
                 self.buffers.update(buffers)
@@ -144,7 +178,7 @@ def widen_k_tiles(func, target):
     if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.use_tma and not opts.disable_tma_lower
             and opts.widen_k_tiles) or is_manual(func.body):
         return func
-    loops = _Loops(func.body, target.max_shared_memory)
+    loops = _Loops(func.body, target.max_shared_memory, opts)
     body = loops.visit(func.body)
     if not loops.buffers:
         return func
