@@ -18,6 +18,20 @@ def box_offset(swizzle: int, elem_bytes: int, box_cols: int, row: int, col: int)
     return row * box_cols + ((col // epc) ^ _box_swizzle_chunk(swizzle, row)) * epc + col % epc
 
 
+def tma_tensor_ok(tensor, tile) -> bool:
+    """Whether `tensor` (a global buffer) can have a tensor map that loads the 2-D shared `tile`:
+    2 to 5 static dims, 2- or 4-byte elements of the tile's type, rows a multiple of 16 bytes, and a
+    box plan for the tile's shape (the copied region and the tile's layout are checked apart)."""
+    if (not 2 <= tensor.ndim <= 5 or tile.ndim != 2 or not all(isinstance(x, int) for x in tensor.shape)
+            or tensor.dtype != tile.dtype or tensor.dtype.bytes not in (2, 4) or (tensor.shape[-1] * tensor.dtype.bytes) % 16):
+        return False
+    try:
+        sm90_tile_boxes(tile.shape[0], tile.shape[1], tile.dtype.bytes)
+    except ValueError:
+        return False
+    return True
+
+
 def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:
     """How TMA fills a [rows][cols] shared tile laid out by tc::swizzle_offset_sm90 (the layout the
     wgmma descriptors read): (swizzle bytes, [(smem element offset, row0, col0, box_rows,

@@ -67,7 +67,7 @@ from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan, WgmmaRSPlan
 from ..options import Options, options_of
-from ..layout.tma import sm90_tile_boxes
+from ..layout.tma import sm90_tile_boxes, tma_tensor_ok
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
 from .overlap_gemms import overlap_parts, ring_split
@@ -292,9 +292,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         last (the tile's columns, contiguous) and one other (the `row dim`, the tile's rows)."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
         if (id(b) not in self.params  # a view (T.Tensor(shape, dtype, X.data)) has no tensor to map
-                or not 2 <= b.ndim <= 5 or d.ndim != 2 or not all(isinstance(x, int) for x in b.shape)
-                or self.smem_layouts.get(d) != SWIZZLE_SM90
-                or b.dtype != d.dtype or b.dtype.bytes not in (2, 4) or (b.shape[-1] * b.dtype.bytes) % 16):
+                or self.smem_layouts.get(d) != SWIZZLE_SM90 or not tma_tensor_ok(b, d)):
             return None
         ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
         outer = [i for i in range(b.ndim - 1) if ext[i] != 1]

@@ -37,6 +37,7 @@ from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
 from ..options import options_of
 from .warp_groups import is_manual
+from ..layout.tma import tma_tensor_ok
 from .warp_specialize import flat, shared_bytes_beside, two_block_ring
 
 ROW_BYTES = 128           # one 128-byte swizzle row per k-tile row
@@ -52,7 +53,7 @@ def _uses(body, buf) -> list:
     return collect(body, lambda n: (isinstance(n, (Region, Load, Ref, Store)) and n.buffer is buf))
 
 
-def _splits_two_blocks(loop: For, kernel, g, a, b, opts) -> bool:
+def _splits_two_blocks(loop: For, kernel, g, a, b, opts, params) -> bool:
     """Whether pipeline_copies will split this loop as two blocks per SM (warp_specialize.two_block_ring),
     judged before the loop's tiles are staged: asked for, at the kernel's top level, a block of one
     warpgroup in x, tiles of tensors with static shapes (TMA)."""
@@ -61,8 +62,8 @@ def _splits_two_blocks(loop: For, kernel, g, a, b, opts) -> bool:
             or not any(s is loop for s in flat(kernel.body))):
         return False
     copies = [s for s in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)) if isinstance(s, Copy)]
-    if not all(c.src.buffer.is_static for c in copies):
-        return False
+    if not all(any(c.src.buffer is p for p in params) and tma_tensor_ok(c.src.buffer, c.dst.buffer) for c in copies):
+        return False   # the loop will not load by TMA, so it will not split
     threads = kernel.num_threads
     accum_regs = g.c.buffer.numel * g.c.buffer.dtype.bytes // 4 // max(threads, 1)
     stages = loop.annotation("num_stages", 1) or 1
@@ -70,7 +71,7 @@ def _splits_two_blocks(loop: For, kernel, g, a, b, opts) -> bool:
                           shared_bytes_beside(kernel.body, loop, {a, b})) > 0
 
 
-def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None):
+def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None, params=()):
     """(new loop, buffer map, note) or None when the loop does not qualify."""
     stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
     gemms = [s for s in stmts if isinstance(s, Gemm)]
@@ -91,7 +92,7 @@ def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None):
     row = kt * a.dtype.bytes
     if row >= ROW_BYTES or ROW_BYTES % row:
         return None
-    if opts is not None and _splits_two_blocks(loop, kernel, g, a, b, opts):
+    if opts is not None and _splits_two_blocks(loop, kernel, g, a, b, opts, params):
         return None
     f = ROW_BYTES // row
     n, start = as_int(loop.extent), as_int(loop.start)
@@ -148,9 +149,9 @@ def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None):
 
 
 class _Loops(Mutator):
-    def __init__(self, kernel_body, smem_limit: int, opts):
+    def __init__(self, kernel_body, smem_limit: int, opts, params):
         super().__init__()
-        self.kernel_body, self.smem_limit, self.opts = kernel_body, smem_limit, opts
+        self.kernel_body, self.smem_limit, self.opts, self.params = kernel_body, smem_limit, opts, params
         self.kernel = None
         self.buffers: dict = {}
         self.notes: list = []
@@ -164,7 +165,7 @@ class _Loops(Mutator):
 
     def visit_For(self, s):
         if s.kind == "pipelined":
-            got = _widen(s, self.kernel_body, self.smem_limit, self.kernel, self.opts)
+            got = _widen(s, self.kernel_body, self.smem_limit, self.kernel, self.opts, self.params)
             if got is not None:
                 loop, buffers, note = got
                 self.buffers.update(buffers)
@@ -178,7 +179,7 @@ def widen_k_tiles(func, target):
     if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.use_tma and not opts.disable_tma_lower
             and opts.widen_k_tiles) or is_manual(func.body):
         return func
-    loops = _Loops(func.body, target.max_shared_memory, opts)
+    loops = _Loops(func.body, target.max_shared_memory, opts, tuple(func.params))
     body = loops.visit(func.body)
     if not loops.buffers:
         return func
