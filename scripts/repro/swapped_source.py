@@ -91,11 +91,12 @@ def generated_source(fn, pass_configs=None) -> str:
 
 def gemm_problems():
     """(label, m, n, k, a, b, fp32 reference) for the sizes given as MxNxK arguments (default 4096^3 and
-    8192^3), fresh fp16 operands each; prints the race table's header first."""
+    8192^3), fresh operands each (fp16, or PROBE_DTYPE, e.g. bfloat16); prints the race table's header first."""
+    dtype = getattr(torch, os.environ.get("PROBE_DTYPE", "float16"))
     sizes = [tuple(int(v) for v in arg.split("x")) for arg in sys.argv[1:]] or [(4096,) * 3, (8192,) * 3]
     print("| size | form | rel. error | ours ms | cuBLAS ms | ours/cuBLAS speed (median) | range over rounds |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for m, n, k in sizes:
-        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
-        yield f"{m}x{n}x{k}", m, n, k, a, b, a.float() @ b.float()
+        a = torch.randn(m, k, device="cuda", dtype=dtype)
+        b = torch.randn(k, n, device="cuda", dtype=dtype)
+        yield f"{m}x{n}x{k}{'' if dtype == torch.float16 else ' ' + str(dtype).split('.')[-1]}", m, n, k, a, b, a.float() @ b.float()
