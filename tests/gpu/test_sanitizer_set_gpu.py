@@ -77,6 +77,9 @@ GEMMS = {
     "tt-bf16": (136, 200, 72, True, True, "bfloat16", dict(block_M=64, block_N=64, block_K=32, num_stages=2)),
     "2wg": (256, 264, 192, False, False, "float16",
             dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)),
+    # the README's tile: on sm_90a split as two blocks per SM by default (transform/warp_specialize.py)
+    "readme": (264, 200, 200, False, False, "float16",
+               dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128)),
 }
 
 
@@ -86,6 +89,8 @@ def test_gemm(case, path):
     m, n, k, ta, tb, dtype, cfg = GEMMS[case]
     kernel = _compile(K.matmul.get_tir(m, n, k, trans_A=ta, trans_B=tb, dtype=dtype, **cfg), path)
     assert all(w in _plan(kernel) for w in PATHS[path][2]), _plan(kernel)
+    if case == "readme" and path.startswith("sm90a") and path != "sm90a-mbarrier":
+        assert "two blocks per SM" in _plan(kernel), _plan(kernel)
     td = getattr(torch, dtype)
     a, b = _rand(*((k, m) if ta else (m, k)), dtype=td), _rand(*((n, k) if tb else (k, n)), dtype=td)
     c = kernel(a, b)

@@ -17,7 +17,10 @@ wgmmas run, so 3 stages leave one loading) and its consumer loop is unrolled by 
 stage index, barrier address and parity a constant).  Measured on the H200 (benchmarks/results/
 2026-12-01_h200_s10_ws_probes.md, fp16, median of 7 interleaved rounds): as generated before (one
 block per SM) 0.64x cuBLAS; two blocks with the widened 64/3 ring 0.90x; 32/3 0.79-0.82x; 32/4
-0.94-0.99x; 32/5 and 32/6 0.89x, unrolled 0.95-0.96x; the unsplit 64/3 loop beside them 0.93-0.98x.
+0.92-0.99x; 32/5 and 32/6 0.89x, unrolled 0.95-0.96x.  Against the unsplit (widened 64/3) loop in the
+same races, means over seven machine starts: 4096^3 0.937x vs 0.941x, 8192^3 0.967x vs 0.976x (fp16);
+bf16 (two starts) 2-3% behind.  So the split costs about 1% where the unsplit loop was measured, and
+gives the SM its setmaxnreg-moved registers; `tc.warp_specialize: False` keeps the loop unsplit.
 """
 from __future__ import annotations
 
@@ -145,8 +148,9 @@ class WarpSpecializedForms:
         - FlashAttention D128 (128x128/2/256, alone on its SM) gained: 0.82 -> 0.87x full,
           0.83 -> 0.88x causal, its consumer warpgroups no longer meeting at a block barrier
           between the synchronous gemms and the softmax.
-        - The README's GEMM (128x128x32/3/128) split as two blocks per SM with a 4-stage ring:
-          0.94-0.99x cuBLAS against 0.93-0.98x unsplit, the same rounds.
+        - The README's GEMM (128x128x32/3/128) split as two blocks per SM with a 4-stage ring: fp16
+          0.937x / 0.967x cuBLAS (4096^3 / 8192^3, means over seven machine starts) against
+          0.941x / 0.976x unsplit in the same races (module docstring).
         `tc.warp_specialize: True` splits wherever it applies."""
         if form == "wgmma_tma":
             return lp.blocks == 2
@@ -186,9 +190,9 @@ class WarpSpecializedForms:
         elif self.ws_taken:
             why = "an earlier loop of the kernel took the producer warpgroup"
         elif form == "wgmma_tma":
-            why = ("a one-gemm loop ran faster unsplit on the H200 (128x256 tiles 1.00x cuBLAS against 0.94x split) "
-                   "except with one consumer warpgroup of 128 accumulator registers a thread and room for two "
-                   "blocks per SM (128x128: 0.94-0.99x split against 0.93-0.98x)")
+            why = ("a one-gemm loop ran faster unsplit on the H200 (128x256 tiles 1.00x cuBLAS against 0.94x split); "
+                   "it splits only as two blocks per SM, for one consumer warpgroup of 128 accumulator registers a "
+                   "thread with room for a 4-stage ring (128x128 fp16: 0.94x / 0.97x split, 0.94x / 0.98x unsplit)")
         else:
             why = "two blocks fit on an SM, and the split would keep one (FlashAttention D64: 0.94x SDPA against 0.83x)"
         # worded without "warp-specialized", which the notes of split loops (and tests) look for

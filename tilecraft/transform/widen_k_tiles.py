@@ -18,7 +18,7 @@ and TMA's zero fill covers what a ragged K leaves out of range, as before.
 
 A loop that will split as two blocks per SM (transform/warp_specialize.py: one consumer warpgroup of 128
 accumulator registers a thread) keeps its k-tiles: split, the 32-half k-tiles on a 4-stage ring ran
-0.94-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a stage as soon as its
+0.92-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a stage as soon as its
 warps release it; the block barrier the widening amortises is gone).
 
 Off with `tc.widen_k_tiles: False`; the plan says when a loop was widened.
