@@ -79,6 +79,7 @@ def shared_bytes_beside(kernel_body, loop, tiles) -> int:
     return sum(b.nbytes for b in live)
 
 
+TWO_BLOCK_NOTE = "; two blocks per SM"   # how a two-block split's plan note goes on (_two_block_note)
 TWO_BLOCK_STAGES = 4       # the shallowest ring measured at the unsplit loop's speed (module docstring)
 TWO_BLOCK_ACCUM_REGS = 128  # the one accumulator size measured: 128x128 fp32 on one warpgroup
 
@@ -114,6 +115,7 @@ def place_warp_specialized(k: Kernel, notes: list, unsplit_notes: dict) -> Kerne
     lets = [s for s in before if type(s).__name__ == "Let"]
     # Lets move ahead of the statements before them: only those that read nothing those write
     if any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets):
+        notes[sp.note] = notes[sp.note].split(TWO_BLOCK_NOTE)[0]   # the fallback launches one block of the program's threads
         for split, unsplit in unsplit_notes.items():
             notes[sp.note] = notes[sp.note].replace(
                 split, unsplit + " (not warp-specialized: the loads need values the kernel computes "
@@ -178,7 +180,7 @@ class WarpSpecializedForms:
             return ""
         producer, consumer = register_budgets(self.threads, 2)
         deeper = f", the ring deepened from the program's {asked} stages" if lp.stages != asked else ""
-        return (f"; two blocks per SM (__launch_bounds__({self.threads + WARP_GROUP}, 2), setmaxnreg "
+        return (f"{TWO_BLOCK_NOTE} (__launch_bounds__({self.threads + WARP_GROUP}, 2), setmaxnreg "
                 f"{producer}/{consumer}){deeper}, the consumer loop unrolled {lp.stages}x")
 
     def _ws_refusal(self, lp, form: str, top_level: bool) -> str:
@@ -273,4 +275,5 @@ class WarpSpecializedForms:
         invals = [_call(I.MbarInval(), Ref(b, (const(s),))) for b in (*full, *empty) for s in range(S)]
         head = [*[Alloc(b) for b in (*full, *empty)], If(tid0, seq(*inits)), Sync()]
         tail = [Sync(), If(tid0, seq(*invals))]
-        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes), lp.blocks)
+        # the loop's plan note is the last one: visit_For appends it before building the form
+        return Split(head, producer, consumer, tail, fallback, self.threads, len(self.notes) - 1, lp.blocks)

@@ -55,12 +55,12 @@ def _uses(body, buf) -> list:
 
 def _splits_two_blocks(loop: For, kernel, g, a, b, opts, params) -> bool:
     """Whether pipeline_copies will split this loop as two blocks per SM (warp_specialize.two_block_ring),
-    judged before the loop's tiles are staged: asked for, at the kernel's top level, a block of one
-    warpgroup in x, tiles of tensors with static shapes (TMA)."""
+    judged before the loop's tiles are staged: asked for, the kernel's first top-level pipelined loop, a
+    block of one warpgroup in x, tiles of tensors TMA can map."""
+    first = next((s for s in flat(kernel.body) if isinstance(s, For) and s.kind == "pipelined"), None) if kernel else None
     if (kernel is None or opts.warp_specialize not in ("auto", True) or opts.disable_warp_specialized
-            or opts.persistent_tiles is True or any(t != 1 for t in kernel.threads[1:])
-            or not any(s is loop for s in flat(kernel.body))):
-        return False
+            or opts.persistent_tiles is True or any(t != 1 for t in kernel.threads[1:]) or first is not loop):
+        return False   # (one loop per kernel splits: the first)
     copies = [s for s in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)) if isinstance(s, Copy)]
     if not all(any(c.src.buffer is p for p in params) and tma_tensor_ok(c.src.buffer, c.dst.buffer) for c in copies):
         return False   # the loop will not load by TMA, so it will not split
