@@ -1,7 +1,8 @@
 """widen_k_tiles against the fuzzer's GEMMs, on the CPU target: every generated GEMM program whose
 pipelined loop the sm_90a pass widens must compute exactly what the program as written computes
 (same inputs, bit for bit: the same products summed in the same k order), ragged sizes, transposes,
-dynamic M, 16- and 32-wide k-tiles included.  The GPU runs the widened programs in the fuzz tier."""
+dynamic M, 16- and 32-wide k-tiles included.  The GPU runs the widened programs in the fuzz tier, and the
+ones split as two blocks per SM instead (the last test counts them)."""
 from __future__ import annotations
 
 import random
@@ -50,3 +51,23 @@ def test_widened_fuzz_gemms_match_the_programs_as_written(tmp_path):
         compared += 1
     print(f"widened {widened} of 400 fuzzed GEMMs, compared {compared}")
     assert compared >= 10, f"only {widened} of 400 fuzzed GEMMs were widened"
+
+
+def test_the_fuzzer_makes_programs_the_two_block_split_takes(tmp_path):
+    """A quarter of the fuzzer's tensor-core GEMMs have the README's tile (128x128, one warpgroup), so the
+    GPU fuzz tier runs the sm_90a split as two blocks per SM (transform/warp_specialize.py): among 400
+    fuzzed GEMMs, count those whose sm_90a plan (the target's defaults, passes only) says so."""
+    from tilecraft.transform.pipeline import run_pipeline
+    rng = random.Random(20261202)
+    split = 0
+    for n in range(400):
+        spec = random_spec(rng, f"fzs_{n}", kind="gemm")
+        if (spec.get("bm"), spec.get("bn"), spec["threads"]) != (128, 128, 128):
+            continue
+        path = tmp_path / f"fzs_{n}.py"
+        path.write_text(render(spec))
+        func = load_module(str(path)).FZ_FUNC
+        lowered = run_pipeline(func.with_attr("pass_configs", effective_pass_configs(None, SM90)), SM90)
+        split += any("two blocks per SM" in note for note in lowered.lowering.plan_notes)
+    print(f"{split} of 400 fuzzed GEMMs split as two blocks per SM on sm_90a")
+    assert split >= 10, split

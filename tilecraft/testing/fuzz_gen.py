@@ -143,10 +143,13 @@ def _gen_gemm_tensor_core(rng, s):
     s["dacc"], s["dc"] = "float32", rng.choice(("float32", s["dab"]))
     s["bm"], s["bn"], s["bk"] = rng.choice((64, 64, 128)), rng.choice((16, 32, 64, 128)), rng.choice((16, 32, 64))
     s["threads"] = 128 * rng.choice((1, s["bm"] // 64))
+    readme = rng.random() < 0.25   # the README's tile: on sm_90a split as two blocks per SM (warp_specialize.py)
+    if readme:
+        s["bm"], s["bn"], s["bk"], s["threads"] = 128, 128, rng.choice((16, 32, 32)), 128
     s["M"] = _size(rng, s["bm"])
     s["N"], s["K"] = (8 * -(-_size(rng, t) // 8) for t in (s["bn"], s["bk"]))
     s["ta"], s["tb"] = rng.random() < 0.3, rng.random() < 0.3
-    s["stages"] = rng.choice((0, 1, 2, 3, 3))
+    s["stages"] = rng.choice((2, 3, 3, 4) if readme else (0, 1, 2, 3, 3))
     s["policy"] = rng.choice(("Square", "FullRow", "FullCol"))
     s["dyn"] = rng.choice((None, None, None, "M"))
     s["clear"] = rng.choice(("clear", "fill"))
