@@ -1,8 +1,8 @@
 """`tilelang.quantize`: the packed-integer converters inside a kernel on the CPU target against a
 numpy reference of the same bit manipulation (signed and unsigned 4-bit and 2-bit fields of int8 /
 uint8 storage, with zeros), compiled for sm_80 and sm_90a too; `utils.interleave_weight` and
-`utils.general_compress` against a field-by-field reference; `get_lop3_intrin_group` is a clear
-error.  The GPU run is tests/gpu/test_quantize_gpu.py."""
+`utils.general_compress` against a field-by-field reference; `get_lop3_intrin_group` outside its
+4-bit float16 decoders is a clear error.  The GPU run is tests/gpu/test_quantize_gpu.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,9 +104,11 @@ def test_general_compress_round_trips():
     assert np.array_equal(reference(packed, 4, signed=False), w)
 
 
-def test_lop3_sources_are_a_clear_error():
-    with pytest.raises(TilecraftError, match="lop3 PTX decoder"):
-        get_lop3_intrin_group(out_dtype="float16", source_format="uint", source_bit=4, storage_dtype="int8")
+def test_lop3_sources_outside_what_is_there_are_a_clear_error():
+    # the 4-bit float16 decoders themselves: tests/language/test_lowlevel.py
+    with pytest.raises(TilecraftError, match="tilecraft has decoders for 4-bit"):
+        get_lop3_intrin_group(out_dtype="float16", source_format="uint", source_bit=4, storage_dtype="int8",
+                              with_scaling=True)
 
 
 def test_wrong_storage_type_is_an_error():

@@ -91,6 +91,8 @@ def test_every_intrinsic_has_a_cuda_emitter_and_names_a_header_entry():
     assert len(_ours()) >= 30
     for cls in _ours():
         assert (cls, "cuda") in I.EMITTERS, cls.__name__
+        if cls is I.Extern:  # the program's own function (T.call_extern), not the header's
+            continue
         assert cls.entry.startswith("tc::") and cls.family, cls.__name__
 
 

@@ -50,6 +50,14 @@ class Doc:
         return "\n".join(self.lines) + "\n"
 
 
+def paste_imports(doc: Doc, func) -> None:
+    """The program's own source texts (`T.import_source`), verbatim, before the kernel."""
+    for i, text in enumerate(func.imports):
+        doc.line(f"// T.import_source #{i + 1} of {func.name} (the program's own code, pasted as given)")
+        doc.lines.extend(text.splitlines())
+        doc.line("")
+
+
 class CPrinter(_Dispatch):
     _cache: dict = {}
 

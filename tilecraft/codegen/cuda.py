@@ -17,7 +17,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
-from .c_printer import CPrinter, view_line, viewed_bases
+from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
 
 _PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
 
@@ -263,6 +263,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
             d.line(f"#define TC_WGMMA_N{n}")
     d.line('#include "tilecraft/tilecraft.h"')
     d.line("")
+    paste_imports(d, func)
     params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
     params += [f"int {p.name(s)}" for s in func.symbols]
     tma = [d.to_meta() for d in func.lowering.tma_descs]  # tensor maps, passed by value (device/include/tilecraft/tma.h)

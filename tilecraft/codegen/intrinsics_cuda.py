@@ -47,6 +47,11 @@ def _shfl_xor_reduce(printer, call):
     return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args_of(printer, call))
 
 
+@I.register_emitter(I.Extern, TARGET)
+def _extern(printer, call):  # the program's own function: its name, no template arguments
+    return f"{call.intrinsic.name}({', '.join(args_of(printer, call))})"
+
+
 @I.register_emitter(I.PrintElem, TARGET)
 def _print_elem(printer, call):
     msg, value, *coords = args_of(printer, call)

@@ -16,6 +16,7 @@ class PrimFunc(Node):
     attrs: tuple = ()      # (key, value) pairs: the compile options (pass_configs)
     source: str = ""       # the user's Python source of the function (for cache keys)
     symbols: tuple = ()    # symbolic dimension Vars, in first-appearance order
+    imports: tuple = ()    # source texts the program pastes in (T.import_source), in program order
     lowering: LoweringState = field(default_factory=LoweringState)  # the passes' decisions (ir/lowering.py)
 
     def attr(self, key, default=None):

@@ -230,6 +230,8 @@ class Printer(_Dispatch):
         self.emit("@T.prim_func")
         self.emit(f"def {f.name}({params}):")
         self.indent += 1
+        for text in f.imports:  # in full: the printed program is the compile cache's key
+            self.emit(f"T.import_source({text!r})")
         self.stmt(f.body)
         self.indent -= 1
         lines = f.lowering.describe()

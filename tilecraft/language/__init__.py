@@ -33,4 +33,6 @@ from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arriv
 
 half = float16
 from .random import rng_init, rng_rand  # noqa: E402
+from .lowlevel import (thread_binding, import_source, call_extern, call_pure_extern, access_ptr, evaluate,  # noqa: E402
+                       comm_reducer, tvm_thread_allreduce)
 from ..layout.layout import Layout, Fragment  # noqa: E402

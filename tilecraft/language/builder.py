@@ -26,6 +26,8 @@ class Builder:
         self.kernel = None          # the open T.Kernel frame, if any
         self.names: dict[str, int] = {}
         self.pending_name: str | None = None  # target name of the assignment being parsed
+        self.imports: list[str] = []  # T.import_source texts, in program order
+        self.reducers: list = []      # the open `with T.attr(T.comm_reducer(...), "reduce_scope", ...)` scopes
 
     # -- statements ---------------------------------------------------------------------------
     def emit(self, stmt: Stmt) -> None:

@@ -66,7 +66,7 @@ class AttrScope:
     """`with T.attr(node, key, value):` -- a scheduling hint for TVM; the body is parsed as if the
     `with` were not there.  Known keys pass silently when they cannot change results; others warn once."""
 
-    HINTS = {"async_scope", "pragma_unroll_explicit", "pragma_import_c", "thread_extent"}
+    HINTS = {"async_scope", "pragma_unroll_explicit", "pragma_import_c", "thread_extent", "reduce_scope"}
     _warned: set = set()
 
     def __init__(self, node, key, value):

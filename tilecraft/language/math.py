@@ -175,11 +175,21 @@ def _is_dtype(x) -> bool:
         return False
 
 
+class _NullHandle:
+    def __repr__(self):
+        return "T.reinterpret(T.uint64(0), dtype=\"handle\")"
+
+
+NULL_HANDLE = _NullHandle()
+
+
 def reinterpret(value, dtype):
     """The bits of `value` read as `dtype`, a type of the same width (TileLang's T.reinterpret,
     e.g. a float32's IEEE bits as uint32).  TVM's argument order `(dtype, value)` is accepted too."""
     if _is_dtype(value) and not _is_dtype(dtype):
         value, dtype = dtype, value
+    if dtype == "handle":  # TVM's null pointer, `T.reinterpret(T.uint64(0), dtype="handle")`: only a T.attr value
+        return NULL_HANDLE
     try:
         to = dt.dtype(dtype)
     except ValueError as e:

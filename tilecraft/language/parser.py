@@ -18,8 +18,9 @@ import textwrap
 import threading
 
 from ..errors import TilecraftError
-from ..ir import (Buffer, Expr, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
+from ..ir import (Buffer, Evaluate, Expr, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, cast, const, dtype as dt)
+from ..ir.intrinsics import Extern, IntrinsicCall
 from .builder import Builder, activate, caller_span
 from .compat import AttrScope
 from .kernel import KernelSpec
@@ -147,7 +148,7 @@ class Parser(ExprMixin, LoopMixin):
             finally:
                 _active_parsers().pop()
         return PrimFunc(self.func_name, tuple(params), body, source=self.source,
-                        symbols=tuple(self.symbols), span=self.span(self.node))
+                        symbols=tuple(self.symbols), imports=tuple(self.builder.imports), span=self.span(self.node))
 
     def param(self, arg) -> Buffer:
         if arg.annotation is None:
@@ -195,7 +196,9 @@ class Parser(ExprMixin, LoopMixin):
     def stmt_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.eval(node.value)
+        value = self.eval(node.value)
+        if isinstance(value, IntrinsicCall) and isinstance(value.intrinsic, Extern):  # `T.call_extern(...)` as a statement
+            self.builder.emit(Evaluate(value, span=self.span(node)))
 
     def stmt_Pass(self, node):
         pass
@@ -335,7 +338,14 @@ class Parser(ExprMixin, LoopMixin):
         item = node.items[0]
         spec = self.eval(item.context_expr)
         if isinstance(spec, AttrScope):  # `with T.attr(...)`: a hint; the body is ordinary code
-            self.block_inline(node.body)
+            reducer = spec.key == "reduce_scope"  # ... or the combiner of T.tvm_thread_allreduce (language/lowlevel.py)
+            if reducer:
+                self.builder.reducers.append(spec.node)
+            try:
+                self.block_inline(node.body)
+            finally:
+                if reducer:
+                    self.builder.reducers.pop()
             return
         if hasattr(spec, "build_scope"):  # `with T.ws(0):` (language/hopper.py): a statement around the body
             if self.builder.kernel is None:

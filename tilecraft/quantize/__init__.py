@@ -9,15 +9,14 @@ What is here, with TileLang's meaning:
   - `utils.interleave_weight` / `utils.general_compress`: host-side packing of weights (utils.py).
 These build ordinary tilecraft expressions, so they run on every target.
 
-What is not: `get_lop3_intrin_group` returns, in TileLang, CUDA source strings of hand-written PTX
-(`lop3.b32` decoders for interleaved weights) that a kernel pastes in with `T.import_source` and
-calls with `T.call_extern`.  tilecraft ships no such source strings and has no `T.import_source`;
-asking for them raises an error that says so (the portable path is `fast_decoding=False`, which
-decodes with the converters above).
+  - `get_lop3_intrin_group(...)`: {"func_name", "c_source"} of a fast decoder a kernel pastes in with
+    `T.import_source` and calls with `T.call_extern` (lop3.py: 4-bit fields to float16; other formats
+    raise an error that says what is there).
 """
 from __future__ import annotations
 
 from ..errors import TilecraftError
+from .lop3 import get_lop3_intrin_group
 from ..ir import as_expr, binary, cast, const
 from ..ir import dtype as dt
 
@@ -67,12 +66,3 @@ def _tir_packed_to_unsigned_convert_with_zeros(storage_type="uint", storage_nbit
     def f_convert(nbit, val, pos, zero, dtype):
         return cast(binary("-", _field(storage, nbit, val, pos), zero), dt.dtype(dtype))
     return f_convert
-
-
-def get_lop3_intrin_group(*args, **kwargs):
-    raise TilecraftError(
-        "tilelang.quantize.get_lop3_intrin_group: tilecraft does not provide TileLang's lop3 PTX decoder "
-        "source strings (they are pasted into a kernel with T.import_source and called with T.call_extern, "
-        "neither of which tilecraft has)",
-        hint="decode with tilelang.quantize._tir_packed_int_to_int_convert / _tir_packed_to_unsigned_convert "
-             "inside the kernel instead (the example's fast_decoding=False path)")

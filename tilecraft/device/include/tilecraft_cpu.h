@@ -11,6 +11,20 @@
 #include <limits>
 #include <vector>
 
+// A program may paste in functions written for both targets (T.import_source, guarding its PTX
+// with #ifdef __CUDA_ARCH__); CUDA's function qualifiers mean nothing on the CPU.
+#ifndef __CUDACC__
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __host__
+#define __host__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#endif
+
 namespace tc {
 
 static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }

@@ -18,6 +18,7 @@ from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, G
                    IntrinsicError, Operand, emitter, register_emitter)
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
 from .debug import Print, PrintElem
+from .extern import ACCESS_MODES, Extern
 from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
 from .manual_sync import CpuMbarArrive, CpuMbarWait, MbarArrive

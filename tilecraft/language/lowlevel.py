@@ -1,0 +1,256 @@
+"""TVM's low-level constructs that TileLang programs use beside the tile operations: code the program
+brings itself (`T.import_source`, `T.call_extern`, `T.access_ptr`, `T.evaluate`), thread indices
+bound by name (`T.thread_binding`) and TVM's cross-thread reduction (`T.comm_reducer` +
+`T.tvm_thread_allreduce` inside `with T.attr(reducer, "reduce_scope", ...)`).
+
+All of it is thread-level code, as in TileLang: every thread of the block runs each statement.  The
+CUDA targets compile it; the CPU target (one thread runs each statement over whole tiles) refuses a
+program that reads a thread index, at its line, and runs an extern call once per block.
+
+    kr = T.thread_binding(0, 32, thread="threadIdx.x")      # the block's threadIdx.x (extent 32)
+    T.import_source(DECODER_SOURCE)                         # pasted before the kernel, verbatim
+    T.call_extern("handle", "decode", T.access_ptr(q, "r"), T.access_ptr(w, "w"))
+    with T.attr(T.comm_reducer(lambda x, y: x + y, [T.float32(0)]), "reduce_scope", T.reinterpret(T.uint64(0), dtype="handle")):
+        T.evaluate(T.tvm_thread_allreduce(T.uint32(1), acc[0], True, out[0], kr, dtype="handle"))
+"""
+from __future__ import annotations
+
+from ..ir import Buffer, Expr, Load, Ref, Store, Var, as_expr, binary, cast, const
+from ..ir import dtype as dt
+from ..ir import intrinsics as I
+from ..ir.expr import Binary
+from ..ir.intrinsics import IntrinsicCall
+from ..ir.stmt import Evaluate
+from .builder import current, error, require_kernel
+
+_AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+
+
+# ---- thread indices --------------------------------------------------------------------------
+
+def thread_binding(start, stop=None, thread: str = "threadIdx.x", annotations=None):
+    """`kr = T.thread_binding(0, n, thread="threadIdx.x")`: the block's thread index along that axis,
+    which must have extent n in `T.Kernel(..., threads=...)`."""
+    b = require_kernel("T.thread_binding")
+    if stop is None:
+        start, stop = 0, start
+    if thread not in _AXES:
+        raise error(f"T.thread_binding(..., thread={thread!r}): the thread axis is one of {sorted(_AXES)}",
+                    hint="block indices come from `with T.Kernel(...) as (bx, by):`")
+    dim = _AXES[thread]
+    threads = tuple(b.kernel.spec.threads) + (1, 1)
+    if start != 0 or stop != threads[dim]:
+        raise error(f"T.thread_binding({start}, {stop}, thread={thread!r}): the kernel launches {threads[dim]} "
+                    f"threads along {thread} (T.Kernel(..., threads={tuple(b.kernel.spec.threads)})), so the "
+                    f"binding must be (0, {threads[dim]})")
+    return b.kernel.thread_var(dim)
+
+
+# ---- code the program brings -----------------------------------------------------------------
+
+def import_source(source: str):
+    """Paste `source` (C++/CUDA text) into the generated file before the kernel, once; None: nothing."""
+    b = current("T.import_source")
+    if source is None:  # as in TileLang: nothing to paste (a program whose fast path is off)
+        return
+    if not isinstance(source, str) or not source.strip():
+        raise error(f"T.import_source expects the source text (a non-empty str), got {source!r}")
+    if source not in b.imports:
+        b.imports.append(source)
+
+
+class AccessPtr:
+    """`T.access_ptr(buf, "r")`: the address of `buf`'s first element (or of an element), with what the
+    callee does there.  Only `T.call_extern` takes one."""
+
+    def __init__(self, ref: Ref, access: str):
+        self.ref, self.access = ref, access
+
+    def __repr__(self):
+        return f"T.access_ptr({self.ref.buffer.name}, {self.access!r})"
+
+
+_MASKS = {1: "r", 2: "w", 3: "rw"}
+
+
+def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_last_ndim=0):
+    """TileLang's `T.access_ptr(base, access_type, ..., offset=0)`: `base` is a buffer (its first
+    element) or an element `buf[i, j]`; `offset` counts elements beyond it in row-major order."""
+    access_type = _MASKS.get(access_type, access_type)
+    if access_type not in I.ACCESS_MODES:
+        raise error(f"T.access_ptr: the access type is 'r', 'w' or 'rw' (or the masks 1, 2, 3), got {access_type!r}")
+    if isinstance(base, Buffer):
+        buf, idx = base, tuple(const(0) for _ in base.shape)
+    elif isinstance(base, (Load, Ref)):
+        buf, idx = base.buffer, tuple(base.indices)
+    else:
+        raise error(f"T.access_ptr expects a buffer or one of its elements, got {base!r}")
+    if not (isinstance(offset, int) and offset == 0):
+        flat = as_expr(0)
+        for i, n in zip(idx, buf.shape):
+            flat = binary("+", binary("*", flat, n), i)
+        flat = binary("+", flat, offset)
+        idx = []
+        for n in reversed(buf.shape[1:]):
+            idx.append(binary("%", flat, n))
+            flat = binary("//", flat, n)
+        idx = (flat,) + tuple(reversed(idx))
+    return AccessPtr(Ref(buf, tuple(as_expr(i) for i in idx)), I.ACCESS_MODES[access_type])
+
+
+def _extern_args(args, what):
+    values, accesses = [], []
+    for a in args:
+        if isinstance(a, AccessPtr):
+            values.append(a.ref)
+            accesses.append(a.access)
+        elif isinstance(a, Buffer):
+            raise error(f"{what}: pass a buffer as T.access_ptr({a.name}, \"r\" | \"w\" | \"rw\"), which says "
+                        f"whether the function reads or writes it")
+        elif isinstance(a, (Expr, int, float, bool)):
+            values.append(as_expr(a))
+            accesses.append("")
+        else:
+            raise error(f"{what}: cannot pass {a!r} to a C++ function")
+    return tuple(values), tuple(accesses)
+
+
+def _dtype_or_void(d):
+    if d is None or d in ("handle", "void"):
+        return None
+    try:
+        return dt.dtype(d)
+    except ValueError as e:
+        raise error(f"T.call_extern: the result type is a dtype or \"handle\": {e}") from None
+
+
+def call_extern(*args, dtype=None, span=None):
+    """`T.call_extern(dtype, name, *args)` (TVM's order) or `T.call_extern(name, *args, dtype=...)`: a call
+    of a C++ function the program brings (`T.import_source`) or the toolchain provides.  As a
+    statement its result is dropped."""
+    current("T.call_extern")
+    if dtype is None:
+        if len(args) < 2:
+            raise error("T.call_extern(dtype, name, *args): give the result type and the function's name")
+        dtype, args = args[0], args[1:]
+    if not args or not isinstance(args[0], str):
+        raise error(f"T.call_extern: the function's name must be a str, got {args[0] if args else None!r}")
+    name, rest = args[0], args[1:]
+    values, accesses = _extern_args(rest, f"T.call_extern({name!r}, ...)")
+    try:
+        intr = I.Extern(name, accesses)
+    except I.IntrinsicError as e:
+        raise error(f"T.call_extern: {e}") from None
+    out = _dtype_or_void(dtype)
+    return I.call(intr, *values, dtype=out if out is not None else dt.int32)
+
+
+call_pure_extern = call_extern
+
+
+def evaluate(value):
+    """`T.evaluate(expr)`: run an expression for its effect (an extern call); constants do nothing."""
+    b = current("T.evaluate")
+    if isinstance(value, IntrinsicCall):
+        b.emit(Evaluate(value, span=b.span))
+    elif isinstance(value, (_AllReduce, type(None), int, float, bool)) or isinstance(value, Expr) and not _has_calls(value):
+        return  # emitted where it was built (tvm_thread_allreduce) or nothing to run
+    else:
+        raise error(f"T.evaluate({value!r}): only an extern call has an effect to run here")
+
+
+def _has_calls(e) -> bool:
+    from ..ir import collect
+    return bool(collect(e, lambda n: isinstance(n, IntrinsicCall)))
+
+
+# ---- TVM's cross-thread reduction --------------------------------------------------------------
+
+class CommReducer:
+    """`T.comm_reducer(lambda x, y: x + y, [identity])`: a sum, max or min, as the lambda says."""
+
+    _OPS = {"+": "sum", "max": "max", "min": "min"}
+
+    def __init__(self, fcombine, identities):
+        ids = list(identities) if isinstance(identities, (list, tuple)) else [identities]
+        if len(ids) != 1:
+            raise error(f"T.comm_reducer: one value per reduction is supported, got {len(ids)} identities")
+        self.dtype = as_expr(ids[0]).dtype
+        x, y = Var("x", self.dtype), Var("y", self.dtype)
+        e = fcombine(x, y)
+        op = self._OPS.get(e.op) if isinstance(e, Binary) else None
+        if op is None or {id(e.a), id(e.b)} != {id(x), id(y)}:
+            raise error("T.comm_reducer: the combiner must be x + y, T.max(x, y) or T.min(x, y) "
+                        "(other reductions: T.reduce over a fragment)")
+        self.op = op
+
+    def __repr__(self):
+        return f"T.comm_reducer({self.op})"
+
+
+def comm_reducer(fcombine, identities):
+    return CommReducer(fcombine, identities)
+
+
+class _AllReduce:
+    """The value `T.tvm_thread_allreduce` returns: its statement is already emitted."""
+
+
+def _thread_dim(v, frame):
+    from .parser import _active_parsers
+    seen = 0
+    while isinstance(v, Var) and seen < 16:
+        for d, t in enumerate(frame.thread_vars):
+            if v is t:
+                return d
+        parsers = _active_parsers()
+        v = parsers[-1].let_values.get(v) if parsers else None
+        seen += 1
+    return None
+
+
+def tvm_thread_allreduce(*args, dtype=None):
+    """`T.tvm_thread_allreduce(T.uint32(1), value, True, out[i], *thread_indices)`: every thread of a
+    group (the threads that differ only in the given thread indices) gets the group's reduction of
+    `value` in `out[i]`; the combiner is the enclosing `T.attr(T.comm_reducer(...), "reduce_scope",
+    ...)`.  On CUDA: xor shuffles, so the group must lie within a warp."""
+    b = require_kernel("T.tvm_thread_allreduce")
+    reducer = b.reducers[-1] if b.reducers else None
+    if reducer is None:
+        raise error("T.tvm_thread_allreduce must be inside `with T.attr(T.comm_reducer(...), \"reduce_scope\", ...):`")
+    if len(args) < 5:
+        raise error("T.tvm_thread_allreduce(count, value, cond, out, *thread_indices): too few arguments")
+    count, value, cond, out, threads = args[0], args[1], args[2], args[3], args[4:]
+    n = count.value if hasattr(count, "value") else count
+    if n != 1:
+        raise error(f"T.tvm_thread_allreduce: one value per call is supported, got count {n}")
+    if not (cond is True or getattr(cond, "value", None) is True or getattr(cond, "value", None) == 1):
+        raise error("T.tvm_thread_allreduce: only an always-true condition (True) is supported")
+    if not isinstance(out, Load) or out.buffer.scope not in ("local", "var", "fragment", "shared"):
+        raise error(f"T.tvm_thread_allreduce: the result goes to an element of a local buffer, got {out!r}")
+    spec = tuple(b.kernel.spec.threads) + (1, 1)
+    total = spec[0] * spec[1] * spec[2]
+    masks = []
+    for t in threads:
+        d = _thread_dim(t, b.kernel)
+        if d is None:
+            raise error(f"T.tvm_thread_allreduce: {t!r} is not a thread index (bind one with T.thread_binding)")
+        stride = 1
+        for s in spec[:d]:
+            stride *= s
+        extent = spec[d]
+        if extent & (extent - 1) or stride & (stride - 1) or stride * extent > 32 or total % 32:
+            raise error(f"T.tvm_thread_allreduce over threadIdx.{'xyz'[d]} (extent {extent}, threads "
+                        f"{tuple(b.kernel.spec.threads)}): the reducing threads must be a power-of-two group "
+                        f"inside one warp of a block of whole warps (tilecraft reduces with xor shuffles)",
+                        hint="reduce across warps with a shared tile and T.reduce")
+        m = stride
+        while m < stride * extent:
+            masks.append(m)
+            m *= 2
+    if not masks:
+        raise error("T.tvm_thread_allreduce: name at least one thread index to reduce over")
+    v = cast(as_expr(value), reducer.dtype)
+    red = I.call(I.ShflXorReduce(reducer.op, tuple(sorted(masks))), v, dtype=reducer.dtype)
+    b.emit(Store(out.buffer, out.indices, cast(red, out.buffer.dtype), span=b.span))
+    return _AllReduce()
