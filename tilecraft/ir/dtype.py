@@ -7,14 +7,28 @@ normalised through :func:`dtype` so the rest of the compiler compares dtypes by 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+class DType(str):
+    """One scalar type; also the string of its name, as TileLang's dtypes are (programs write
+    `getattr(torch, T.float16)`, `"float" in dtype`, `dtype.startswith("int")`).  Interned and
+    immutable: equal to another DType only when it is the same object, and to a string when the
+    string spells it (an alias included)."""
 
-@dataclass(frozen=True)
-class DType:
-    name: str
-    kind: str  # "float", "int", "uint", "bool"
-    bits: int
+    def __new__(cls, name: str, kind: str, bits: int):
+        self = super().__new__(cls, name)
+        object.__setattr__(self, "kind", kind)   # "float", "int", "uint", "bool"
+        object.__setattr__(self, "bits", bits)
+        return self
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"DType({self.name}) is immutable")
+
+    def __reduce__(self):  # copies and pickles come back as the interned object
+        return (dtype, (self.name,))
+
+    @property
+    def name(self) -> str:
+        return str.__str__(self)
 
     @property
     def bytes(self) -> int:
@@ -38,22 +52,23 @@ class DType:
     def __repr__(self) -> str:
         return f"DType({self.name})"
 
-    # TileLang programs sometimes compare a dtype with a string: `if dtype == "float16"`.
+    # TileLang programs compare a dtype with a string: `if dtype == "float16"`, `dtype == "half"`.
     def __eq__(self, other):
+        if isinstance(other, DType):
+            return self is other
         if isinstance(other, str):
             try:
                 return dtype(other) is self
             except ValueError:
                 return False
-        return self is other
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     def __hash__(self):
-        return hash(self.name)
-
-    # TileLang's dtypes are strings as well: programs take them apart character by character
-    # (`"".join(c for c in storage_dtype if c.isdigit())` for the bit width)
-    def __iter__(self):
-        return iter(self.name)
+        return str.__hash__(self)
 
     def as_torch(self):
         """The torch dtype (TileLang's `T.float16.as_torch()`)."""

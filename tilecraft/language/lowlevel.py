@@ -133,7 +133,7 @@ def call_extern(*args, dtype=None, span=None):
         if len(args) < 2:
             raise error("T.call_extern(dtype, name, *args): give the result type and the function's name")
         dtype, args = args[0], args[1:]
-    if not args or not isinstance(args[0], str):
+    if not args or not isinstance(args[0], str) or isinstance(args[0], dt.DType):
         raise error(f"T.call_extern: the function's name must be a str, got {args[0] if args else None!r}")
     name, rest = args[0], args[1:]
     values, accesses = _extern_args(rest, f"T.call_extern({name!r}, ...)")
