@@ -95,6 +95,7 @@ def test_one_launcher_many_sizes_and_streams():
         torch.cuda.current_stream().wait_stream(side)
         torch.testing.assert_close(c, a + b, rtol=0, atol=0)
         d = torch.full_like(a, float("nan"))
+        side.wait_stream(torch.cuda.current_stream())  # d's fill runs on the current stream first
         la([a, b, d], {"n": n}, "tc_vadd", stream=side)  # an explicit torch.cuda.Stream
         side.synchronize()
         torch.testing.assert_close(d, a + b, rtol=0, atol=0)
