@@ -15,7 +15,7 @@ import tilecraft as tilelang
 from tilecraft.quantize.utils import interleave_weight
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "language"))
-from test_lowlevel import allreduce_program, decode_program, fields, gemv_program  # noqa: E402
+from test_lowlevel import allreduce_program, decode_program, fields, gemv_program, shared_extern_program  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -52,3 +52,11 @@ def test_thread_allreduce(case):
     dim = 1 if axis == "x" else 0
     r = x.sum(dim, keepdim=True) if op == "sum" else x.amax(dim, keepdim=True)
     torch.testing.assert_close(y, r.expand_as(x), rtol=1e-5, atol=1e-5)
+
+
+def test_extern_calls_around_shared_tiles():
+    x = torch.randn(128, device="cuda")
+    y, z = torch.empty_like(x), torch.empty(1, device="cuda")
+    tilelang.compile(shared_extern_program(), target="cuda")(x, y, z)
+    torch.testing.assert_close(y, 2 * torch.arange(128.0, device="cuda"))
+    torch.testing.assert_close(z, x.sum(0, keepdim=True), rtol=1e-5, atol=1e-4)

@@ -214,3 +214,49 @@ def test_thread_level_program_is_refused_on_the_cpu_target():
 def test_unsupported_decoder_settings_say_what_is_there():
     with pytest.raises(TilecraftError, match="4-bit 'uint' or 'int' fields"):
         get_lop3_intrin_group(out_dtype="float16", source_format="uint", source_bit=2)
+
+
+
+def shared_extern_program():
+    """An extern fills a shared tile that T.copy then reads; an extern in a T.Parallel loop over a
+    fragment; an extern reads a shared tile T.copy filled."""
+    src = ("__device__ __forceinline__ void tc_test_fill(float* s, int n) { for (int i = 0; i < n; ++i) s[i] = i; }\n"
+           "__device__ __forceinline__ float tc_test_twice(float v) { return 2 * v; }\n"
+           "__device__ __forceinline__ float tc_test_sum(const float* s, int n) {"
+           " float t = 0; for (int i = 0; i < n; ++i) t += s[i]; return t; }")
+
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32"), Z: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((128,), "float32")
+            x = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128,), "float32")
+            T.import_source(src)
+            T.call_extern("handle", "tc_test_fill", T.access_ptr(s, "w"), 128)
+            T.copy(s, f)
+            for i in T.Parallel(128):
+                f[i] = T.call_extern("float32", "tc_test_twice", f[i])
+            T.copy(f, Y)
+            T.copy(X, x)
+            Z[0] = T.call_extern("float32", "tc_test_sum", T.access_ptr(x, "r"), 128)
+    return main
+
+
+def test_extern_calls_on_the_cpu_target():
+    x = torch.randn(128)
+    y, z = torch.empty(128), torch.empty(1)
+    tilelang.compile(shared_extern_program(), target="cpu")(x, y, z)
+    torch.testing.assert_close(y, 2 * torch.arange(128.0))
+    torch.testing.assert_close(z, x.sum(0, keepdim=True), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.cuda_compile
+def test_extern_shared_writes_and_reads_are_ordered_by_barriers():
+    src = tilelang.compile(shared_extern_program(), target=SM80).get_kernel_source()
+    body = src[src.index("__global__"):]
+    fill, sum_ = body.index("tc_test_fill("), body.index("tc_test_sum(")
+    first_read = body.index("s[", fill + len("tc_test_fill((&s[0])"))
+    assert "__syncthreads()" in body[fill:first_read], body   # the extern's writes, before T.copy reads s
+    x_write = body.rindex("x[", 0, sum_)
+    assert "__syncthreads()" in body[x_write:sum_], body       # T.copy's writes of x, before the extern reads it
+    assert "tc_test_twice(" in body
