@@ -11,7 +11,8 @@ from ..ir.dtype import DType
 from .c_printer import C_TYPES
 
 TARGET = "cuda"
-_COMBINER = {"sum": "tc::SumOp", "max": "tc::MaxOp", "min": "tc::MinOp"}
+_COMBINER = {"sum": "tc::SumOp", "max": "tc::MaxOp", "min": "tc::MinOp", "bitand": "tc::BitAndOp",
+             "bitor": "tc::BitOrOp", "bitxor": "tc::BitXorOp"}
 
 
 def template_arg(v) -> str:

@@ -34,5 +34,9 @@ from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arriv
 half = float16
 from .random import rng_init, rng_rand  # noqa: E402
 from .lowlevel import (thread_binding, import_source, call_extern, call_pure_extern, access_ptr, evaluate,  # noqa: E402
-                       comm_reducer, tvm_thread_allreduce)
+                       comm_reducer, tvm_thread_allreduce, address_of, dp4a, loop_break)
+from .lowlevel import __ldg  # noqa: E402,F401
+from .warp import (get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx, shfl_xor, shfl_down,  # noqa: E402
+                   shfl_up, shfl_sync, sync_warp, warp_reduce_sum, warp_reduce_max, warp_reduce_min,
+                   warp_reduce_bitand, warp_reduce_bitor, warp_reduce_bitxor)
 from ..layout.layout import Layout, Fragment  # noqa: E402

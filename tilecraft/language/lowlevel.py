@@ -15,7 +15,7 @@ program that reads a thread index, at its line, and runs an extern call once per
 """
 from __future__ import annotations
 
-from ..ir import Buffer, Expr, Load, Ref, Store, Var, as_expr, binary, cast, const
+from ..ir import Break, Buffer, Expr, Load, Ref, Store, Var, as_expr, binary, cast, const
 from ..ir import dtype as dt
 from ..ir import intrinsics as I
 from ..ir.expr import Binary
@@ -254,3 +254,62 @@ def tvm_thread_allreduce(*args, dtype=None):
     red = I.call(I.ShflXorReduce(reducer.op, tuple(sorted(masks))), v, dtype=reducer.dtype)
     b.emit(Store(out.buffer, out.indices, cast(red, out.buffer.dtype), span=b.span))
     return _AllReduce()
+
+
+# ---- smaller builtins -------------------------------------------------------------------------
+
+def address_of(element):
+    """`T.address_of(buf[i])`: the element's address, for a `T.call_extern` argument (read and written)."""
+    if not isinstance(element, (Load, Ref)):
+        raise error(f"T.address_of expects a buffer element such as buf[i], got {element!r}")
+    return AccessPtr(Ref(element.buffer, tuple(element.indices)), I.ACCESS_MODES["rw"])
+
+
+def __ldg(value, index=None):  # noqa: N807 - TileLang's spelling
+    """`T.__ldg(x[i])` (or `T.__ldg(x, i)`): the element, read through the read-only cache on CUDA --
+    here an ordinary load (the compiler marks read-only parameters itself)."""
+    if isinstance(value, Buffer):
+        if index is None:
+            raise error("T.__ldg(buffer, index): give the index")
+        idx = tuple(index) if isinstance(index, (list, tuple)) else (index,)
+        return Load(value, tuple(as_expr(i) for i in idx))
+    if not isinstance(value, Load):
+        raise error(f"T.__ldg expects a buffer element such as x[i], got {value!r}")
+    return value
+
+
+def _four(x, what):
+    """The four int8 elements starting at `x` (a buffer or one of its elements), along its last dimension."""
+    if isinstance(x, Buffer):
+        buf, idx = x, tuple(const(0) for _ in x.shape)
+    elif isinstance(x, Load):
+        buf, idx = x.buffer, tuple(x.indices)
+    else:
+        raise error(f"T.dp4a: {what} is four int8 values (a buffer or its element x[i]), got {x!r}")
+    if buf.dtype not in (dt.int8, dt.uint8):
+        raise error(f"T.dp4a: {what} ({buf.name}) holds {buf.dtype}; dp4a multiplies four int8 or uint8 values")
+    return [Load(buf, idx[:-1] + (binary("+", idx[-1], k),)) for k in range(4)]
+
+
+def dp4a(A, B, C):
+    """`T.dp4a(A, B, C)`: C += A[0]*B[0] + ... + A[3]*B[3] over four 8-bit integers each, in int32 (the
+    compiler makes it one IDP4A where it can)."""
+    b = require_kernel("T.dp4a")
+    if not isinstance(C, Load) or not C.buffer.dtype.is_int or C.buffer.dtype.bits != 32:
+        raise error(f"T.dp4a: C is the int32 accumulator element (acc[0]), got {C!r}")
+    total = C
+    for a, w in zip(_four(A, "A"), _four(B, "B")):
+        total = binary("+", total, binary("*", cast(a, dt.int32), cast(w, dt.int32)))
+    b.emit(Store(C.buffer, tuple(C.indices), cast(total, C.buffer.dtype), span=b.span))
+
+
+def loop_break():
+    """`T.loop_break()`: Python's `break` (leaves the innermost serial loop)."""
+    from .parse_loops import break_problem
+    from .parser import _active_parsers
+    b = current("T.loop_break")
+    parsers = _active_parsers()
+    problem = break_problem(getattr(parsers[-1], "loop_kinds", []) if parsers else [], "T.loop_break()")
+    if problem:
+        raise error(problem, hint="use a T.serial loop or a while loop")
+    b.emit(Break(span=b.span))

@@ -114,13 +114,20 @@ class LoopMixin:
         self.builder.emit(While(cast(cond, dt.bool_), body, span=self.span(node)))
 
     def stmt_Break(self, node):
-        """`break` in a serial loop (T.serial / range / T.unroll / while); never in T.Parallel, whose
-        iterations are spread over threads, nor T.Pipelined, whose copies run ahead of the body."""
-        kinds = getattr(self, "loop_kinds", [])
-        if not kinds:
-            raise self.error(node, "`break` outside a loop")
-        if kinds[-1] not in ("serial", "unroll", "while"):
-            what = {"parallel": "T.Parallel (its iterations run on different threads)",
-                    "pipelined": "T.Pipelined (its copies are issued ahead of the body)"}.get(kinds[-1], kinds[-1])
-            raise self.error(node, f"`break` cannot leave {what}", hint="use a T.serial loop or a while loop")
+        problem = break_problem(getattr(self, "loop_kinds", []), "`break`")
+        if problem:
+            raise self.error(node, problem, hint="use a T.serial loop or a while loop")
         self.builder.emit(Break(span=self.span(node)))
+
+
+def break_problem(kinds, what: str) -> str | None:
+    """Why `break` (or T.loop_break()) cannot be here, or None: it leaves a serial loop (T.serial /
+    range / T.unroll / while); never T.Parallel, whose iterations are spread over threads, nor
+    T.Pipelined, whose copies run ahead of the body."""
+    if not kinds:
+        return f"{what} outside a loop"
+    if kinds[-1] not in ("serial", "unroll", "while"):
+        loop = {"parallel": "T.Parallel (its iterations run on different threads)",
+                "pipelined": "T.Pipelined (its copies are issued ahead of the body)"}.get(kinds[-1], kinds[-1])
+        return f"{what} cannot leave {loop}"
+    return None

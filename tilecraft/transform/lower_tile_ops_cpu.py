@@ -193,6 +193,13 @@ class _ThreadIndexUse(Visitor):
         if v in self.tainted:
             raise TilecraftError(THREAD_INDEX_ON_CPU, self.span)
 
+    def visit_IntrinsicCall(self, c):
+        if c.intrinsic.thread_level:  # a warp shuffle or reduction the program wrote (language/warp.py)
+            raise TilecraftError(f"{c.intrinsic.describe()}: lanes of a warp exchanging values have no meaning on "
+                                 f"the CPU target, where each statement covers the whole tile; use the CUDA "
+                                 f"target for warp-level code", self.span)
+        self.generic(c)
+
     def _at(self, span, fn, node):
         saved = self.span
         self.span = span or saved

@@ -95,6 +95,7 @@ class Intrinsic:
     family: ClassVar[str] = ""
     operands: ClassVar[tuple] = ()
     effects: ClassVar[Effects] = GENERIC
+    thread_level: ClassVar[bool] = False   # lanes exchange registers: no meaning on the CPU target
 
     def __post_init__(self):
         self.check()

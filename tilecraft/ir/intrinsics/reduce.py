@@ -1,11 +1,14 @@
-"""Warp reductions by xor shuffles (device/include/tilecraft/reduce.h)."""
+"""Warp shuffles and reductions by xor shuffles (device/include/tilecraft/reduce.h).
+
+All of them are thread-level: the lanes of a warp exchange registers, which has no meaning on the
+CPU target (one thread runs each statement over a whole tile), so they declare `thread_level`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .base import VALUE, Intrinsic, Operand, require
 
-COMBINERS = ("sum", "max", "min")
+COMBINERS = ("sum", "max", "min", "bitand", "bitor", "bitxor")
 
 
 @dataclass(frozen=True)
@@ -13,6 +16,7 @@ class ShflXorReduce(Intrinsic):
     """Combine a value over the lanes that differ in the bits of `lane_masks` (butterflies)."""
     entry = "tc::shfl_xor_reduce"
     family = "reduce"
+    thread_level = True
     operands = (Operand("value", VALUE),)
     op: str
     lane_masks: tuple
@@ -21,3 +25,51 @@ class ShflXorReduce(Intrinsic):
         require(self.op in COMBINERS, self, f"the combiner is one of {COMBINERS}")
         require(len(self.lane_masks) > 0, self, "give at least one lane mask")
         require(all(0 < m < 32 for m in self.lane_masks), self, "lane masks must be in 1..31")
+
+
+# one shuffle of `value` among groups of `width` lanes (full mask: every lane calls it)
+_SHFL = (Operand("value", VALUE), Operand("lane", VALUE), Operand("width", VALUE, optional=True))
+
+
+@dataclass(frozen=True)
+class ShflXor(Intrinsic):
+    """The value of lane `lane ^ lane_mask` (`T.shfl_xor`)."""
+    entry = "tc::shfl_xor"
+    family = "reduce"
+    thread_level = True
+    operands = _SHFL
+
+
+@dataclass(frozen=True)
+class ShflDown(Intrinsic):
+    """The value of lane `lane + delta`, own value past the group's end (`T.shfl_down`)."""
+    entry = "tc::shfl_down"
+    family = "reduce"
+    thread_level = True
+    operands = _SHFL
+
+
+@dataclass(frozen=True)
+class ShflUp(Intrinsic):
+    """The value of lane `lane - delta`, own value before the group's start (`T.shfl_up`)."""
+    entry = "tc::shfl_up"
+    family = "reduce"
+    thread_level = True
+    operands = _SHFL
+
+
+@dataclass(frozen=True)
+class ShflIdx(Intrinsic):
+    """The value of lane `src_lane` of the group (`T.shfl_sync`)."""
+    entry = "tc::shfl_idx"
+    family = "reduce"
+    thread_level = True
+    operands = _SHFL
+
+
+@dataclass(frozen=True)
+class SyncWarp(Intrinsic):
+    """`__syncwarp()`: a barrier of this warp's lanes (orders their shared-memory accesses; header: memory.h)."""
+    entry = "tc::sync_warp"
+    family = "reduce"
+    thread_level = True

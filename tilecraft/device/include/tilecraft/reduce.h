@@ -34,12 +34,37 @@ struct MinOp {
   template <class T> TC_DEVICE T operator()(T a, T b) const { return tc::min(a, b); }
   template <class T> static TC_DEVICE T identity() { return max_value<T>(); }
 };
+// bitwise combiners: integer values only (T.warp_reduce_bitand / _bitor / _bitxor)
+struct BitAndOp {
+  template <class T> TC_DEVICE T operator()(T a, T b) const { return a & b; }
+};
+struct BitOrOp {
+  template <class T> TC_DEVICE T operator()(T a, T b) const { return a | b; }
+};
+struct BitXorOp {
+  template <class T> TC_DEVICE T operator()(T a, T b) const { return a ^ b; }
+};
 
 // One xor-shuffle; the overloads of __shfl_xor_sync cover float, double, int, unsigned,
 // long long, unsigned long long, __half and __nv_bfloat16.
 template <class T>
-TC_DEVICE T shfl_xor(T v, int lane_mask) {
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask, 32);
+TC_DEVICE T shfl_xor(T v, int lane_mask, int width = 32) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+
+// The other shuffles of a warp (T.shfl_down / shfl_up / shfl_sync): the full mask, so all 32
+// lanes must call them convergently, as for shfl_xor.
+template <class T>
+TC_DEVICE T shfl_down(T v, int delta, int width = 32) {
+  return __shfl_down_sync(0xffffffffu, v, delta, width);
+}
+template <class T>
+TC_DEVICE T shfl_up(T v, int delta, int width = 32) {
+  return __shfl_up_sync(0xffffffffu, v, delta, width);
+}
+template <class T>
+TC_DEVICE T shfl_idx(T v, int src_lane, int width = 32) {
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
 }
 
 // All-reduce v over the lanes reachable by XOR with any combination of LaneMasks.
