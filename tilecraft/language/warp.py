@@ -55,7 +55,7 @@ def get_warp_group_idx(warp_size: int = 32, warps_per_group: int = 4):
     return binary("//", t, _int(warp_size, "warp_size") * _int(warps_per_group, "warps_per_group"))
 
 
-def _shfl(cls, what, value, lane, width):
+def _shfl(kind, what, value, lane, width):
     b, _, threads = _tid(what)
     if threads % 32:
         raise error(f"{what}: the block has {threads} threads; shuffles need whole warps (a multiple of 32)")
@@ -66,23 +66,23 @@ def _shfl(cls, what, value, lane, width):
     if v.dtype.bits > 64 or v.dtype.is_bool or v.dtype.bits < 16:
         raise error(f"{what}: shuffles move 16-, 32- or 64-bit values, got {v.dtype}",
                     hint="cast 8-bit values to int32 first")
-    return I.call(cls(), v, cast(as_expr(lane), dt.int32), const(w), dtype=v.dtype)
+    return I.call(I.Shfl(kind), v, cast(as_expr(lane), dt.int32), const(w), dtype=v.dtype)
 
 
 def shfl_xor(value, lane_mask, width: int = 32):
-    return _shfl(I.ShflXor, "T.shfl_xor", value, lane_mask, width)
+    return _shfl("xor", "T.shfl_xor", value, lane_mask, width)
 
 
 def shfl_down(value, delta, width: int = 32):
-    return _shfl(I.ShflDown, "T.shfl_down", value, delta, width)
+    return _shfl("down", "T.shfl_down", value, delta, width)
 
 
 def shfl_up(value, delta, width: int = 32):
-    return _shfl(I.ShflUp, "T.shfl_up", value, delta, width)
+    return _shfl("up", "T.shfl_up", value, delta, width)
 
 
 def shfl_sync(value, src_lane, width: int = 32):
-    return _shfl(I.ShflIdx, "T.shfl_sync", value, src_lane, width)
+    return _shfl("idx", "T.shfl_sync", value, src_lane, width)
 
 
 def sync_warp():
@@ -100,25 +100,13 @@ def _warp_reduce(op, what, value):
     return I.call(I.ShflXorReduce(op, (1, 2, 4, 8, 16)), v, dtype=v.dtype)
 
 
-def warp_reduce_sum(value):
-    return _warp_reduce("sum", "T.warp_reduce_sum", value)
+def _reducer(op):
+    def reduce(value):
+        return _warp_reduce(op, f"T.warp_reduce_{op}", value)
+    reduce.__name__ = reduce.__qualname__ = f"warp_reduce_{op}"
+    reduce.__doc__ = f"`T.warp_reduce_{op}(x)`: every lane gets the {op} of x over its warp."
+    return reduce
 
 
-def warp_reduce_max(value):
-    return _warp_reduce("max", "T.warp_reduce_max", value)
-
-
-def warp_reduce_min(value):
-    return _warp_reduce("min", "T.warp_reduce_min", value)
-
-
-def warp_reduce_bitand(value):
-    return _warp_reduce("bitand", "T.warp_reduce_bitand", value)
-
-
-def warp_reduce_bitor(value):
-    return _warp_reduce("bitor", "T.warp_reduce_bitor", value)
-
-
-def warp_reduce_bitxor(value):
-    return _warp_reduce("bitxor", "T.warp_reduce_bitxor", value)
+warp_reduce_sum, warp_reduce_max, warp_reduce_min = _reducer("sum"), _reducer("max"), _reducer("min")
+warp_reduce_bitand, warp_reduce_bitor, warp_reduce_bitxor = _reducer("bitand"), _reducer("bitor"), _reducer("bitxor")

@@ -23,7 +23,7 @@ from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, Pipe
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
 from .manual_sync import CpuMbarArrive, CpuMbarWait, MbarArrive
 from .mma import GemmRS, GemmSS
-from .reduce import ShflDown, ShflIdx, ShflUp, ShflXor, ShflXorReduce, SyncWarp
+from .reduce import Shfl, ShflXorReduce, SyncWarp
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
 from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
 from .random import RNG, RngInit, RngRand

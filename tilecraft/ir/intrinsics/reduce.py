@@ -27,44 +27,23 @@ class ShflXorReduce(Intrinsic):
         require(all(0 < m < 32 for m in self.lane_masks), self, "lane masks must be in 1..31")
 
 
-# one shuffle of `value` among groups of `width` lanes (full mask: every lane calls it)
-_SHFL = (Operand("value", VALUE), Operand("lane", VALUE), Operand("width", VALUE, optional=True))
+SHUFFLES = ("xor", "down", "up", "idx")
 
 
 @dataclass(frozen=True)
-class ShflXor(Intrinsic):
-    """The value of lane `lane ^ lane_mask` (`T.shfl_xor`)."""
-    entry = "tc::shfl_xor"
+class Shfl(Intrinsic):
+    """One shuffle of `value` among groups of `width` lanes, full mask (every lane calls it): the value
+    of lane `lane ^ lane_mask` (xor, `T.shfl_xor`), of `lane + delta` (down) or `lane - delta` (up),
+    a lane's own value where that leaves the group, or of lane `src_lane` (idx, `T.shfl_sync`).
+    The header's entry is `tc::shfl_<kind>`."""
+    entry = "tc::shfl"
     family = "reduce"
     thread_level = True
-    operands = _SHFL
+    operands = (Operand("value", VALUE), Operand("lane", VALUE), Operand("width", VALUE, optional=True))
+    kind: str
 
-
-@dataclass(frozen=True)
-class ShflDown(Intrinsic):
-    """The value of lane `lane + delta`, own value past the group's end (`T.shfl_down`)."""
-    entry = "tc::shfl_down"
-    family = "reduce"
-    thread_level = True
-    operands = _SHFL
-
-
-@dataclass(frozen=True)
-class ShflUp(Intrinsic):
-    """The value of lane `lane - delta`, own value before the group's start (`T.shfl_up`)."""
-    entry = "tc::shfl_up"
-    family = "reduce"
-    thread_level = True
-    operands = _SHFL
-
-
-@dataclass(frozen=True)
-class ShflIdx(Intrinsic):
-    """The value of lane `src_lane` of the group (`T.shfl_sync`)."""
-    entry = "tc::shfl_idx"
-    family = "reduce"
-    thread_level = True
-    operands = _SHFL
+    def check(self):
+        require(self.kind in SHUFFLES, self, f"the shuffle is one of {SHUFFLES}")
 
 
 @dataclass(frozen=True)
