@@ -22,7 +22,7 @@ Neither lowering imports the other's private helpers; both import this module.
 from __future__ import annotations
 
 from . import dtype as dt
-from .expr import Var, binary, call, cast
+from .expr import Var, binary, call, cast, unary
 
 
 # ---- accumulator dtypes --------------------------------------------------------------------------
@@ -43,7 +43,8 @@ def scan_accumulator_dtype(src_dtype):
 
 # ---- reductions ----------------------------------------------------------------------------------
 
-REDUCE_KINDS = ("sum", "abssum", "max", "min", "absmax")
+REDUCE_KINDS = ("sum", "abssum", "max", "min", "absmax", "bitand", "bitor", "bitxor")
+BIT_REDUCE_OPS = {"bitand": "&", "bitor": "|", "bitxor": "^"}   # integer tiles only
 
 
 def reduce_base_kind(kind: str) -> str:
@@ -52,11 +53,13 @@ def reduce_base_kind(kind: str) -> str:
 
 
 def reduce_identity(kind: str, d):
-    """The value a reduction starts from (and what padding contributes): 0 for the sums and for
-    absmax (|x| >= 0), -inf / the smallest value for max, +inf / the largest value for min."""
+    """The value a reduction starts from (and what padding contributes): 0 for the sums, absmax (|x| >= 0),
+    bitor and bitxor; all bits set for bitand; -inf / the smallest value for max, +inf / the largest for min."""
     from ..language.math import infinity, max_value, min_value
-    if kind in ("sum", "abssum", "absmax"):
+    if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, d)
+    if kind == "bitand":
+        return unary("bitnot", cast(0, d))
     if kind == "max":
         return -infinity(d) if d.is_float else min_value(d)
     return infinity(d) if d.is_float else max_value(d)
@@ -64,6 +67,8 @@ def reduce_identity(kind: str, d):
 
 def reduce_combine(kind: str, acc, v):
     """`acc` combined with one element `v` (|v| first for abssum / absmax)."""
+    if kind in BIT_REDUCE_OPS:
+        return binary(BIT_REDUCE_OPS[kind], acc, v)
     if kind in ("abssum", "absmax"):
         v = call("abs", v)
     if kind in ("sum", "abssum"):

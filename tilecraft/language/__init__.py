@@ -6,9 +6,9 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
 from .parser import prim_func, macro
 from .kernel import (Kernel, Parallel, Persistent, Pipelined, serial, unroll, vectorized, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
-                     get_thread_bindings, get_block_binding, sync_threads, sync_grid)
+                     get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
-                      reduce_sum, reduce_abssum, reduce_absmax, atomic_add, atomic_max, atomic_min,
+                      reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor, reduce_bitxor, atomic_add, atomic_max, atomic_min,
                       cumsum, print)
 from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
                    floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod, atan2,
@@ -24,7 +24,8 @@ from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, an
 bool = boolean  # noqa: A001 - T.bool as in TileLang
 float = float32  # noqa: A001
 from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
-                     tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem)
+                     tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem, annotate_restrict_buffers, pdl_trigger, pdl_sync,
+                     index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of)
 from .sparse import gemm_sp, gemm_sp_v2
 from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ws,
                      cp_async_barrier_noinc,
@@ -32,6 +33,9 @@ from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arriv
                      annotate_consumer_reg_alloc)
 
 half = float16
+Serial, Unroll, Vectorized = serial, unroll, vectorized  # newer TileLang's spellings
+gemm_v1 = gemm_v2 = gemm   # TileLang's two gemm lowerings; tilecraft has one (it picks the instructions)
+reshape = view             # T.reshape(buf, shape): a view of the same elements
 from .random import rng_init, rng_rand  # noqa: E402
 from .lowlevel import (thread_binding, import_source, call_extern, call_pure_extern, access_ptr, evaluate,  # noqa: E402
                        comm_reducer, tvm_thread_allreduce, address_of, dp4a, loop_break)

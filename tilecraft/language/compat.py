@@ -116,3 +116,102 @@ def wait_wgmma(count=0):
 
 
 alloc_tmem = _unsupported("alloc_tmem", "Blackwell tensor memory (sm_100)")
+
+
+# ---- newer TileLang spellings -----------------------------------------------------------------
+
+def annotate_restrict_buffers(*buffers):
+    """`T.annotate_restrict_buffers(A, B)`: already so -- tilecraft declares every tensor parameter
+    `__restrict__` (tensors passed to one kernel must not overlap, which the launcher checks)."""
+    from .builder import require_kernel
+    require_kernel("T.annotate_restrict_buffers")
+
+
+def pdl_trigger():
+    """`T.pdl_trigger()`: programmatic dependent launch lets the next kernel start early.  tilecraft
+    launches without it, so the next kernel starts when this one ends: nothing to trigger."""
+    from .builder import require_kernel
+    require_kernel("T.pdl_trigger")
+
+
+def pdl_sync():
+    """`T.pdl_sync()`: wait for the previous kernel's results.  Without programmatic dependent launch
+    they are complete before this kernel starts, so the wait is already satisfied."""
+    from .builder import require_kernel
+    require_kernel("T.pdl_sync")
+
+
+def index_to_coordinates(index, shape):
+    """The row-major coordinates of flat `index` in `shape` (TileLang's `T.index_to_coordinates`)."""
+    from ..ir import binary
+    out = []
+    for n in reversed(tuple(shape)[1:]):
+        out.append(binary("%", index, n))
+        index = binary("//", index, n)
+    return [index] + out[::-1]
+
+
+def _lanes(x, n, what):
+    """The `n` consecutive elements (along the last dimension) starting at element `x`."""
+    from ..ir import Load, binary
+    if not isinstance(x, Load):
+        raise error(f"{what} is a buffer element such as x[i, j] (its {n} neighbours along the last dimension "
+                    f"go with it), got {x!r}")
+    idx = tuple(x.indices)
+    return [Load(x.buffer, idx[:-1] + (binary("+", idx[-1], k),)) for k in range(n)]
+
+
+def _atomic_add_lanes(n, dst, value, memory_order=None, return_prev=False):
+    from .tileops import _atomic, _atomic_options
+    what = f"T.atomic_addx{n}"
+    if return_prev:
+        raise error(f"{what}(..., return_prev=True): the previous values of {n} elements are not returned; "
+                    f"use T.atomic_add(..., return_prev=True) per element")
+    _atomic_options("add", memory_order, False)
+    for d, v in zip(_lanes(dst, n, f"{what}: the destination"), _lanes(value, n, f"{what}: the value")):
+        _atomic("add", d, v)
+
+
+def atomic_addx2(dst, value, memory_order=None, return_prev=False):
+    """`T.atomic_addx2(dst[i], src[j])`: dst[i:i+2] += src[j:j+2], each element atomically."""
+    _atomic_add_lanes(2, dst, value, memory_order, return_prev)
+
+
+def atomic_addx4(dst, value, memory_order=None, return_prev=False):
+    """`T.atomic_addx4(dst[i], src[j])`: dst[i:i+4] += src[j:j+4], each element atomically."""
+    _atomic_add_lanes(4, dst, value, memory_order, return_prev)
+
+
+def _elements(buffer, what):
+    """Each element of a local buffer (or of a slice of one) as a bool."""
+    import itertools
+
+    from ..ir import Buffer, Load, Region, binary, cast
+    from ..ir import dtype as dt
+    region = Region.whole(buffer) if isinstance(buffer, Buffer) else buffer
+    if not isinstance(region, Region):
+        raise error(f"{what} takes a local buffer or a slice of one, got {buffer!r}")
+    buf = region.buffer
+    if buf.scope not in ("local", "var"):
+        raise error(f"{what}: {buf.name} is a {buf.scope} buffer; {what} reads one thread's own values "
+                    f"(T.alloc_local / T.alloc_var)", hint="reduce a fragment with T.reduce_max / T.reduce_min")
+    return [cast(Load(buf, tuple(binary("+", s, o) for s, o in zip(region.starts, offs))), dt.bool_)
+            for offs in itertools.product(*[range(n) for n in region.extents])]
+
+
+def _fold(op, values):
+    from ..ir import binary
+    out = values[0]
+    for v in values[1:]:
+        out = binary(op, out, v)
+    return out
+
+
+def any_of(buffer):
+    """True when any element of the local buffer (or slice) is nonzero."""
+    return _fold("or", _elements(buffer, "T.any_of"))
+
+
+def all_of(buffer):
+    """True when every element of the local buffer (or slice) is nonzero."""
+    return _fold("and", _elements(buffer, "T.all_of"))

@@ -250,6 +250,11 @@ def get_block_binding(dim: int = 0):
     return b.kernel.block_vars[dim]
 
 
+def get_block_bindings():
+    b = require_kernel("T.get_block_bindings")
+    return list(b.kernel.block_vars)
+
+
 def sync_grid():
     """A barrier of the whole grid: every block's writes before it are seen by every block after it
     (at the top level of a kernel body; see language/grid_sync.py)."""

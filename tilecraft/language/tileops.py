@@ -221,6 +221,9 @@ def _reduce(kind, src, dst, dim, clear):
         if x.scope == "global":
             raise error(f"T.reduce_{kind}: the {what} {x.name} is a global tensor; reduce a "
                         f"fragment or shared tile")
+    if kind.startswith("bit") and not (src.dtype.is_int and dst.dtype.is_int):
+        raise error(f"T.reduce_{kind}: a bitwise reduction takes integer tiles, got {src.name} ({src.dtype}) -> "
+                    f"{dst.name} ({dst.dtype})")
     nd = src.ndim
     d = dim + nd if dim < 0 else dim
     if not 0 <= d < nd:
@@ -251,6 +254,18 @@ def reduce_abssum(buffer, out, dim=-1, clear=True):
 
 def reduce_absmax(buffer, out, dim=-1, clear=True):
     _reduce("absmax", buffer, out, dim, clear)
+
+
+def reduce_bitand(buffer, out, dim=-1, clear=True):
+    _reduce("bitand", buffer, out, dim, clear)
+
+
+def reduce_bitor(buffer, out, dim=-1, clear=True):
+    _reduce("bitor", buffer, out, dim, clear)
+
+
+def reduce_bitxor(buffer, out, dim=-1, clear=True):
+    _reduce("bitxor", buffer, out, dim, clear)
 
 
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
