@@ -57,7 +57,9 @@ class CppPrinter(CPrinter):
 
     def loop_pragma(self, s):
         # not around random draws: their order is the generator's state
-        return "#pragma omp simd" if s.kind == "parallel" and _innermost(s) and not _uses_rng(s) else None
+        # nor around assertions: a false one throws out of the loop (tilecraft_cpu.h)
+        ok = s.kind == "parallel" and _innermost(s) and not _uses_rng(s) and not _has_asserts(s)
+        return "#pragma omp simd" if ok else None
 
     def visit_Alloc(self, s):
         b = s.buffer
@@ -106,7 +108,17 @@ class CppPrinter(CPrinter):
             d.line(f"(void){n};")
         if _uses_rng(k):
             d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: one generator per block")
+        asserts = _has_asserts(k.body)
+        if asserts:  # the first false assertion stops its block and every block not yet started
+            d.line("if (tc::cpu_assert_text() != nullptr) continue;")
+            d.line("try {")
+            d.indent()
         self.stmt(k.body)
+        if asserts:
+            d.dedent()
+            d.line("} catch (const tc::AssertFailed& e) {")
+            d.line("  tc::cpu_assert_record(e.where);")
+            d.line("}")
         d.dedent()
         d.line("}")
         d.dedent()
@@ -140,13 +152,22 @@ def generate_cpp(func: PrimFunc) -> str:
         d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
         d.line(f"(void){p.name(s)};")
     from .cpp_manual_sync import entry_epilogue, entry_prologue, error_text_function  # mbarrier waits
+    asserts = _has_asserts(func.body)
+    if asserts:  # a false T.device_assert stops its block (visit_Kernel): return -1, the text in tc_error_text(-1)
+        d.line("tc::cpu_assert_text() = nullptr;")
     entry_prologue(p, func)
     p.stmt(func.body)
+    if asserts:
+        d.line("if (tc::cpu_assert_text() != nullptr) return -1;")
     d.line(f"return {entry_epilogue(func)};")
     d.dedent()
     d.line("}")
-    error_text_function(p, func)
+    error_text_function(p, func, asserts)
     return d.text()
+
+
+def _has_asserts(node) -> bool:
+    return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.DeviceAssert)))
 
 
 # ---- CPU emitters of the intrinsics the CPU lowering uses (tilecraft_cpu.h) ----------------------
@@ -171,6 +192,11 @@ def _rng(p: CppPrinter, call) -> str:
 
 for _cls in I.RNG:
     I.register_emitter(_cls, "cpu")(_rng)
+
+
+@I.register_emitter(I.DeviceAssert, "cpu")
+def _device_assert(p: CppPrinter, call) -> str:
+    return f"tc::cpu_assert({p.expr(call.args[0])}, {p.expr(call.intrinsic.where)})"
 
 
 @I.register_emitter(I.Extern, "cpu")

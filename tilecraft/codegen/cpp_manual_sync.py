@@ -52,15 +52,19 @@ def entry_epilogue(func) -> str:
     return "tc::cpu_mbar_failed()" if wait_sites(func) else "0"
 
 
-def error_text_function(p, func) -> None:
+def error_text_function(p, func, asserts: bool = False) -> None:
+    """`tc_error_text(rc)`: the message for the entry's failure code -- a wait's site number, or -1
+    for a false T.device_assert (its text, codegen/cpp.py)."""
     sites = wait_sites(func)
-    if not sites:
+    if not sites and not asserts:
         return
     d = p.doc
     d.line("")
     d.line('extern "C" const char* tc_error_text(int tc_site) {')
     d.indent()
     d.line("switch (tc_site) {")
+    if asserts:
+        d.line("  case -1: return tc::cpu_assert_text();")
     for w in sites:
         d.line(f"  case {w.site}: return {_c_string(w.where)};")
     d.line("}")

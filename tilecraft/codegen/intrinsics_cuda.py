@@ -48,6 +48,11 @@ def _shfl_xor_reduce(printer, call):
     return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args_of(printer, call))
 
 
+@I.register_emitter(I.DeviceAssert, TARGET)
+def _device_assert(printer, call):
+    return f"{call.intrinsic.entry}({printer.expr(call.args[0])}, {printer.expr(call.intrinsic.where)})"
+
+
 @I.register_emitter(I.Shfl, TARGET)
 def _shfl(printer, call):
     return f"{call.intrinsic.entry}_{call.intrinsic.kind}({', '.join(args_of(printer, call))})"

@@ -38,7 +38,7 @@ gemm_v1 = gemm_v2 = gemm   # TileLang's two gemm lowerings; tilecraft has one (i
 reshape = view             # T.reshape(buf, shape): a view of the same elements
 from .random import rng_init, rng_rand  # noqa: E402
 from .lowlevel import (thread_binding, import_source, call_extern, call_pure_extern, access_ptr, evaluate,  # noqa: E402
-                       comm_reducer, tvm_thread_allreduce, address_of, dp4a, loop_break)
+                       comm_reducer, tvm_thread_allreduce, address_of, dp4a, loop_break, device_assert)
 from .lowlevel import __ldg  # noqa: E402,F401
 from .warp import (get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx, shfl_xor, shfl_down,  # noqa: E402
                    shfl_up, shfl_sync, sync_warp, warp_reduce_sum, warp_reduce_max, warp_reduce_min,

@@ -313,3 +313,22 @@ def loop_break():
     if problem:
         raise error(problem, hint="use a T.serial loop or a while loop")
     b.emit(Break(span=b.span))
+
+
+def device_assert(cond, msg: str = ""):
+    """`T.device_assert(cond, msg)`: stop the kernel when `cond` is false, naming this line and `msg` (CUDA:
+    printed, then a trap that fails the launch; CPU target: a TilecraftError).  A compile-time false
+    condition is an error now; a true one costs nothing."""
+    b = current("T.device_assert")
+    if not isinstance(cond, Expr):
+        if not cond:
+            raise error(f"T.device_assert fails at compile time: {msg or 'the condition is false'}")
+        return
+    b.emit(assert_stmt(cond, msg, b.span))
+
+
+def assert_stmt(cond, msg, span):
+    """The statement that checks `cond` when the kernel runs (T.device_assert, `assert` on kernel values)."""
+    where = f"{span.file}:{span.line}" if span is not None else "a kernel"
+    text = msg or (f"`{span.source_line.strip()}`" if span is not None and span.source_line else "the condition is false")
+    return I.evaluate(I.DeviceAssert(f"assertion failed at {where}: {text}"), cast(as_expr(cond), dt.bool_), span=span)

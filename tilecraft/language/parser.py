@@ -213,8 +213,11 @@ class Parser(ExprMixin, LoopMixin):
 
     def stmt_Assert(self, node):
         v = self.eval(node.test)
-        if isinstance(v, Expr):
-            return  # device asserts are not checked (yet); accepted for compatibility
+        if isinstance(v, Expr):  # checked when the kernel runs (language/lowlevel.py)
+            from .lowlevel import assert_stmt
+            msg = self.eval(node.msg) if node.msg is not None else ""
+            self.builder.emit(assert_stmt(v, str(msg), self.span(node)))
+            return
         if not v:
             msg = self.eval(node.msg) if node.msg is not None else "assertion failed"
             raise self.error(node, f"assertion failed at compile time: {msg}")

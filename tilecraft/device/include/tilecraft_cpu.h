@@ -358,4 +358,17 @@ static inline void cpu_mbar_wait(uint64_t* bar, int parity, int site) {
   __atomic_compare_exchange_n(&cpu_mbar_failed(), &none, site, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
+// T.device_assert on the CPU target: a false condition throws out of its block's body, which records
+// the first failure's text (blocks run on OpenMP threads) and stops; blocks not yet started skip; the
+// entry returns -1 and the runtime raises a TilecraftError with the text (codegen/cpp.py).
+struct AssertFailed { const char* where; };
+static inline const char*& cpu_assert_text() { static const char* text = nullptr; return text; }
+static inline void cpu_assert(bool ok, const char* where) {
+  if (!ok) throw AssertFailed{where};
+}
+static inline void cpu_assert_record(const char* where) {
+  const char* none = nullptr;
+  __atomic_compare_exchange_n(&cpu_assert_text(), &none, where, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
 }  // namespace tc

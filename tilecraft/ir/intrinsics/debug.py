@@ -1,4 +1,4 @@
-"""Device printf (device/include/tilecraft/print.h)."""
+"""Device printf and assertions (device/include/tilecraft/print.h; the CPU target: tilecraft_cpu.h)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,3 +22,14 @@ class PrintElem(Intrinsic):
     family = "debug"
     operands = (Operand("msg", MSG), Operand("value", VALUE))
     shape: tuple
+
+
+@dataclass(frozen=True)
+class DeviceAssert(Intrinsic):
+    """`T.device_assert(cond, msg)` / `assert cond, msg` on a kernel value: a false `cond` stops the
+    kernel with `where` (the message with the program's file and line).  CUDA: printf + trap; CPU:
+    the runtime raises a TilecraftError with it."""
+    entry = "tc::device_assert"
+    family = "debug"
+    operands = (Operand("cond", VALUE),)
+    where: str

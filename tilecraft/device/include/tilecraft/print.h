@@ -49,4 +49,15 @@ TC_DEVICE void print(const char* msg) {
          (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, (int)threadIdx.y, (int)threadIdx.z);
 }
 
+// T.device_assert(cond, msg) (and `assert` on kernel values): when cond is false, print the message
+// (it names the program's file and line) with this thread's indices and stop the kernel with a trap;
+// the launch then fails, and the CUDA context with it, as with CUDA's own assert.
+TC_DEVICE void device_assert(bool ok, const char* where) {
+  if (!ok) {
+    printf("tilecraft: device %s [BlockIdx=(%d, %d, %d), ThreadIdx=(%d, %d, %d)]\n", where,
+           (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, (int)threadIdx.y, (int)threadIdx.z);
+    __trap();
+  }
+}
+
 }  // namespace tc
