@@ -177,6 +177,17 @@ def _atomic(p: CppPrinter, call) -> str:
     return f"{call.intrinsic.entry}(&{p.visit_Load(ref)}, ({p.type_name(ref.buffer.dtype)})({p.expr(value)}))"
 
 
+@I.register_emitter(I.AtomicLoad, "cpu")
+def _atomic_load(p: CppPrinter, call) -> str:
+    return f"tc::atomic_load<{call.intrinsic.order}>(&{p.visit_Load(call.args[0])})"
+
+
+@I.register_emitter(I.AtomicStore, "cpu")
+def _atomic_store(p: CppPrinter, call) -> str:
+    ref, value = call.args
+    return f"tc::atomic_store<{call.intrinsic.order}>(&{p.visit_Load(ref)}, ({p.type_name(ref.buffer.dtype)})({p.expr(value)}))"
+
+
 for _cls in I.ATOMICS.values():
     I.register_emitter(_cls, "cpu")(_atomic)
 

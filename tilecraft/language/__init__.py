@@ -9,6 +9,7 @@ from .kernel import (Kernel, Parallel, Persistent, Pipelined, serial, unroll, ve
                      get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor, reduce_bitxor, atomic_add, atomic_max, atomic_min,
+                      atomic_load, atomic_store,
                       cumsum, print)
 from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
                    floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod, atan2,

@@ -323,6 +323,45 @@ def atomic_min(dst, value, memory_order=None, return_prev=False):
     _atomic("min", dst, value)
 
 
+def _ordered_element(x, what, order):
+    """(Ref, order number) for T.atomic_load / T.atomic_store on one 32- or 64-bit element."""
+    from ..ir import Ref
+    from ..ir import intrinsics as I
+    dr = as_region(x, what)
+    if dr.buffer.scope not in ("global", "shared"):
+        raise error(f"{what}: {dr.buffer.name} must be a global or shared buffer")
+    if dr.numel != 1:
+        raise error(f"{what}: one element such as flag[0], got {_describe(dr)}")
+    if dr.buffer.dtype.bits not in (32, 64) or dr.buffer.dtype.is_bool:
+        raise error(f"{what}: {dr.buffer.name} holds {dr.buffer.dtype}; ordered loads and stores move 32- or 64-bit "
+                    f"elements")
+    if order not in I.ORDERS:
+        raise error(f"{what}: memory_order is one of {sorted(I.ORDERS)}, got {order!r}")
+    return Ref(dr.buffer, tuple(dr.starts)), I.ORDERS[order]
+
+
+def atomic_load(src, memory_order="seq_cst"):
+    """`T.atomic_load(flag[0], "acquire")`: the element's value, read at GPU scope with that order (a
+    flag another block sets with T.atomic_store(..., "release"))."""
+    from ..ir import intrinsics as I
+    require_kernel("T.atomic_load")
+    ref, order = _ordered_element(src, "T.atomic_load", memory_order)
+    if order == 1 and memory_order == "release":
+        raise error("T.atomic_load: a load cannot have release order; use acquire")
+    return I.call(I.AtomicLoad(order), ref, dtype=ref.buffer.dtype)
+
+
+def atomic_store(dst, value, memory_order="seq_cst"):
+    """`T.atomic_store(flag[0], 1, "release")`: write the element at GPU scope with that order (every write
+    of this thread before it is seen by a thread that reads the value with acquire order)."""
+    from ..ir import intrinsics as I
+    b = require_kernel("T.atomic_store")
+    ref, order = _ordered_element(dst, "T.atomic_store", memory_order)
+    if order == 1 and memory_order in ("acquire", "consume"):
+        raise error(f"T.atomic_store: a store cannot have {memory_order} order; use release")
+    b.emit(I.evaluate(I.AtomicStore(order), ref, cast(as_expr(value, ref.buffer.dtype), ref.buffer.dtype), span=b.span))
+
+
 def _atomic_fetch(kind, dst, value):
     """`T.atomic_<kind>(dst, value, return_prev=True)`: the expression that updates one element of a
     global or shared buffer atomically and gives the value it held before (e.g. claiming a slot:

@@ -286,6 +286,15 @@ template <class T> static inline T atomic_add(T* p, T v) {
   { old = *p; *p += v; }
   return old;
 }
+// Ordered loads and stores (T.atomic_load / T.atomic_store); Order 0 relaxed, 1 acquire / release, 2 seq_cst.
+template <int Order, class T> static inline T atomic_load(const T* p) {
+  T v;
+  __atomic_load(p, &v, Order == 0 ? __ATOMIC_RELAXED : Order == 1 ? __ATOMIC_ACQUIRE : __ATOMIC_SEQ_CST);
+  return v;
+}
+template <int Order, class T> static inline void atomic_store(T* p, T v) {
+  __atomic_store(p, &v, Order == 0 ? __ATOMIC_RELAXED : Order == 1 ? __ATOMIC_RELEASE : __ATOMIC_SEQ_CST);
+}
 template <class T> static inline T atomic_max(T* p, T v) {
   T old;
 #pragma omp critical(tc_atomic_minmax)

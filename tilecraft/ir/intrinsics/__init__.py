@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import dtype as dt
 from ..stmt import Evaluate
-from .atomic import ATOMICS, AtomicAdd, AtomicMax, AtomicMin, atomic
+from .atomic import ATOMICS, ORDERS, AtomicAdd, AtomicLoad, AtomicMax, AtomicMin, AtomicStore, atomic
 from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, GENERIC_PROXY, HOOK, MBARRIER_PHASE, MSG,
                    PRED, PTR, READ, READ_WRITE, TMA, VALUE, WGMMA, WGMMA_GROUPS, WRITE, Effects, Intrinsic, IntrinsicCall,
                    IntrinsicError, Operand, emitter, register_emitter)

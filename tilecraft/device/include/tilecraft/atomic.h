@@ -61,4 +61,38 @@ TC_DEVICE float atomic_min(float* addr, float v) {
              : __uint_as_float(atomicMax(reinterpret_cast<unsigned*>(addr), __float_as_uint(v)));
 }
 
+// Ordered loads and stores of one 32- or 64-bit element (T.atomic_load / T.atomic_store), at GPU
+// scope, generic addressing (global or shared).  Order: 0 relaxed, 1 acquire (load) / release
+// (store), 2 sequentially consistent (a fence.sc first).  sm_70+.
+template <int Order, class T>
+TC_DEVICE T atomic_load(const T* addr) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_load: 32- or 64-bit elements");
+  if (Order == 2) asm volatile("fence.sc.gpu;" ::: "memory");
+  if constexpr (sizeof(T) == 4) {
+    unsigned v;
+    if (Order == 0) asm volatile("ld.relaxed.gpu.b32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+    else asm volatile("ld.acquire.gpu.b32 %0, [%1];" : "=r"(v) : "l"(addr) : "memory");
+    return *reinterpret_cast<T*>(&v);
+  } else {
+    unsigned long long v;
+    if (Order == 0) asm volatile("ld.relaxed.gpu.b64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    else asm volatile("ld.acquire.gpu.b64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return *reinterpret_cast<T*>(&v);
+  }
+}
+template <int Order, class T>
+TC_DEVICE void atomic_store(T* addr, T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomic_store: 32- or 64-bit elements");
+  if (Order == 2) asm volatile("fence.sc.gpu;" ::: "memory");
+  if constexpr (sizeof(T) == 4) {
+    const unsigned v = *reinterpret_cast<const unsigned*>(&value);
+    if (Order == 0) asm volatile("st.relaxed.gpu.b32 [%0], %1;" :: "l"(addr), "r"(v) : "memory");
+    else asm volatile("st.release.gpu.b32 [%0], %1;" :: "l"(addr), "r"(v) : "memory");
+  } else {
+    const unsigned long long v = *reinterpret_cast<const unsigned long long*>(&value);
+    if (Order == 0) asm volatile("st.relaxed.gpu.b64 [%0], %1;" :: "l"(addr), "l"(v) : "memory");
+    else asm volatile("st.release.gpu.b64 [%0], %1;" :: "l"(addr), "l"(v) : "memory");
+  }
+}
+
 }  // namespace tc
