@@ -5,7 +5,7 @@ Program kinds (each with odd, ragged sizes, random dtypes, thread counts and nam
 
 - ``ewise``: element-wise chains with casts and conditions over shared / fragment / global
   reads, with an optional serial or unrolled loop that folds more terms in;
-- ``reduce``: sum / max / min / abssum / absmax along either dim, clear or accumulate, one tile
+- ``reduce``: sum / max / min / abssum / absmax (and bitand / bitor / bitxor of int32 tiles) along either dim, clear or accumulate, one tile
   per block or a serial loop over column tiles (``pair``: two shared tiles copied at the loop's top,
   the second read at its end -- the loop-carried barrier insert_syncs once missed);
 - ``rowwise``: softmax-shaped: a row reduction, an element-wise T.Parallel over the tile that
@@ -88,6 +88,8 @@ def _gen_reduce(rng, s):
     s["M"], s["N"] = _size(rng, s["bm"]), _size(rng, s["bn"])
     s["op"] = rng.choice(("sum", "max", "min", "abssum", "absmax"))
     s["dx"] = rng.choice(FLOATS + ("int32",))
+    if s["dx"] == "int32" and rng.random() < 0.5:   # integer tiles: the bitwise reductions half the time
+        s["op"] = rng.choice(("bitand", "bitor", "bitxor"))
     s["dsrc"] = rng.choice((s["dx"], "float32")) if s["dx"] != "int32" else "int32"
     s["ddst"] = rng.choice((s["dsrc"], "float32")) if s["dsrc"] != "int32" else "int32"
     s["mode"] = rng.choice(("tile", "tile", "loop"))

@@ -6,6 +6,8 @@ is zero-filled; a tile write never lands outside its tensor.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 ACC = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
@@ -49,10 +51,17 @@ def reduce(kind: str, x, dim: int):
         return x.amin(dim)
     if kind == "absmax":
         return x.abs().amax(dim)
+    if kind in _BITWISE:
+        return functools.reduce(_BITWISE[kind], x.unbind(dim))
     raise ValueError(kind)
 
 
+_BITWISE = {"bitand": torch.bitwise_and, "bitor": torch.bitwise_or, "bitxor": torch.bitwise_xor}
+
+
 def combine(kind: str, acc, v):
+    if kind in _BITWISE:
+        return _BITWISE[kind](acc, v)
     if kind in ("sum", "abssum"):
         return acc + v
     if kind in ("max", "absmax"):
