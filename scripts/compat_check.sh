@@ -61,6 +61,9 @@ else
   done
   dirs=("$logs"/examples_*)
 fi
+# the commit, "-dirty" when the tracked files differ from it (a device machine's copy of a working tree can
+# carry an older .git); COMMIT=... names it outright
+rev=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
 "$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" \
-  --title "TileLang v0.1.8 example corpus on tilecraft ($tag, $(date -u +%Y-%m-%d), $(git -C "$repo" rev-parse --short HEAD))" > /dev/null
+  --title "TileLang v0.1.8 example corpus on tilecraft ($tag, $(date -u +%Y-%m-%d), ${COMMIT:-$rev})" > /dev/null
 echo "table: $out (logs: $logs)"
