@@ -173,22 +173,14 @@ def _has_asserts(node) -> bool:
 # ---- CPU emitters of the intrinsics the CPU lowering uses (tilecraft_cpu.h) ----------------------
 
 def _atomic(p: CppPrinter, call) -> str:
-    ref, value = call.args
-    return f"{call.intrinsic.entry}(&{p.visit_Load(ref)}, ({p.type_name(ref.buffer.dtype)})({p.expr(value)}))"
+    """`entry[<order>](&element[, (T)(value)])`: the atomics, and the ordered loads and stores."""
+    ref, *value = call.args
+    order = getattr(call.intrinsic, "order", None)
+    args = [f"&{p.visit_Load(ref)}"] + [f"({p.type_name(ref.buffer.dtype)})({p.expr(v)})" for v in value]
+    return f"{call.intrinsic.entry}{'' if order is None else f'<{order}>'}({', '.join(args)})"
 
 
-@I.register_emitter(I.AtomicLoad, "cpu")
-def _atomic_load(p: CppPrinter, call) -> str:
-    return f"tc::atomic_load<{call.intrinsic.order}>(&{p.visit_Load(call.args[0])})"
-
-
-@I.register_emitter(I.AtomicStore, "cpu")
-def _atomic_store(p: CppPrinter, call) -> str:
-    ref, value = call.args
-    return f"tc::atomic_store<{call.intrinsic.order}>(&{p.visit_Load(ref)}, ({p.type_name(ref.buffer.dtype)})({p.expr(value)}))"
-
-
-for _cls in I.ATOMICS.values():
+for _cls in (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore):
     I.register_emitter(_cls, "cpu")(_atomic)
 
 

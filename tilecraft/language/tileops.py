@@ -236,36 +236,17 @@ def _reduce(kind, src, dst, dim, clear):
     b.emit(Reduce(kind, src, dst, d, bool(clear), span=b.span))
 
 
-def reduce_max(buffer, out, dim=-1, clear=True):
-    _reduce("max", buffer, out, dim, clear)
+def _reducer(kind):
+    def reduce_kind(buffer, out, dim=-1, clear=True):
+        _reduce(kind, buffer, out, dim, clear)
+    reduce_kind.__name__ = reduce_kind.__qualname__ = f"reduce_{kind}"
+    reduce_kind.__doc__ = f"`T.reduce_{kind}(src, dst, dim=-1, clear=True)`: dst = the {kind} of src over `dim`."
+    return reduce_kind
 
 
-def reduce_min(buffer, out, dim=-1, clear=True):
-    _reduce("min", buffer, out, dim, clear)
-
-
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    _reduce("sum", buffer, out, dim, clear)
-
-
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    _reduce("abssum", buffer, out, dim, clear)
-
-
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    _reduce("absmax", buffer, out, dim, clear)
-
-
-def reduce_bitand(buffer, out, dim=-1, clear=True):
-    _reduce("bitand", buffer, out, dim, clear)
-
-
-def reduce_bitor(buffer, out, dim=-1, clear=True):
-    _reduce("bitor", buffer, out, dim, clear)
-
-
-def reduce_bitxor(buffer, out, dim=-1, clear=True):
-    _reduce("bitxor", buffer, out, dim, clear)
+reduce_max, reduce_min, reduce_sum = _reducer("max"), _reducer("min"), _reducer("sum")
+reduce_abssum, reduce_absmax = _reducer("abssum"), _reducer("absmax")
+reduce_bitand, reduce_bitor, reduce_bitxor = _reducer("bitand"), _reducer("bitor"), _reducer("bitxor")
 
 
 def reduce(buffer, out, reduce_type, dim=-1, clear=True):
