@@ -260,3 +260,23 @@ def test_extern_shared_writes_and_reads_are_ordered_by_barriers():
     x_write = body.rindex("x[", 0, sum_)
     assert "__syncthreads()" in body[x_write:sum_], body       # T.copy's writes of x, before the extern reads it
     assert "tc_test_twice(" in body
+
+
+def test_access_ptr_offset_counts_row_major_elements():
+    src = "static inline void tc_test_put(float* p, float v) { p[0] = v; }"
+
+    @T.prim_func
+    def main(Out: T.Tensor((2, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            w = T.alloc_local((2, 4), "float32")
+            T.import_source(src)
+            for i, j in T.grid(2, 4):
+                w[i, j] = 0.0
+            T.call_extern("handle", "tc_test_put", T.access_ptr(w[0, 3], "w", offset=2), 7.0)  # -> w[1, 1]
+            for i, j in T.grid(2, 4):
+                Out[i, j] = w[i, j]
+    out = torch.empty(2, 4)
+    tilelang.compile(main, target="cpu")(out)
+    expect = torch.zeros(2, 4)
+    expect[1, 1] = 7.0
+    assert torch.equal(out, expect)

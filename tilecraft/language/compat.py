@@ -153,12 +153,12 @@ def index_to_coordinates(index, shape):
 
 def _lanes(x, n, what):
     """The `n` consecutive elements (along the last dimension) starting at element `x`."""
-    from ..ir import Load, binary
+    from ..ir import Load
+    from .lowlevel import run_of
     if not isinstance(x, Load):
         raise error(f"{what} is a buffer element such as x[i, j] (its {n} neighbours along the last dimension "
                     f"go with it), got {x!r}")
-    idx = tuple(x.indices)
-    return [Load(x.buffer, idx[:-1] + (binary("+", idx[-1], k),)) for k in range(n)]
+    return run_of(x.buffer, x.indices, n)
 
 
 def _atomic_add_lanes(n, dst, value, memory_order=None, return_prev=False):

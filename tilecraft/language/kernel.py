@@ -166,6 +166,15 @@ def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None):
     return _range("unroll", start, stop, step)
 
 
+def grid(*extents):
+    """`for i, j in T.grid(M, N):` -- TVM's nest of serial loops, one per extent."""
+    if not extents:
+        raise error("T.grid needs at least one extent")
+    for e in extents:
+        _check_extent(e, "a T.grid extent")
+    return LoopSpec("serial", tuple(extents))
+
+
 def vectorized(start, stop=None):
     return _range("serial", start, stop, 1)
 

@@ -22,6 +22,7 @@ from ..ir.expr import Binary
 from ..ir.intrinsics import IntrinsicCall
 from ..ir.stmt import Evaluate
 from .builder import current, error, require_kernel
+from .compat import index_to_coordinates
 
 _AXES = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
 
@@ -59,6 +60,20 @@ def import_source(source: str):
         b.imports.append(source)
 
 
+def element_of(x, what: str):
+    """(buffer, indices) of a buffer's first element or of an element `buf[i, j]`; else an error `what`."""
+    if isinstance(x, Buffer):
+        return x, tuple(const(0) for _ in x.shape)
+    if isinstance(x, (Load, Ref)):
+        return x.buffer, tuple(x.indices)
+    raise error(f"{what}, got {x!r}")
+
+
+def run_of(buf, idx, n: int) -> list:
+    """The `n` consecutive elements along the last dimension from `buf[idx]`."""
+    return [Load(buf, tuple(idx[:-1]) + (binary("+", idx[-1], k),)) for k in range(n)]
+
+
 class AccessPtr:
     """`T.access_ptr(buf, "r")`: the address of `buf`'s first element (or of an element), with what the
     callee does there.  Only `T.call_extern` takes one."""
@@ -79,22 +94,12 @@ def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_la
     access_type = _MASKS.get(access_type, access_type)
     if access_type not in I.ACCESS_MODES:
         raise error(f"T.access_ptr: the access type is 'r', 'w' or 'rw' (or the masks 1, 2, 3), got {access_type!r}")
-    if isinstance(base, Buffer):
-        buf, idx = base, tuple(const(0) for _ in base.shape)
-    elif isinstance(base, (Load, Ref)):
-        buf, idx = base.buffer, tuple(base.indices)
-    else:
-        raise error(f"T.access_ptr expects a buffer or one of its elements, got {base!r}")
+    buf, idx = element_of(base, "T.access_ptr expects a buffer or one of its elements")
     if not (isinstance(offset, int) and offset == 0):
         flat = as_expr(0)
         for i, n in zip(idx, buf.shape):
             flat = binary("+", binary("*", flat, n), i)
-        flat = binary("+", flat, offset)
-        idx = []
-        for n in reversed(buf.shape[1:]):
-            idx.append(binary("%", flat, n))
-            flat = binary("//", flat, n)
-        idx = (flat,) + tuple(reversed(idx))
+        idx = index_to_coordinates(binary("+", flat, offset), buf.shape)
     return AccessPtr(Ref(buf, tuple(as_expr(i) for i in idx)), I.ACCESS_MODES[access_type])
 
 
@@ -280,15 +285,10 @@ def __ldg(value, index=None):  # noqa: N807 - TileLang's spelling
 
 def _four(x, what):
     """The four int8 elements starting at `x` (a buffer or one of its elements), along its last dimension."""
-    if isinstance(x, Buffer):
-        buf, idx = x, tuple(const(0) for _ in x.shape)
-    elif isinstance(x, Load):
-        buf, idx = x.buffer, tuple(x.indices)
-    else:
-        raise error(f"T.dp4a: {what} is four int8 values (a buffer or its element x[i]), got {x!r}")
+    buf, idx = element_of(x, f"T.dp4a: {what} is four int8 values (a buffer or its element x[i])")
     if buf.dtype not in (dt.int8, dt.uint8):
         raise error(f"T.dp4a: {what} ({buf.name}) holds {buf.dtype}; dp4a multiplies four int8 or uint8 values")
-    return [Load(buf, idx[:-1] + (binary("+", idx[-1], k),)) for k in range(4)]
+    return run_of(buf, idx, 4)
 
 
 def dp4a(A, B, C):
