@@ -78,14 +78,21 @@ class DType(str):
     def itemsize(self) -> int:
         return self.bytes
 
-    def __call__(self, value=None, span=None):
-        """`T.float32(0)`, `T.int32(x)`: a constant of this dtype, or a cast of a kernel value."""
-        from .expr import cast, const
+    def __call__(self, value=None, span=None, is_size_var=False):
+        """`T.float32(0)`, `T.int32(x)`: a constant of this dtype, or a cast of a kernel value.
+        `n = T.int32()` (no value), as in TVM script: a fresh symbolic variable of this dtype, named
+        after the assignment's target (usable as a `T.dynamic` size)."""
+        from .expr import Var, cast, const
         if value is None:
-            raise TypeError(f"T.{self.name}() needs a value, e.g. T.{self.name}(0)")
+            return Var(_assigned_name(), self)
         if isinstance(value, (bool, int, float, str)):
             return const(value, self, span)
         return cast(value, self, span)
+
+    @property
+    def storage_only(self) -> bool:
+        """A dtype tilecraft can name but not compute with or store on any target yet."""
+        return self in STORAGE_ONLY
 
 
 float16 = DType("float16", "float", 16)
@@ -104,15 +111,60 @@ uint32 = DType("uint32", "uint", 32)
 uint64 = DType("uint64", "uint", 64)
 bool_ = DType("bool", "bool", 8)
 
+# TileLang's sub-byte and scale formats.  They are names here (annotations, comparisons, torch
+# conversions); a kernel that stores or computes with one is refused at its line (`STORAGE_ONLY`).
+int4 = DType("int4", "int", 4)                       # two per byte
+float4_e2m1fn = DType("float4_e2m1fn", "float", 4)   # OCP MX FP4: two per byte
+float8_e8m0fnu = DType("float8_e8m0fnu", "float", 8)  # OCP MX scale: 2^(bits - 127), 0xff NaN
+float6_e2m3fn = DType("float6_e2m3fn", "float", 6)
+float6_e3m2fn = DType("float6_e3m2fn", "float", 6)
+
 ALL = [float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int16, int32, int64,
-       uint8, uint16, uint32, uint64, bool_]
+       uint8, uint16, uint32, uint64, bool_, int4, float4_e2m1fn, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn]
+
+STORAGE_ONLY = {
+    int4: "4-bit integers (TileLang packs two per byte)",
+    float4_e2m1fn: "4-bit MX floats (two per byte; the block-scaled MMA that consumes them is sm_100's)",
+    float8_e8m0fnu: "8-bit exponent-only MX scale factors (consumed by sm_100's block-scaled MMA)",
+    float6_e2m3fn: "6-bit MX floats",
+    float6_e3m2fn: "6-bit MX floats",
+}
 
 _ALIASES = {d.name: d for d in ALL}
 _ALIASES.update({
     "float": float32, "half": float16, "fp16": float16, "bf16": bfloat16, "fp32": float32,
     "double": float64, "fp64": float64, "int": int32, "e4m3_float8": float8_e4m3fn,
     "e5m2_float8": float8_e5m2, "float8_e4m3": float8_e4m3fn,
+    # TileLang's C-style names (tilelang.language.dtypes)
+    "short": int16, "long": int64, "uint": uint32, "ulong": uint64,
+    # tf32 is float32 storage; a gemm over float32 tiles already multiplies in tf32 on tensor cores
+    "tfloat32": float32,
+    # sm_100's 4-bit float hint for shared tiles: the same element type
+    "float4_e2m1_unpacked": float4_e2m1fn,
 })
+
+
+def _assigned_name() -> str:
+    """The target of `n = T.int32()` at the caller's line (the parser's pending name inside a
+    kernel body), else "v"."""
+    import linecache
+    import re
+    import sys
+    try:
+        from ..language.builder import active
+        b = active()
+        if b is not None and getattr(b, "pending_name", None):
+            return b.pending_name
+    except ImportError:  # pragma: no cover - the language package is always there
+        pass
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(__file__.rsplit("/ir/", 1)[0]):
+        f = f.f_back
+    if f is not None:
+        m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::[^=]*)?=", linecache.getline(f.f_code.co_filename, f.f_lineno))
+        if m:
+            return m.group(1)
+    return "v"
 
 
 def dtype(value) -> DType:

@@ -348,7 +348,13 @@ MATH_FUNCS = {
     "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1, "floor": 1, "ceil": 1, "round": 1,
     "trunc": 1, "sin": 1, "cos": 1, "tan": 1, "abs": 1, "pow": 2, "fmod": 2, "atan2": 2,
     "isnan": 1, "isinf": 1, "isfinite": 1,
+    # the rest of TVM's float math set (TileLang's T.sinh, ...)
+    "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "asinh": 1, "acosh": 1, "atanh": 1,
+    "nearbyint": 1, "hypot": 2, "copysign": 2, "nextafter": 2,
+    # integer bit counts (32- and 64-bit integers; the result is int32)
+    "clz": 1, "popcount": 1,
 }
+INT_FUNCS = ("clz", "popcount")
 
 
 def call(op: str, *args, span: Span | None = None, dtype: DType | None = None) -> Expr:
@@ -358,12 +364,14 @@ def call(op: str, *args, span: Span | None = None, dtype: DType | None = None) -
             dtype = dt.bool_
         elif op == "abs":
             dtype = args[0].dtype
+        elif op in INT_FUNCS:
+            dtype = dt.int32
         else:
             dtype = args[0].dtype
             for other in args[1:]:
                 dtype = dt.promote(dtype, other.dtype)
             if not dtype.is_float:
                 dtype = dt.float32
-        if op not in ("isnan", "isinf", "isfinite"):
+        if op not in ("isnan", "isinf", "isfinite") + INT_FUNCS:
             args = tuple(cast(x, dtype) for x in args)
     return Call(op, args, dtype, span=span)

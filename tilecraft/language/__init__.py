@@ -4,7 +4,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
                     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int16,
                     int32, int64, uint8, uint16, uint32, uint64, boolean)
 from .parser import prim_func, macro
-from .kernel import (Kernel, Parallel, Persistent, Pipelined, serial, unroll, vectorized, grid, alloc_shared,
+from .kernel import (Kernel, Parallel, parallel, Persistent, Pipelined, serial, unroll, vectorized, grid, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
                      get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
@@ -15,7 +15,8 @@ from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh,
                    floor, ceil, round, trunc, sin, cos, tan, isnan, isinf, isfinite, abs, pow, fmod, atan2,
                    max, min, ceildiv, floordiv, floormod, truncdiv, truncmod, if_then_else, Select, reinterpret,
                    cast, infinity, max_value, min_value, And, Or, Not, bitwise_and, bitwise_or,
-                   bitwise_xor, shift_left, shift_right)
+                   bitwise_xor, shift_left, shift_right, sinh, cosh, asin, acos, atan, asinh, acosh, atanh,
+                   nearbyint, hypot, copysign, nextafter, clz, popcount)
 from .conv import c2d_im2col  # noqa: E402
 from .views import view  # noqa: E402
 from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
@@ -24,6 +25,10 @@ from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, an
 
 bool = boolean  # noqa: A001 - T.bool as in TileLang
 float = float32  # noqa: A001
+from .dtypes import (short, long, uint, double, int4, tfloat32, float8_e4m3, float8_e8m0fnu,  # noqa: E402
+                     float4_e2m1fn, float4_e2m1_unpacked, float6_e2m3fn, float6_e3m2fn)
+from . import dtypes  # noqa: E402,F401
+int = int32  # noqa: A001 - T.int as in TileLang (int32)
 from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
                      tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem, annotate_restrict_buffers, pdl_trigger, pdl_sync,
                      index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of)

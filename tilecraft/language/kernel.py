@@ -82,6 +82,17 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
     return LoopSpec("parallel", tuple(extents))
 
 
+def parallel(start, stop=None, annotations=None):
+    """TVM script's `T.parallel(n)`: a parallel loop, which TileLang treats as `T.Parallel(n)` (its
+    T.Parallel builds the same loop kind)."""
+    if stop is None:
+        start, stop = 0, start
+    if not (isinstance(start, int) and start == 0):
+        raise error(f"T.parallel({start!r}, {stop!r}): a parallel loop starts at 0 here",
+                    hint="write T.Parallel(n) and add the offset to the index")
+    return Parallel(stop)
+
+
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
     """A serial loop whose copies into shared tiles overlap compute, `num_stages` buffers deep."""
     if stop is None:
@@ -196,8 +207,9 @@ def _shape(shape, what):
 
 
 def _dtype(d, what):
+    from .dtypes import require_computable
     try:
-        return dt.dtype(d)
+        return require_computable(dt.dtype(d), what)
     except ValueError as e:
         raise error(f"{what}: {getattr(e, 'message', e)}", hint=getattr(e, "hint", None)) from None
 

@@ -48,7 +48,20 @@ sigmoid = _unary_math("sigmoid", _sigmoid)
 erf = _unary_math("erf", _m.erf)
 floor = _unary_math("floor", _m.floor)
 ceil = _unary_math("ceil", _m.ceil)
-round = _unary_math("round", lambda x: float(_m.floor(x + 0.5)))  # noqa: A001
+_round = _unary_math("round", lambda x: float(_m.floor(x + 0.5)))
+_ROUNDING = {"rn": "round", "rz": "trunc", "ru": "ceil", "rd": "floor"}
+
+
+def round(x, span=None):  # noqa: A001
+    """`T.round(x)`: x rounded to the nearest integer (ties to even on the targets).  The second
+    argument is TVM's `span` (a source location, no effect on the value); an IEEE rounding-mode name
+    there (`"rn"`, `"rz"`, `"ru"`, `"rd"`) picks nearest / toward zero / up / down."""
+    if isinstance(span, str):
+        op = _ROUNDING.get(span)
+        if op is None:
+            raise error(f"T.round(x, {span!r}): unknown rounding mode; expected one of {', '.join(_ROUNDING)}")
+        return {"round": _round, "trunc": trunc, "ceil": ceil, "floor": floor}[op](x)
+    return _round(x)
 trunc = _unary_math("trunc", _m.trunc)
 sin = _unary_math("sin", _m.sin)
 cos = _unary_math("cos", _m.cos)
@@ -56,6 +69,48 @@ tan = _unary_math("tan", _m.tan)
 isnan = _unary_math("isnan", _m.isnan)
 isinf = _unary_math("isinf", _m.isinf)
 isfinite = _unary_math("isfinite", _m.isfinite)
+sinh = _unary_math("sinh", _m.sinh)
+cosh = _unary_math("cosh", _m.cosh)
+asin = _unary_math("asin", _m.asin)
+acos = _unary_math("acos", _m.acos)
+atan = _unary_math("atan", _m.atan)
+asinh = _unary_math("asinh", _m.asinh)
+acosh = _unary_math("acosh", _m.acosh)
+atanh = _unary_math("atanh", _m.atanh)
+nearbyint = _unary_math("nearbyint", lambda x: float(_builtins.round(x)))  # half to even, as C's nearbyint
+
+
+def _binary_math(name, pyfn):
+    def f(a, b):
+        if _py(a, b):
+            return pyfn(a, b)
+        return call(name, a, b)
+    f.__name__ = name
+    f.__doc__ = f"Element {name}(a, b) (float math; integer inputs are computed in float32)."
+    return f
+
+
+hypot = _binary_math("hypot", _m.hypot)
+copysign = _binary_math("copysign", _m.copysign)
+nextafter = _binary_math("nextafter", _m.nextafter)
+
+
+def _bit_count(name, pyfn):
+    def f(x):
+        if isinstance(x, int) and not isinstance(x, bool):
+            return pyfn(x)
+        x = as_expr(x)
+        if not x.dtype.is_int or x.dtype.bits not in (32, 64):
+            raise error(f"T.{name} takes a 32- or 64-bit integer, got a {x.dtype} value",
+                        hint=f"cast it first: T.{name}(T.cast(x, \"uint32\"))")
+        return call(name, x)
+    f.__name__ = name
+    f.__doc__ = f"T.{name}(x) of a 32- or 64-bit integer (an int32 result)."
+    return f
+
+
+clz = _bit_count("clz", lambda x: 32 - (x & 0xffffffff).bit_length())
+popcount = _bit_count("popcount", lambda x: bin(x & (0xffffffff if -2**31 <= x < 2**32 else 2**64 - 1)).count("1"))
 
 # Fast-math spellings: same semantics, the CUDA target may use approximate instructions.
 __exp = exp
@@ -214,10 +269,12 @@ Select = if_then_else
 
 
 def cast(x, dtype):
+    from .dtypes import require_computable
     try:
         d = dt.dtype(dtype)
     except ValueError as e:
         raise error(f"T.cast: {getattr(e, 'message', e)}", hint=getattr(e, "hint", None)) from None
+    require_computable(d, "T.cast")
     if _py(x):
         return _cast(as_expr(x), d)
     return _cast(x, d)

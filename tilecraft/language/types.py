@@ -37,6 +37,8 @@ class TensorSpec:
             # In a parsed annotation the parser adds the span; an annotation Python evaluates
             # itself (no `from __future__ import annotations`) runs at the user's `def` line.
             raise type(e)(f"T.Tensor: {e.message}", None if active() else caller_span(), hint=e.hint) from None
+        from .dtypes import require_computable
+        require_computable(self.dtype, "T.Tensor")
         for s in self.shape:
             if not isinstance(s, (int, Var)) or (isinstance(s, int) and s < 0):
                 raise TypeError(f"T.Tensor shape entries must be non-negative ints or T.dynamic "

@@ -256,7 +256,32 @@ TC_MATH1(trunc, std::trunc(x), std::trunc(x))
 TC_MATH1(sin, std::sin(x), std::sin(x))
 TC_MATH1(cos, std::cos(x), std::cos(x))
 TC_MATH1(tan, std::tan(x), std::tan(x))
+TC_MATH1(sinh, std::sinh(x), std::sinh(x))
+TC_MATH1(cosh, std::cosh(x), std::cosh(x))
+TC_MATH1(asin, std::asin(x), std::asin(x))
+TC_MATH1(acos, std::acos(x), std::acos(x))
+TC_MATH1(atan, std::atan(x), std::atan(x))
+TC_MATH1(asinh, std::asinh(x), std::asinh(x))
+TC_MATH1(acosh, std::acosh(x), std::acosh(x))
+TC_MATH1(atanh, std::atanh(x), std::atanh(x))
+TC_MATH1(nearbyint, std::nearbyint(x), std::nearbyint(x))
 #undef TC_MATH1
+#define TC_MATH2(name, fn)                                                      \
+  static inline float name(float a, float b) { return fn(a, b); }               \
+  static inline double name(double a, double b) { return fn(a, b); }
+TC_MATH2(hypot, std::hypot)
+TC_MATH2(copysign, std::copysign)
+TC_MATH2(nextafter, std::nextafter)
+#undef TC_MATH2
+// T.clz / T.popcount on 32- and 64-bit integers (clz of 0 is the width, as CUDA's __clz)
+static inline int clz(uint32_t x) { return x ? __builtin_clz(x) : 32; }
+static inline int clz(int32_t x) { return clz((uint32_t)x); }
+static inline int clz(uint64_t x) { return x ? __builtin_clzll(x) : 64; }
+static inline int clz(int64_t x) { return clz((uint64_t)x); }
+static inline int popcount(uint32_t x) { return __builtin_popcount(x); }
+static inline int popcount(int32_t x) { return popcount((uint32_t)x); }
+static inline int popcount(uint64_t x) { return __builtin_popcountll(x); }
+static inline int popcount(int64_t x) { return popcount((uint64_t)x); }
 static inline float pow(float a, float b) { return std::pow(a, b); }
 static inline double pow(double a, double b) { return std::pow(a, b); }
 static inline float fmod(float a, float b) { return std::fmod(a, b); }

@@ -45,6 +45,41 @@ TC_UNARY_FLOAT_FN(trunc, truncf(x), ::trunc(x))
 TC_UNARY_FLOAT_FN(sin, sinf(x), ::sin(x))
 TC_UNARY_FLOAT_FN(cos, cosf(x), ::cos(x))
 TC_UNARY_FLOAT_FN(tan, tanf(x), ::tan(x))
+TC_UNARY_FLOAT_FN(sinh, sinhf(x), ::sinh(x))
+TC_UNARY_FLOAT_FN(cosh, coshf(x), ::cosh(x))
+TC_UNARY_FLOAT_FN(asin, asinf(x), ::asin(x))
+TC_UNARY_FLOAT_FN(acos, acosf(x), ::acos(x))
+TC_UNARY_FLOAT_FN(atan, atanf(x), ::atan(x))
+TC_UNARY_FLOAT_FN(asinh, asinhf(x), ::asinh(x))
+TC_UNARY_FLOAT_FN(acosh, acoshf(x), ::acosh(x))
+TC_UNARY_FLOAT_FN(atanh, atanhf(x), ::atanh(x))
+TC_UNARY_FLOAT_FN(nearbyint, nearbyintf(x), ::nearbyint(x))
+#define TC_BINARY_FLOAT_FN(name, ffn, dfn)                                                          \
+  TC_DEVICE float name(float a, float b) { return ffn(a, b); }                                      \
+  TC_DEVICE double name(double a, double b) { return dfn(a, b); }                                   \
+  TC_DEVICE half_t name(half_t a, half_t b) {                                                       \
+    return __float2half_rn(ffn(__half2float(a), __half2float(b)));                                  \
+  }                                                                                                 \
+  TC_DEVICE bfloat16_t name(bfloat16_t a, bfloat16_t b) {                                           \
+    return __float2bfloat16_rn(ffn(__bfloat162float(a), __bfloat162float(b)));                      \
+  }
+TC_BINARY_FLOAT_FN(hypot, hypotf, ::hypot)
+TC_BINARY_FLOAT_FN(copysign, copysignf, ::copysign)
+TC_BINARY_FLOAT_FN(nextafter, nextafterf, ::nextafter)
+#undef TC_BINARY_FLOAT_FN
+// T.clz / T.popcount on 32- and 64-bit integers (__clz(0) is 32, __clzll(0) 64)
+TC_DEVICE int clz(int x) { return __clz(x); }
+TC_DEVICE int clz(unsigned x) { return __clz(static_cast<int>(x)); }
+TC_DEVICE int clz(long long x) { return __clzll(x); }
+TC_DEVICE int clz(unsigned long long x) { return __clzll(static_cast<long long>(x)); }
+TC_DEVICE int clz(long x) { return __clzll(static_cast<long long>(x)); }
+TC_DEVICE int clz(unsigned long x) { return __clzll(static_cast<long long>(x)); }
+TC_DEVICE int popcount(int x) { return __popc(static_cast<unsigned>(x)); }
+TC_DEVICE int popcount(unsigned x) { return __popc(x); }
+TC_DEVICE int popcount(long long x) { return __popcll(static_cast<unsigned long long>(x)); }
+TC_DEVICE int popcount(unsigned long long x) { return __popcll(x); }
+TC_DEVICE int popcount(long x) { return __popcll(static_cast<unsigned long long>(x)); }
+TC_DEVICE int popcount(unsigned long x) { return __popcll(static_cast<unsigned long long>(x)); }
 TC_DEVICE float atan2(float a, float b) { return atan2f(a, b); }
 TC_DEVICE double atan2(double a, double b) { return ::atan2(a, b); }
 TC_DEVICE half_t atan2(half_t a, half_t b) { return __float2half_rn(atan2f(__half2float(a), __half2float(b))); }
