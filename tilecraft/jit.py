@@ -81,17 +81,52 @@ def _freeze(value):
 
 
 class JITFactory:
-    """The object `@tilecraft.jit` returns: call it with the factory's arguments."""
+    """The object `@tilecraft.jit` returns (TileLang's `JITImpl`).
 
-    def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, **extra):
+    Two styles, told apart by the function's body: a factory returning a `@T.prim_func` (calling it
+    returns the `JITKernel` for those arguments), or the eager style whose body holds the kernel
+    (jit_eager.py: calling it compiles for the tensors' shapes and runs it).  Both have
+    `.compile(*args, **kwargs)` (the kernel, without running it), `.get_tir(...)`,
+    `.get_kernel_source(...)`, `.get_profiler(...)` and `.par_compile(configs)`."""
+
+    def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False, **extra):
         self.fn = fn
+        self.out_idx = out_idx
+        self.target = target
+        self.verbose = verbose
+        self.execution_backend = extra.get("execution_backend")
         self.compile_kwargs = {"out_idx": out_idx, "target": target,
                                "pass_configs": jit_options(pass_configs, **extra)}
+        self.pass_configs = self.compile_kwargs["pass_configs"]
         self.signature = inspect.signature(fn)
         self._kernels: dict = {}
         self._lock = threading.Lock()
-        self._body = None  # a KernelBodyJit when the function is the kernel itself (jit_eager.py)
+        self._body = None  # an EagerJit when the function is the kernel itself (jit_eager.py)
         functools.update_wrapper(self, fn)
+
+    @property
+    def func(self):
+        """The decorated Python function (TileLang's `JITImpl.func`)."""
+        return self.fn
+
+    @property
+    def mode(self) -> str:
+        """"eager" (the body is the kernel) or "lazy" (the function returns a @T.prim_func)."""
+        return "eager" if self._eager() else "lazy"
+
+    def _eager(self):
+        if self._body is None:
+            from .jit_eager import EagerJit, is_kernel_body_jit
+            if is_kernel_body_jit(self.fn):
+                if self.out_idx is not None:
+                    raise ValueError(f"@tilelang.jit(out_idx=...) on {self.fn.__name__}: out_idx is for functions "
+                                     f"that return a @T.prim_func; in the eager style (the kernel in the function's "
+                                     f"body) declare outputs with T.empty(...) and return them")
+                self._body = EagerJit(self.fn, self.compile_kwargs)
+                self._body._kernels = self._kernels  # one cache per jit object, whichever the style
+            else:
+                self._body = False
+        return self._body
 
     def _key(self, args, kwargs):
         bound = self.signature.bind(*args, **kwargs)
@@ -102,12 +137,26 @@ class JITFactory:
         return (_freeze(tuple(bound.arguments.items())), repr(sorted(env.default_pass_configs().items())),
                 default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None)
 
-    def __call__(self, *args, **kwargs) -> JITKernel:
-        if self._body is None:
-            from .jit_eager import KernelBodyJit, is_kernel_body_jit
-            self._body = KernelBodyJit(self.fn) if is_kernel_body_jit(self.fn) else False
-        if self._body:
-            return self._call_kernel_body(args, kwargs)
+    def __call__(self, *args, **kwargs):
+        """Eager style: compile for these arguments (once) and run; returns the T.empty outputs.
+        Factory style: the JITKernel for these arguments."""
+        body = self._eager()
+        if body:
+            try:
+                return body(args, kwargs)
+            except TilecraftError as e:
+                raise e.with_traceback(None) from None
+        return self.compile(*args, **kwargs)
+
+    def compile(self, *args, **kwargs) -> JITKernel:
+        """The kernel for these arguments, compiled (once) but not run.  Eager style: tensors may be
+        left out when every `T.const` they would bind is given as a keyword (`.compile(M=1024, ...)`)."""
+        body = self._eager()
+        if body:
+            try:
+                return body.compile(args, kwargs)
+            except TilecraftError as e:
+                raise e.with_traceback(None) from None
         try:
             key = self._key(args, kwargs)
         except TypeError as e:
@@ -124,27 +173,53 @@ class JITFactory:
             self._kernels[key] = kernel
         return kernel
 
-    def _call_kernel_body(self, args, kwargs):
-        """TileLang's kernel-body style (jit_eager.py): compile for the Python arguments, run on the tensors."""
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        names = self._body.tensor_names
-        statics = {k: v for k, v in bound.arguments.items() if k not in names}
-        from .target import default_target_key
-        key = ("body", _freeze(tuple(statics.items())), repr(sorted(env.default_pass_configs().items())),
-               default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None)
-        entry = self._kernels.get(key)
-        if entry is None:
-            func, order = self._body.build(bound.arguments)
-            entry = (compile(func, **self.compile_kwargs), order)
-            with self._lock:
-                self._kernels[key] = entry
-        kernel, order = entry
-        return kernel(*[bound.arguments[n] for n in order])
-
     def get_tir(self, *args, **kwargs) -> PrimFunc:
         """The parsed program for these arguments, without compiling it."""
+        body = self._eager()
+        if body:
+            try:
+                return body.get_tir(args, kwargs)
+            except TilecraftError as e:
+                raise e.with_traceback(None) from None
         return self.fn(*args, **kwargs)
+
+    def get_kernel_source(self, *args, **kwargs) -> str:
+        """The generated source of the kernel for these arguments (compiled if needed)."""
+        return self.compile(*args, **kwargs).get_kernel_source()
+
+    def get_profiler(self, *args, tensor_supply_type=None, **kwargs):
+        """A profiler of the kernel for these arguments (`JITKernel.get_profiler`)."""
+        return self.compile(*args, **kwargs).get_profiler(tensor_supply_type=tensor_supply_type)
+
+    def par_compile(self, configs, num_workers=None, ignore_error=False) -> list:
+        """Compile one kernel per config (a dict of keyword arguments, or a tuple of positional
+        ones), on `num_workers` threads; in the configs' order.  With `ignore_error`, a config that
+        fails to compile gives None (and a warning) instead of raising."""
+        import concurrent.futures
+        import os
+        configs = list(configs)
+        for c in configs:
+            if not isinstance(c, (dict, tuple)):
+                raise ValueError(f"par_compile: each config is a dict of keyword arguments or a tuple of "
+                                 f"positional ones, got {type(c).__name__}")
+
+        def one(c):
+            return self.compile(*c) if isinstance(c, tuple) else self.compile(**c)
+
+        workers = num_workers or min(len(configs), os.cpu_count() or 1) or 1
+        with concurrent.futures.ThreadPoolExecutor(workers, "tc-par-compile") as pool:
+            futures = [pool.submit(one, c) for c in configs]
+            results = []
+            for i, f in enumerate(futures):
+                try:
+                    results.append(f.result())
+                except Exception as e:  # noqa: BLE001 - reported, or raised below
+                    if not ignore_error:
+                        raise
+                    import warnings
+                    warnings.warn(f"par_compile: config {i} ({configs[i]!r}) failed to compile: {e}", stacklevel=2)
+                    results.append(None)
+        return results
 
     def __repr__(self):
         return f"<tilecraft.jit {self.fn.__name__} {self.compile_kwargs}>"
@@ -155,7 +230,7 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, execution_
     """Decorator: `@tilecraft.jit(out_idx=[-1])` above a factory returning a `@T.prim_func`.
     `execution_backend`, `compile_flags`, `debug_root_path`: see `jit_options`."""
     def wrap(fn):
-        return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs,
+        return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs, verbose=verbose,
                           execution_backend=execution_backend, compile_flags=compile_flags,
                           debug_root_path=debug_root_path)
     if func is not None:

@@ -1,27 +1,42 @@
-"""TileLang's kernel-body jit style: the `@tilelang.jit` function *is* the kernel.
+"""TileLang's eager jit style: the `@tilelang.jit` function *is* the kernel.
 
     @tilelang.jit
-    def scale(x, y, n_thr: int = 128):
-        n = T.dynamic("n")
-        x: T.Tensor((n,), T.float32)           # tensor parameters, declared in the body
-        y: T.Tensor((n,), T.float32)
-        with T.Kernel(T.ceildiv(n, n_thr), threads=n_thr) as bx:
+    def matmul(A, B, block_M: int = 128, dtype=T.float16):
+        M, N, K = T.const("M, N, K")           # shape names, bound from the call's tensors
+        A: T.Tensor((M, K), dtype)             # the parameter A is this tensor
+        B: T.Tensor((K, N), dtype)
+        C = T.empty((M, N), dtype)             # an output, allocated by the call and returned
+        with T.Kernel(T.ceildiv(N, block_M), T.ceildiv(M, block_M), threads=128) as (bx, by):
             ...
-    scale(x_tensor, y_tensor)                  # compiles for these Python arguments, then runs
+        return C
 
-A call binds the arguments; the parameters annotated in the body (`x: T.Tensor(...)`) take the
-tensors, every other argument is a compile-time Python value.  The statements before the first
-`with T.Kernel` run as ordinary Python (sizes, `T.dynamic` symbols, asserts); the kernel blocks are
-parsed as a `@T.prim_func` body whose parameters are the annotated tensors, in signature order.
-Kernels are cached per value of the Python arguments (and the jit's options); the call launches on
-the tensors and returns what the kernel returns (outputs are passed in by the caller).
+    c = matmul(a, b)                           # specializes, compiles (once), runs, returns C
+    k = matmul.compile(M=1024, N=1024, K=1024) # or binds the consts explicitly: k(a, b)
+
+Parameters: those declared as tensors (`A: T.Tensor(...)` in the body, or annotated so in the
+signature) are the kernel's tensor arguments; every other parameter is a compile-time Python value
+(dtypes, block sizes, flags).  Keyword arguments that are not parameters bind `T.const` names
+explicitly.  The statements before the first `with T.Kernel` run as ordinary Python: first with
+every `T.const` a symbol ("the probe", once per set of compile-time values) to learn which tensor
+dimension binds each name, then with the bound ints (once per distinct set of values), so sizes
+derived from them fold at compile time.  `T.dynamic` sizes stay symbolic: one kernel serves every
+value.  The kernel blocks are parsed as a `@T.prim_func` whose parameters are the tensor
+parameters in signature order, then the `T.empty` outputs in the order the function returns them
+(they are the kernel's `out_idx`).  A kernel is cached per (compile-time values, const values,
+the jit's options).
 """
 from __future__ import annotations
 
 import ast
 import copy
+import inspect
+import threading
+from dataclasses import dataclass
 
 from .errors import TilecraftError
+from .ir import Expr, Span, Var
+from .ir.dtype import DType
+from .language.eager import EagerScope, OutputSpec, eager_scope
 from .language.types import TensorSpec
 
 
@@ -33,7 +48,7 @@ def _is_kernel_with(stmt) -> bool:
 
 
 def is_kernel_body_jit(fn) -> bool:
-    """Whether `fn`'s own body holds a `with T.Kernel(...)` (the kernel-body style)."""
+    """Whether `fn`'s own body holds a `with T.Kernel(...)` (the eager style)."""
     from .language.parser import _function_ast
     try:
         node = _function_ast(fn)[0]
@@ -42,63 +57,384 @@ def is_kernel_body_jit(fn) -> bool:
     return any(_is_kernel_with(s) for s in node.body)
 
 
-class KernelBodyJit:
-    """Builds and runs the kernels of one kernel-body jit function (see the module docstring)."""
+def _looks_like_tensor(node) -> bool:
+    """An annotation spelled `T.Tensor(...)` / `T.Tensor[...]` / `T.Buffer(...)` (before it can be evaluated)."""
+    if isinstance(node, (ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return isinstance(node, (ast.Attribute, ast.Name)) and \
+        (node.attr if isinstance(node, ast.Attribute) else node.id) in ("Tensor", "Buffer", "StridedTensor")
 
-    def __init__(self, fn):
+
+@dataclass(frozen=True)
+class Probe:
+    """What the symbolic run of the statements found: per T.const name its symbol, and the tensor
+    parameter and dimension that binds it (None: only an explicit keyword can)."""
+    consts: dict          # name -> Var
+    binders: dict         # name -> (tensor name, dim) or None
+    specs: dict           # tensor name -> TensorSpec (shapes in terms of the symbols)
+    lines: dict           # tensor name -> the ast node declaring it (for errors)
+
+
+@dataclass(frozen=True)
+class Built:
+    kernel: object        # JITKernel
+    inputs: tuple         # tensor parameter names, in kernel order (outputs excluded)
+
+
+class EagerJit:
+    """Builds, caches and runs the kernels of one eager-style jit function (module docstring)."""
+
+    def __init__(self, fn, compile_kwargs: dict):
         from .language.parser import _function_ast
         self.fn = fn
+        self.compile_kwargs = compile_kwargs
         self.node, self.file, self.line_offset, self.source = _function_ast(fn)
-        first = next(i for i, s in enumerate(self.node.body) if _is_kernel_with(s))
-        self.prelude, self.kernel_stmts = self.node.body[:first], self.node.body[first:]
-        self.tensor_names = [s.target.id for s in self.prelude
-                             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None]
+        self.lines = self.source.splitlines()
+        body = self.node.body
+        first = next(i for i, s in enumerate(body) if _is_kernel_with(s))
+        self.prelude, rest = body[:first], body[first:]
+        returns = [s for s in rest if isinstance(s, ast.Return)]
+        if len(returns) > 1:
+            raise self._error(returns[1], "an eager @tilelang.jit function returns once, after its kernels "
+                                          "(`return C` or `return C, D`: the T.empty outputs)")
+        self.ret = returns[0] if returns else None
+        self.kernel_stmts = [s for s in rest if not isinstance(s, ast.Return)]
+        self.signature = inspect.signature(fn)
+        self.param_names = list(self.signature.parameters)
+        self.has_var_kw = any(p.kind is p.VAR_KEYWORD for p in self.signature.parameters.values())
+        declared = [s.target.id for s in self.prelude
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is None]
+        sig_ann = {a.arg: a.annotation for a in self.node.args.args + self.node.args.kwonlyargs
+                   if a.annotation is not None}
+        self.sig_tensors = {n for n, a in sig_ann.items() if self._signature_kind(n, a) == "tensor"}
+        scalars = {n for n, a in sig_ann.items() if self._signature_kind(n, a) == "scalar"}
+        if scalars:
+            n = sorted(scalars)[0]
+            raise self._error(sig_ann[n], f"{n}: a run-time scalar parameter ({ast.unparse(sig_ann[n])}) is not "
+                                          f"supported by tilecraft's eager jit yet",
+                              hint="pass the value as a compile-time Python value (annotate it `int` / `float`, "
+                                   "or not at all), or as a 1-element tensor")
+        self.runtime = [n for n in self.param_names if n in declared or n in self.sig_tensors]
+        self.sig_ann = sig_ann
+        self._probes: dict = {}
+        self._kernels: dict = {}
+        self._lock = threading.Lock()
 
-    def _error(self, node, message):
-        from .ir import Span
+    # ---- errors -----------------------------------------------------------------------------
+    def _span(self, node) -> Span:
         line = getattr(node, "lineno", 1)
-        text = self.source.splitlines()[line - 1] if line <= len(self.source.splitlines()) else ""
-        return TilecraftError(message, Span(self.file, line + self.line_offset, getattr(node, "col_offset", 0),
-                                            text, self.fn.__name__))
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return Span(self.file, line + self.line_offset, getattr(node, "col_offset", 0), text, self.fn.__name__)
 
-    def build(self, arguments: dict):
-        """The PrimFunc for these bound arguments (tensor arguments are not looked at)."""
-        from .language.parser import Parser, _python_env
-        ns = _python_env(self.fn)
-        ns.update({k: v for k, v in arguments.items() if k not in self.tensor_names})
-        specs = {}
-        for stmt in self.prelude:
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is None:
-                name = stmt.target.id
-                if name not in arguments:
-                    raise self._error(stmt, f"{name} is declared as a tensor but is not a parameter of "
-                                            f"{self.fn.__name__}")
-                spec = eval(compile(ast.Expression(stmt.annotation), self.file, "eval"), ns)  # noqa: S307
-                if not isinstance(spec, TensorSpec):
-                    raise self._error(stmt, f"{name}: a tensor parameter is declared as T.Tensor(shape, dtype), "
-                                            f"got {spec!r}")
-                specs[name] = spec
-                continue
-            mod = ast.Module([stmt], type_ignores=[])
-            ast.increment_lineno(mod, self.line_offset)
+    def _error(self, node, message, hint=None):
+        return TilecraftError(message, self._span(node), hint=hint)
+
+    def _signature_kind(self, name, ann) -> str:
+        """'tensor', 'scalar' (a dtype: a run-time scalar in TileLang) or 'python' (a compile-time value)."""
+        value = self.fn.__annotations__.get(name)
+        if isinstance(value, str):
+            if _looks_like_tensor(ann):
+                return "tensor"
+            from .language.parser import _python_env
             try:
-                exec(compile(mod, self.file, "exec"), ns)  # noqa: S102 - the user's own statements
-            except TilecraftError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the user's statement failed: name it
-                raise self._error(stmt, f"{type(e).__name__}: {e}") from None
-        order = [n for n in self.fn.__code__.co_varnames[:self.fn.__code__.co_argcount] if n in specs]
-        for n in order:
-            ns[f"__tc_tensor_{n}"] = specs[n]
+                value = eval(value, _python_env(self.fn))  # noqa: S307 - the user's own annotation
+            except Exception:  # noqa: BLE001 - refers to names of the body: a compile-time value
+                return "python"
+        if isinstance(value, TensorSpec):
+            return "tensor"
+        if isinstance(value, DType):
+            return "scalar"
+        return "python"
+
+    # ---- binding a call ---------------------------------------------------------------------
+    def bind(self, args, kwargs, need_tensors: bool):
+        """(compile-time values, tensors given, explicit const values) for a call or a compile."""
+        extra = {k: v for k, v in kwargs.items() if k not in self.signature.parameters}
+        if extra and self.has_var_kw:
+            extra = {}
+        given = {k: v for k, v in kwargs.items() if k not in extra}
+        try:
+            bound = self.signature.bind_partial(*args, **given)
+        except TypeError as e:
+            raise TypeError(f"{self.fn.__name__}(): {e}") from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        missing = [n for n in self.param_names if n not in values and
+                   self.signature.parameters[n].kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                             inspect.Parameter.VAR_KEYWORD)]
+        python_missing = [n for n in missing if n not in self.runtime]
+        if python_missing:
+            raise TypeError(f"{self.fn.__name__}(): missing a required argument: {python_missing[0]!r}")
+        if need_tensors and missing:
+            raise TypeError(f"{self.fn.__name__}(): missing the tensor argument {missing[0]!r}")
+        statics = {k: v for k, v in values.items() if k not in self.runtime}
+        tensors = {k: v for k, v in values.items() if k in self.runtime and v is not None}
+        if need_tensors and len(tensors) < len(self.runtime):
+            n = next(n for n in self.runtime if n not in tensors)
+            raise TypeError(f"{self.fn.__name__}(): the tensor argument {n!r} is None")
+        return statics, tensors, extra
+
+    def _key(self, statics, extra=()):
+        from . import env
+        from .jit import _freeze
+        from .target import default_target_key
+        return (_freeze(tuple(statics.items())), _freeze(tuple(sorted(dict(extra).items()))),
+                repr(sorted(env.default_pass_configs().items())),
+                default_target_key() if self.compile_kwargs.get("target") in (None, "auto") else None)
+
+    # ---- running the statements before the kernel --------------------------------------------
+    def _namespace(self, statics):
+        from .language.parser import _python_env
+        ns = _python_env(self.fn)
+        ns.update(statics)
+        return ns
+
+    def _declared_spec(self, stmt, ns):
+        name = stmt.target.id
+        if name not in self.signature.parameters:
+            raise self._error(stmt, f"{name} is declared as a tensor but is not a parameter of {self.fn.__name__}")
+        spec = self._eval(stmt.annotation, ns, stmt)
+        if isinstance(spec, DType):
+            raise self._error(stmt, f"{name}: a run-time scalar parameter ({ast.unparse(stmt.annotation)}) is not "
+                                    f"supported by tilecraft's eager jit yet",
+                              hint="pass it as a compile-time Python value (no annotation) or a 1-element tensor")
+        if not isinstance(spec, TensorSpec):
+            raise self._error(stmt, f"{name}: a tensor parameter is declared as T.Tensor(shape, dtype), got {spec!r}")
+        return spec
+
+    def _eval(self, expr, ns, stmt):
+        try:
+            return eval(compile(ast.Expression(expr), self.file, "eval"), ns)  # noqa: S307 - the user's code
+        except TilecraftError as e:
+            raise e.with_span(self._span(stmt)) from None
+        except Exception as e:  # noqa: BLE001 - the user's expression failed: name it
+            raise self._error(stmt, f"{type(e).__name__}: {e}") from None
+
+    def _run(self, statics, scope: EagerScope):
+        """Run the statements before the kernel; returns (namespace, tensor specs by name)."""
+        ns = self._namespace(statics)
+        specs = {}
+        with eager_scope(scope):
+            for stmt in self.prelude:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is None:
+                    specs[stmt.target.id] = self._declared_spec(stmt, ns)
+                    continue
+                mod = ast.Module([stmt], type_ignores=[])
+                ast.increment_lineno(mod, self.line_offset)
+                try:
+                    exec(compile(mod, self.file, "exec"), ns)  # noqa: S102 - the user's own statements
+                except TilecraftError as e:
+                    raise e.with_span(self._span(stmt)) from None
+                except Exception as e:  # noqa: BLE001 - the user's statement failed: name it
+                    if scope.probing and isinstance(stmt, ast.Assert) and isinstance(e, TypeError):
+                        continue  # an assert on a T.const: checked when the values are bound
+                    hint = None
+                    if scope.probing and isinstance(e, TypeError) and scope.consts:
+                        hint = (f"while tilecraft learns which tensor dimension binds each T.const "
+                                f"({', '.join(scope.consts)}), they are symbols: Python code before the kernel "
+                                f"can compute sizes from them but cannot branch on their values")
+                    raise self._error(stmt, f"{type(e).__name__}: {e}", hint=hint) from None
+            for name in self.runtime:
+                if name not in specs and name in self.sig_tensors:
+                    arg = next(a for a in self.node.args.args + self.node.args.kwonlyargs if a.arg == name)
+                    spec = self.fn.__annotations__.get(name)
+                    specs[name] = spec if isinstance(spec, TensorSpec) else self._eval(arg.annotation, ns, arg)
+        return ns, specs
+
+    def probe(self, statics) -> Probe:
+        key = self._key(statics)
+        p = self._probes.get(key)
+        if p is not None:
+            return p
+        scope = EagerScope()
+        _, specs = self._run(statics, scope)
+        binders = {}
+        for name, var in scope.consts.items():
+            binders[name] = next(((t, d) for t in self.runtime if t in specs
+                                  for d, s in enumerate(specs[t].shape) if s is var), None)
+        decl = {s.target.id: s for s in self.prelude if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+        decl.update({a.arg: a for a in self.node.args.args + self.node.args.kwonlyargs if a.arg in self.sig_tensors})
+        p = Probe(dict(scope.consts), binders, specs, decl)
+        self._probes[key] = p
+        return p
+
+    def const_values(self, probe: Probe, tensors, extra) -> dict:
+        values = {}
+        for name, where in probe.binders.items():
+            if name in extra:
+                values[name] = extra[name]
+                continue
+            if where is not None and where[0] in tensors:
+                t, d = where
+                shape = self._shape_of(tensors[t], t, probe)
+                if d >= len(shape):
+                    raise self._rank_error(probe, t, shape)
+                values[name] = int(shape[d])
+                continue
+            how = (f"it is dimension {where[1]} of {where[0]}: pass {where[0]}, or" if where else
+                   "no tensor parameter has it as a dimension:")
+            raise TilecraftError(f"{self.fn.__name__}: no value for T.const {name!r}: {how} give it as a keyword "
+                                 f"({name}=...)", self._span(probe.lines.get(where[0]) if where else self.node))
+        for name, v in values.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise TilecraftError(f"{self.fn.__name__}: T.const {name} must be a non-negative int, got {v!r}",
+                                     self._span(self.node))
+        return values
+
+    @staticmethod
+    def _shape_of(t, name, probe):
+        shape = getattr(t, "shape", None)
+        if shape is None:
+            raise TypeError(f"parameter {name!r} is declared as {probe.specs[name]!r} but got a {type(t).__name__}")
+        return tuple(shape)
+
+    def _rank_error(self, probe, t, shape):
+        spec = probe.specs[t]
+        return TilecraftError(f"{self.fn.__name__}: tensor {t} is declared with {len(spec.shape)} dimensions "
+                              f"{_show(spec.shape)} but the call passes one of shape {tuple(shape)}",
+                              self._span(probe.lines[t]))
+
+    def check_shapes(self, probe: Probe, tensors, values, extra):
+        """Each tensor's sizes against the T.const values bound elsewhere (a clear message naming the
+        tensor, the dimension and both values, at the line declaring the tensor)."""
+        for t, spec in probe.specs.items():
+            if t not in tensors:
+                continue
+            shape = self._shape_of(tensors[t], t, probe)
+            if len(shape) != len(spec.shape):
+                raise self._rank_error(probe, t, shape)
+            for d, s in enumerate(spec.shape):
+                name = next((n for n, v in probe.consts.items() if v is s), None)
+                if name is None or int(shape[d]) == values[name]:
+                    continue
+                where = probe.binders[name]
+                src = (f"given as {name}={values[name]}" if name in extra else
+                       f"bound to {values[name]} by dimension {where[1]} of {where[0]}")
+                raise TilecraftError(
+                    f"{self.fn.__name__}: dimension {d} of tensor {t} is the T.const {name}, {src}, but {t} has "
+                    f"{int(shape[d])} there (shape {tuple(shape)})", self._span(probe.lines[t]))
+
+    # ---- building ---------------------------------------------------------------------------
+    def build(self, statics, values):
+        """(PrimFunc, input names, out_idx) for these compile-time values and const values."""
+        scope = EagerScope(values=dict(values))
+        ns, specs = self._run(statics, scope)
+        for name, spec in specs.items():
+            self._check_bound_shape(spec.shape, probe_node=self._decl_node(name), what=f"tensor {name}")
+        outputs = self._returned(ns, scope)
+        inputs = [n for n in self.runtime if n in specs]
+        order = inputs + [o.name for o in outputs]
+        for o in outputs:
+            self._check_bound_shape(o.shape, o.span, what=f"output {o.name}")
+        all_specs = dict(specs)
+        all_specs.update({o.name: TensorSpec(o.shape, o.dtype) for o in outputs})
         fdef = copy.copy(self.node)
         fdef.decorator_list = []
-        fdef.args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Name(id=f"__tc_tensor_{n}",
-                                                                                      ctx=ast.Load()),
-                                                                lineno=self.node.lineno, col_offset=0)
+        fdef.returns = None
+        fdef.args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=n, annotation=ast.Constant(value=n),
+                                                                lineno=self._decl_line(n, outputs), col_offset=0)
                                                         for n in order],
                                   kwonlyargs=[], kw_defaults=[], defaults=[])
-        fdef.body = [s for s in self.kernel_stmts if not isinstance(s, ast.Return)]
-        parser = Parser(self.fn)
+        fdef.body = self.kernel_stmts
+        from .language.parser import Parser
+
+        class _EagerParser(Parser):
+            def param(self, arg):
+                self.fn_specs = all_specs
+                return self._param_from_spec(arg, all_specs[arg.arg])
+
+        parser = _EagerParser(self.fn)
         parser.node = fdef
         parser.env = ns
-        return parser.parse(), order
+        func = parser.parse()
+        nin = len(inputs)
+        return func, tuple(inputs), list(range(nin, nin + len(outputs)))
+
+    def _decl_node(self, name):
+        for s in self.prelude:
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
+                return s
+        return next((a for a in self.node.args.args + self.node.args.kwonlyargs if a.arg == name), self.node)
+
+    def _decl_line(self, name, outputs):
+        for o in outputs:
+            if o.name == name and o.span is not None:
+                return o.span.line - self.line_offset
+        return getattr(self._decl_node(name), "lineno", self.node.lineno)
+
+    def _check_bound_shape(self, shape, span=None, probe_node=None, what="tensor"):
+        for s in shape:
+            if isinstance(s, Expr) and not isinstance(s, Var):
+                where = span if span is not None else self._span(probe_node)
+                raise TilecraftError(f"{self.fn.__name__}: {what} has the size {s} in its shape: a size is an int, "
+                                     f"a T.const or a T.dynamic symbol, not an expression of T.dynamic symbols",
+                                     where, hint="declare the size as its own T.dynamic name (or make it a T.const)")
+
+    def _returned(self, ns, scope) -> list:
+        """The T.empty outputs in the order the function returns them (every one, once)."""
+        outs = scope.outputs
+        if not outs:
+            if self.ret is not None and self.ret.value is not None:
+                raise self._error(self.ret, "an eager @tilelang.jit function returns only tensors made by T.empty "
+                                            "(this one makes none)")
+            return []
+        for o in outs:
+            names = [k for k, v in ns.items() if v is o]
+            if not names:
+                raise TilecraftError(f"{self.fn.__name__}: the output {o!r} is not bound to a name; write "
+                                     f"`C = T.empty(...)`", o.span)
+            o.name = names[0]
+        if self.ret is None or self.ret.value is None:
+            raise TilecraftError(f"{self.fn.__name__}: T.empty output(s) {', '.join(o.name for o in outs)} are made "
+                                 f"but not returned; end the function with `return "
+                                 f"{', '.join(o.name for o in outs)}`", outs[0].span)
+        value = self._eval(self.ret.value, ns, self.ret)
+        value = list(value) if isinstance(value, (tuple, list)) else [value]
+        seen = []
+        for v in value:
+            if not isinstance(v, OutputSpec) or v not in outs:
+                raise self._error(self.ret, f"an eager @tilelang.jit function returns only tensors made by T.empty, "
+                                            f"got {v!r}")
+            if any(v is s for s in seen):
+                raise self._error(self.ret, f"{v.name} is returned twice")
+            seen.append(v)
+        left = [o.name for o in outs if not any(o is s for s in seen)]
+        if left:
+            raise self._error(self.ret, f"not every T.empty output is returned: {', '.join(left)} missing")
+        return seen
+
+    # ---- the entry points ---------------------------------------------------------------------
+    def kernel_for(self, args, kwargs, need_tensors: bool):
+        """(Built, tensors given) for a call or a compile."""
+        statics, tensors, extra = self.bind(args, kwargs, need_tensors)
+        probe = self.probe(statics)
+        values = self.const_values(probe, tensors, extra)
+        self.check_shapes(probe, tensors, values, extra)
+        key = (self._key(statics), tuple(sorted(values.items())))
+        built = self._kernels.get(key)
+        if built is None:
+            func, inputs, out_idx = self.build(statics, values)
+            from .jit import compile as compile_func
+            kw = dict(self.compile_kwargs)
+            kw["out_idx"] = out_idx or None
+            built = Built(compile_func(func, **kw), inputs)
+            with self._lock:
+                self._kernels[key] = built
+        return built, tensors
+
+    def __call__(self, args, kwargs):
+        built, tensors = self.kernel_for(args, kwargs, need_tensors=True)
+        return built.kernel(*[tensors[n] for n in built.inputs])
+
+    def compile(self, args, kwargs):
+        return self.kernel_for(args, kwargs, need_tensors=False)[0].kernel
+
+    def get_tir(self, args, kwargs):
+        statics, tensors, extra = self.bind(args, kwargs, need_tensors=False)
+        probe = self.probe(statics)
+        values = self.const_values(probe, tensors, extra)
+        return self.build(statics, values)[0]
+
+
+def _show(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -40,6 +40,21 @@ def _dedupe(configs: list[dict]) -> list[dict]:
     return out
 
 
+class _ShapeOnly(tuple):
+    """A tensor argument of an eager-style function as the tuner keeps it: its shape (all that
+    binds the function's `T.const`s) -- hashable, and no data kept alive or keyed on."""
+
+    @property
+    def shape(self):
+        return tuple(self)
+
+
+def _shape_only(value: Any) -> Any:
+    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, _ShapeOnly):
+        return _ShapeOnly(int(s) for s in value.shape)
+    return value
+
+
 class AutoTuneImpl:
     """The object ``@autotune`` returns: call it like the factory to get the tuned kernel."""
 
@@ -61,7 +76,29 @@ class AutoTuneImpl:
         except TypeError:
             return repr((args, sorted(kwargs.items()), sig))
 
+    @property
+    def eager(self) -> bool:
+        """Whether the jit below is in the eager style (its body is the kernel: calling it runs it)."""
+        return getattr(self.factory, "mode", "lazy") == "eager"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Lazy style: the tuned kernel.  Eager style: tune for these tensors' shapes (once), then run
+        the best kernel on them and return its outputs."""
+        if not self.eager:
+            return self._tuned(args, kwargs)
+        kernel = self._tuned(tuple(_shape_only(a) for a in args), {k: _shape_only(v) for k, v in kwargs.items()})
+        config = getattr(kernel, "config", None) or {}
+        args, kwargs = self._by_name(args, kwargs, set(config))
+        return self.factory(*args, **{**kwargs, **{k: v for k, v in config.items() if k not in kwargs}})
+
+    def compile(self, *args: Any, **kwargs: Any) -> Any:
+        """The tuned kernel for these arguments, not run (an eager function's `T.const`s may be given
+        as keywords instead of tensors); it carries `.config` and `.latency`."""
+        if self.eager:
+            args, kwargs = tuple(_shape_only(a) for a in args), {k: _shape_only(v) for k, v in kwargs.items()}
+        return self._tuned(args, kwargs)
+
+    def _tuned(self, args: tuple, kwargs: dict) -> Any:
         key = self._memo_key(args, kwargs)
         if key in self.results:
             self.last_result = self.results[key]
@@ -74,13 +111,19 @@ class AutoTuneImpl:
         args, kwargs = self._by_name(args, kwargs, tuned)
         fixed = {k: v for k, v in kwargs.items() if k in tuned}
         if tuned and tuned <= set(fixed):  # everything given: no search
-            return self.factory(*args, **kwargs)
+            return getattr(self.factory, "compile", self.factory)(*args, **kwargs)
         configs = _dedupe([{**c, **fixed} for c in configs])
         rest = {k: v for k, v in kwargs.items() if k not in tuned}
         tuner = (AutoTuner.from_kernel(self.factory, configs).set_kernel_parameters(args, rest)
                  .set_profile_args(**self.profile_args))
         result = tuner.run()
         self.results[key] = self.last_result = result
+        for attr, value in (("config", dict(result.config)), ("latency", result.latency),
+                            ("ref_latency", result.ref_latency)):
+            try:  # TileLang's tuned kernel carries its config and latency
+                setattr(result.kernel, attr, value)
+            except AttributeError:
+                pass
         return result.kernel
 
     def _by_name(self, args: tuple, kwargs: dict, tuned: set) -> tuple[tuple, dict]:

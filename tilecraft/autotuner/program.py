@@ -127,7 +127,8 @@ class Program:
         """(kernel, prim_func or None) for ``config``."""
         kw = self._call_kwargs(config)
         if self.through_factory:
-            kernel = self.factory(*self.args, **kw)
+            # `.compile`: the kernel without running it (an eager-style jit runs when called)
+            kernel = getattr(self.factory, "compile", self.factory)(*self.args, **kw)
             func = getattr(kernel, "prim_func", None) or getattr(kernel, "func", None)  # JITKernel.func
             return kernel, func
         import tilecraft
@@ -160,12 +161,13 @@ class Program:
             from ..compiler.build import build
             from ..ir.func import PrimFunc
 
-            func = self.fn(*self.args, **kw)
+            get_tir = getattr(self.factory, "get_tir", None) if self.through_factory else None
+            func = get_tir(*self.args, **kw) if get_tir is not None else self.fn(*self.args, **kw)
             if isinstance(func, PrimFunc):
                 build(func, target, self.compile_args.get("pass_configs"))
                 return
         if self.through_factory:
-            self.factory(*self.args, **kw)
+            getattr(self.factory, "compile", self.factory)(*self.args, **kw)
             return
         import tilecraft
 

@@ -4,6 +4,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
                     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, int16,
                     int32, int64, uint8, uint16, uint32, uint64, boolean)
 from .parser import prim_func, macro
+from .eager import const, empty
 from .kernel import (Kernel, Parallel, parallel, Persistent, Pipelined, serial, unroll, vectorized, grid, alloc_shared,
                      alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
                      get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)

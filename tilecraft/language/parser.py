@@ -161,6 +161,11 @@ class Parser(ExprMixin, LoopMixin):
         if not isinstance(spec, TensorSpec):
             raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype), "
                                   f"got {spec!r}")
+        return self._param_from_spec(arg, spec)
+
+    def _param_from_spec(self, arg, spec: TensorSpec) -> Buffer:
+        """The global buffer parameter `arg` declared by `spec` (the eager jit gives its own specs)."""
+        self.builder.span = self.span(arg)
         for s in spec.shape:
             if isinstance(s, Var) and all(s is not v for v in self.symbols):
                 self.symbols.append(s)

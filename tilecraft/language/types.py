@@ -39,10 +39,11 @@ class TensorSpec:
             raise type(e)(f"T.Tensor: {e.message}", None if active() else caller_span(), hint=e.hint) from None
         from .dtypes import require_computable
         require_computable(self.dtype, "T.Tensor")
+        from .eager import shape_entry_ok
         for s in self.shape:
-            if not isinstance(s, (int, Var)) or (isinstance(s, int) and s < 0):
-                raise TypeError(f"T.Tensor shape entries must be non-negative ints or T.dynamic "
-                                f"symbols, got {s!r}")
+            if not shape_entry_ok(s):
+                raise TypeError(f"T.Tensor shape entries must be non-negative ints, T.const names or "
+                                f"T.dynamic symbols, got {s!r}")
 
     def __class_getitem__(cls, item):
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (str, DType)):
@@ -95,9 +96,14 @@ def StridedTensor(shape, strides=None, dtype="float32"):  # noqa: N802 - TileLan
     return TensorSpec(shape, dtype)
 
 
-def dynamic(name: str, dtype="int32") -> Var:
-    """A symbolic dimension bound from the argument's shape at call time."""
-    return Var(name, dt.dtype(dtype))
+def dynamic(name: str, dtype="int32"):
+    """A symbolic dimension bound from the argument's shape at call time; several names at once
+    (`T.dynamic("m, n")`, TileLang's spelling) return a tuple."""
+    from .eager import split_names
+    names = split_names(name) if isinstance(name, str) else [name]
+    if len(names) > 1:
+        return tuple(Var(n, dt.dtype(dtype)) for n in names)
+    return Var(name.strip() if isinstance(name, str) else name, dt.dtype(dtype))
 
 
 symbolic = dynamic

@@ -1,0 +1,211 @@
+"""TileLang's eager jit style (tilecraft/jit_eager.py, language/eager.py) on the CPU target, against
+torch: `T.const` names bound from the call's tensors or by `.compile(M=...)`, `T.empty` outputs
+returned (one or a tuple, in the order returned), one kernel per distinct set of shapes /
+compile-time values, `T.dynamic` sizes (one kernel for every size), tensors declared in the
+signature, the jit object's methods (`.compile`, `.get_tir`, `.get_kernel_source`, `.par_compile`),
+`@tilelang.autotune` over an eager function, and the errors (at the user's line)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+from tilecraft.errors import TilecraftError
+
+HERE = "test_eager_jit.py"
+
+
+@tilelang.jit(target="cpu")
+def matmul_relu(A, B, block_M: int = 32, block_N: int = 32, block_K: int = 16, dtype=T.float32):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), dtype)
+    B: T.Tensor((K, N), dtype)
+    C = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), dtype)
+        B_s = T.alloc_shared((block_K, block_N), dtype)
+        C_l = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_l)
+        for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, ko * block_K], A_s)
+            T.copy(B[ko * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_l)
+        for i, j in T.Parallel(block_M, block_N):
+            C_l[i, j] = T.max(C_l[i, j], 0)
+        T.copy(C_l, C[by * block_M, bx * block_N])
+    return C
+
+
+def test_shapes_bind_the_consts_and_each_shape_compiles_once():
+    a, b = torch.randn(64, 48), torch.randn(48, 40)
+    torch.testing.assert_close(matmul_relu(a, b), torch.relu(a @ b), rtol=1e-4, atol=1e-4)
+    n = len(matmul_relu._kernels)
+    a2, b2 = torch.randn(64, 48), torch.randn(48, 40)
+    torch.testing.assert_close(matmul_relu(a2, b2), torch.relu(a2 @ b2), rtol=1e-4, atol=1e-4)
+    assert len(matmul_relu._kernels) == n, "the same shapes reuse the kernel"
+    a3 = torch.randn(33, 48)  # a ragged M: a new specialization, edges guarded
+    torch.testing.assert_close(matmul_relu(a3, b), torch.relu(a3 @ b), rtol=1e-4, atol=1e-4)
+    assert len(matmul_relu._kernels) == n + 1
+    # .compile with the consts given explicitly is the same specialization as the call's
+    k = matmul_relu.compile(M=33, N=40, K=48)
+    assert len(matmul_relu._kernels) == n + 1
+    torch.testing.assert_close(k(a3, b), torch.relu(a3 @ b), rtol=1e-4, atol=1e-4)
+    assert tuple(k.func.params[2].shape) == (33, 40) and k.out_idx == [2]
+    assert "tc_entry" in matmul_relu.get_kernel_source(a3, b)
+    tir = matmul_relu.get_tir(M=8, N=16, K=24, block_M=8)
+    assert [tuple(p.shape) for p in tir.params] == [(8, 24), (24, 16), (8, 16)]
+
+
+def test_a_shape_that_disagrees_names_the_tensor_dimension_and_both_values():
+    a = torch.randn(64, 48)
+    with pytest.raises(TilecraftError) as e:
+        matmul_relu(a, torch.randn(47, 40))
+    msg = str(e.value)
+    assert "dimension 0 of tensor B is the T.const K, bound to 48 by dimension 1 of A, but B has 47" in msg
+    assert HERE in msg and "B: T.Tensor((K, N), dtype)" in msg
+    with pytest.raises(TilecraftError, match="given as K=50, but B has 48"):
+        matmul_relu.compile(torch.randn(64, 50), torch.randn(48, 40), K=50)
+    with pytest.raises(TilecraftError, match="tensor A is declared with 2 dimensions"):
+        matmul_relu(torch.randn(4, 64, 48), torch.randn(48, 40))
+    with pytest.raises(TilecraftError, match=r"no value for T.const 'M': it is dimension 0 of A: pass A, or give it"):
+        matmul_relu.compile(N=40, K=48)
+
+
+@tilelang.jit(target="cpu")
+def rows_and_sums(X, scale, blk: int = 8):
+    M, N = T.const("M N")  # space-separated names too
+    X: T.Tensor[(M, N), T.float32]
+    total = T.empty((M,), T.float32)
+    scaled = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(M, blk), threads=32) as bx:
+        x = T.alloc_fragment((blk, N), T.float32)
+        s = T.alloc_fragment((blk,), T.float32)
+        T.copy(X[bx * blk, 0], x)
+        T.reduce_sum(x, s, dim=1)
+        T.copy(s, total[bx * blk])
+        for i, j in T.Parallel(blk, N):
+            x[i, j] = x[i, j] * scale
+        T.copy(x, scaled[bx * blk, 0])
+    return scaled, total  # the returned order, not the order of T.empty
+
+
+def test_tuple_outputs_come_back_in_the_returned_order():
+    x = torch.randn(24, 16)
+    scaled, total = rows_and_sums(x, 0.5)
+    torch.testing.assert_close(scaled, x * 0.5)
+    torch.testing.assert_close(total, x.sum(dim=1), rtol=1e-5, atol=1e-5)
+    k = rows_and_sums.compile(M=24, N=16, scale=0.5)
+    assert [p.name for p in k.func.params] == ["X", "scaled", "total"]
+    scaled, total = k(x)
+    torch.testing.assert_close(scaled, x * 0.5)
+    # a different Python value is a different kernel (it is folded in as a constant)
+    n = len(rows_and_sums._kernels)
+    torch.testing.assert_close(rows_and_sums(x, -2.0)[0], x * -2.0)
+    assert len(rows_and_sums._kernels) == n + 1
+
+
+@tilelang.jit(target="cpu")
+def scale_dynamic(x, alpha, block: int = 16):
+    n, d = T.dynamic("n, d")  # several T.dynamic names at once
+    x: T.Tensor((n, d), T.float32)
+    y = T.empty((n, d), T.float32)
+    with T.Kernel(T.ceildiv(n, block), threads=32) as bx:
+        for i in T.serial(block):
+            for j in T.serial(d):
+                if bx * block + i < n:
+                    y[bx * block + i, j] = x[bx * block + i, j] * alpha
+    return y
+
+
+def test_dynamic_sizes_share_one_kernel():
+    for shape in ((5, 3), (40, 7)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(scale_dynamic(x, 3.0), x * 3.0)
+    assert len(scale_dynamic._kernels) == 1
+
+
+K_OUT = 12
+ROWS = T.dynamic("rows")
+
+
+@tilelang.jit(target="cpu")
+def gather_cols(src: T.Tensor((ROWS, 16), T.int32), idx: T.Tensor((K_OUT,), T.int32)):
+    offset = T.const("offset")
+    out = T.empty((ROWS, K_OUT), T.int32)
+    with T.Kernel(ROWS, threads=32) as r:
+        for j in T.serial(K_OUT):
+            out[r, j] = src[r, idx[j]] * 2 + offset
+    return out
+
+
+def test_tensors_declared_in_the_signature():
+    src = torch.randint(-100, 100, (9, 16), dtype=torch.int32)
+    idx = torch.randint(0, 16, (K_OUT,), dtype=torch.int32)
+    # `offset` is a T.const no tensor has as a size: only a keyword binds it
+    out = gather_cols(src, idx, offset=5)
+    torch.testing.assert_close(out, src[:, idx.long()] * 2 + 5)
+    with pytest.raises(TilecraftError, match="no value for T.const 'offset': no tensor parameter has it"):
+        gather_cols(src, idx)
+
+
+@tilelang.autotune(configs=[{"blk": 8, "threads": 32}, {"blk": 16, "threads": 64}], warmup=1, rep=2)
+@tilelang.jit(target="cpu")
+def add_tuned(A, B, blk, threads):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float32)
+    B: T.Tensor((M, N), T.float32)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(M, blk), threads=threads) as bx:
+        for i, j in T.Parallel(blk, N):
+            C[bx * blk + i, j] = A[bx * blk + i, j] + B[bx * blk + i, j] * 2
+    return C
+
+
+def test_autotune_over_an_eager_function():
+    a, b = torch.randn(32, 8), torch.randn(32, 8)
+    torch.testing.assert_close(add_tuned(a, b), a + b * 2)  # tunes for these shapes, then runs
+    k = add_tuned.compile(M=32, N=8)                       # the tuned kernel, not run
+    assert k.config in ({"blk": 8, "threads": 32}, {"blk": 16, "threads": 64}) and k.latency > 0
+    torch.testing.assert_close(k(a, b), a + b * 2)
+    # every tuned value given: that kernel, no search
+    k8 = add_tuned.compile(M=32, N=8, blk=8, threads=32)
+    torch.testing.assert_close(k8(a, b), a + b * 2)
+    with pytest.warns(UserWarning, match="config 1 .* no value for T.const 'M'"):
+        ks = add_tuned.factory.par_compile([dict(blk=8, threads=32, M=16, N=8), (None, None, 16, 64)],
+                                           ignore_error=True)
+    assert ks[0] is not None and ks[1] is None
+
+
+def test_errors_of_the_eager_style():
+    with pytest.raises(TilecraftError, match=r"T.const can only be used in the body of a @tilelang.jit"):
+        T.const("M")
+
+    def unreturned(X):
+        n = T.const("n")
+        X: T.Tensor((n,), T.float32)
+        Y = T.empty((n,), T.float32)
+        with T.Kernel(1, threads=32):
+            for i in T.serial(n):
+                Y[i] = X[i]
+
+    with pytest.raises(TilecraftError, match=r"T.empty output\(s\) Y are made but not returned") as e:
+        tilelang.jit(target="cpu")(unreturned)(torch.randn(4))
+    assert HERE in str(e.value)
+    with pytest.raises(ValueError, match="in the eager style .* declare outputs with T.empty"):
+        tilelang.jit(out_idx=[-1], target="cpu")(unreturned)(torch.randn(4))
+
+
+def test_the_factory_style_has_compile_too():
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def double(n):
+        @T.prim_func
+        def main(X: T.Tensor((n,), T.float32), Y: T.Tensor((n,), T.float32)):
+            with T.Kernel(1, threads=32):
+                for i in T.serial(n):
+                    Y[i] = X[i] * 2
+        return main
+    k = double.compile(7)
+    assert k is double(7) and double.mode == "lazy"
+    x = torch.randn(7)
+    torch.testing.assert_close(k(x), x * 2)
