@@ -44,7 +44,8 @@ def _is_kernel_with(stmt) -> bool:
     if not isinstance(stmt, ast.With) or len(stmt.items) != 1:
         return False
     call = stmt.items[0].context_expr
-    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "Kernel"
+    # T.Kernel, and the forms that wrap it (T.ClusterKernel)
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr.endswith("Kernel")
 
 
 def is_kernel_body_jit(fn) -> bool:

@@ -1,0 +1,63 @@
+"""TileLang's README quickstart in the eager style (`T.const`, in-body `T.Tensor`, `T.empty`,
+`return C`), compiled for sm_90a with `.compile(M=..., ...)`: the kernel takes the Hopper path, TMA
+tile loads into an mbarrier ring feeding wgmma (`get_plan()`).  The same function from TileLang's
+own examples (`../shared/tilelang-examples-head/examples/quickstart.py`, read, not copied) when that
+corpus is present.  Compile-only: no GPU needed."""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+SM90 = {"kind": "cuda", "arch": "sm_90a"}
+QUICKSTART = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "tilelang-examples-head",
+                          "examples", "quickstart.py")
+
+
+def matmul_relu(A, B, block_M: int = 128, block_N: int = 128, block_K: int = 32):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), T.float16)
+    B: T.Tensor((K, N), T.float16)
+    C = T.empty((M, N), T.float16)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), T.float16)
+        B_s = T.alloc_shared((block_K, block_N), T.float16)
+        C_l = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_l)
+        for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            T.copy(A[by * block_M, ko * block_K], A_s)
+            T.copy(B[ko * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_l)
+        for i, j in T.Parallel(block_M, block_N):
+            C_l[i, j] = T.max(C_l[i, j], 0)
+        T.copy(C_l, C[by * block_M, bx * block_N])
+    return C
+
+
+def _quickstart_matmul():
+    """TileLang's quickstart `matmul`, taken from its file (its module-level code needs a GPU)."""
+    path = os.path.abspath(QUICKSTART)
+    if not os.path.exists(path):
+        pytest.skip("TileLang's example corpus (../shared/tilelang-examples-head) is not here")
+    tree = ast.parse(open(path).read())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "matmul")
+    fn.decorator_list = []
+    ns = {"tilelang": tilelang, "T": T}
+    exec(compile(ast.Module([fn], type_ignores=[]), path, "exec"), ns)  # noqa: S102 - TileLang's example
+    return ns["matmul"]
+
+
+@pytest.mark.parametrize("which", ["spec", "quickstart"])
+def test_quickstart_takes_the_tma_wgmma_path_on_sm90a(which):
+    fn = matmul_relu if which == "spec" else _quickstart_matmul()
+    jit = tilelang.jit(target=SM90)(fn)
+    kernel = jit.compile(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32)
+    plan = kernel.get_plan()
+    assert "sm_90a" in plan and "on wgmma" in plan, plan
+    assert "TMA tile loads" in plan and "mbarrier" in plan, plan
+    assert [tuple(p.shape) for p in kernel.func.params] == [(1024, 1024)] * 3 and kernel.out_idx == [2]
+    assert "wgmma" in kernel.get_kernel_source()
