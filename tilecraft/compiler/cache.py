@@ -156,17 +156,34 @@ def _tool_version(path: str) -> str:
     return (proc.stdout + proc.stderr).strip()
 
 
+@functools.lru_cache(maxsize=None)
+def host_cpu() -> str:
+    """The host CPU's model name and feature flags (/proc/cpuinfo), else the platform's words."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().split("\n\n")[0].splitlines()
+        keep = [ln for ln in lines if ln.split(":")[0].strip() in ("model name", "flags", "Features", "CPU part")]
+        if keep:
+            return "\n".join(" ".join(ln.split()) for ln in keep)
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()}"
+
+
 def toolchain_key(target) -> tuple:
     """Which compiler turns this target's source into a binary, and its version.
 
-    CPU: the C++ compiler (``env.cxx()``) and its ``--version`` line.  CUDA: ``TILECRAFT_CUDA_COMPILER``
+    CPU: the C++ compiler (``env.cxx()``), its ``--version`` line and the host CPU (kernels are built
+    with ``-march=native``: a cache shared between machines must not serve one's vector code to
+    another, :func:`host_cpu`).  CUDA: ``TILECRAFT_CUDA_COMPILER``
     (``nvrtc``: the loaded library's (major, minor); ``nvcc``: its path and ``--version`` text).
     Part of every kernel key, so switching compiler or upgrading it compiles again instead of
     serving the other compiler's binary.
     """
     if getattr(target, "kind", None) != "cuda":
         cxx = env.cxx()
-        return ("cxx", cxx, _tool_version(cxx))
+        return ("cxx", cxx, _tool_version(cxx), host_cpu())
     compiler = env.cuda_compiler()
     if compiler == "nvcc":
         from .nvcc import find_nvcc
