@@ -18,9 +18,22 @@ from . import env
 from .env import disable_cache, enable_cache, is_cache_enabled
 
 
+def set_log_level(level) -> None:
+    """TileLang's `tilelang.set_log_level("INFO")`: the level of tilecraft's loggers (a name or a number)."""
+    import logging
+    lv = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(lv, int):
+        raise ValueError(f"set_log_level: unknown level {level!r}")
+    for name in ("tilecraft", "tilelang"):
+        logging.getLogger(name).setLevel(lv)
+
+
 def __getattr__(name):
     # Heavier pieces load on first use so `import tilecraft` stays fast.
     if name in ("testing", "utils", "layout", "compat"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    if name in ("tvm", "tools", "tileop", "cuda", "transform"):
         import importlib
         return importlib.import_module("." + name, __name__)
     if name == "DataType":

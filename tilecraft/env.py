@@ -301,3 +301,10 @@ def describe() -> str:
         src = k.source() or "default"
         lines.append(f"{k.names[0]:<36} {str(k.get()):<28} ({src})  {k.doc}")
     return "\n".join(lines)
+
+
+def __getattr__(name):
+    # TileLang's environment attributes (`tilelang.env.TILELANG_CACHE_DIR`), read from the knobs
+    if name == "TILELANG_CACHE_DIR":
+        return str(cache_dir())
+    raise AttributeError(f"module 'tilecraft.env' has no attribute {name!r}")

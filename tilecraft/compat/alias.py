@@ -21,9 +21,14 @@ ALIAS = "tilelang"
 TARGET = "tilecraft"
 
 
+# TileLang module paths whose tilecraft counterpart lives elsewhere (`tilecraft.jit` is a module,
+# not a package, so its `diagnostics` cannot nest under it).
+REDIRECTS = {"tilelang.jit.diagnostics": "tilecraft.jit_diagnostics"}
+
+
 def target_name(name: str) -> str:
     """`tilelang.utils.tensor` -> `tilecraft.utils.tensor`."""
-    return TARGET + name[len(ALIAS):]
+    return REDIRECTS.get(name) or TARGET + name[len(ALIAS):]
 
 
 class AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -50,9 +55,26 @@ class AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                     f"modules and has no {real!r}", name=name) from None
             raise
         sys.modules[name] = target
+        if name == ALIAS:
+            _register_redirect_parents()
 
     def __repr__(self):
         return f"<tilecraft alias finder: {ALIAS}[.X] -> {TARGET}[.X]>"
+
+
+def _register_redirect_parents() -> None:
+    """`tilelang.jit` (the parent of a redirected name) as a module with an empty package path, put
+    into `sys.modules` before any `import tilelang.jit.diagnostics`: Python then finds it there and
+    does not set the attribute `tilelang.jit` -- the `jit` decorator -- to the module, and only this
+    finder (REDIRECTS) can answer for its children."""
+    for redirected in REDIRECTS:
+        parent = redirected.rsplit(".", 1)[0]
+        if parent in sys.modules:
+            continue
+        module = importlib.import_module(target_name(parent))
+        if not hasattr(module, "__path__"):
+            module.__path__ = []
+        sys.modules[parent] = module
 
 
 def installed() -> bool:

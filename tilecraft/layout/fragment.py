@@ -493,3 +493,8 @@ def covering_slot(lay: FragmentLayout, loop: FragmentLayout):
             if not 0 <= s < lay.num_regs or _element(lay, tid, s) != e:
                 return None
     return offset, tuple(coefs)
+
+
+# `tilelang.layout.fragment.Fragment`: TileLang's user-facing class lives in layout.py (this module
+# is the compiler's own fragment model); the name is here for programs importing it from this path.
+from .layout import Fragment  # noqa: E402,F401

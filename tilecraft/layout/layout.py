@@ -65,12 +65,16 @@ class Fragment(Layout):
                  forward_thread_fn: Callable | None = None, replicate: int = 1,
                  forward_index_fn: Callable | None = None):
         if forward_fn is not None and forward_thread_fn is None:
-            # forward_fn(*idx) -> (thread, index...)
+            # TileLang's forward_fn(*idx[, rep]) -> (thread, index), the index one expression or a
+            # list of them (the replica number is passed only when replicate > 1)
+            nrep = int(replicate)
+
             def forward_thread_fn(*idx, _f=forward_fn):
                 return _f(*idx)[0]
 
             def forward_index_fn(*idx, _f=forward_fn):
-                return list(_f(*idx)[1:])
+                out = _f(*idx, 0)[1] if nrep > 1 else _f(*idx)[1]
+                return list(out) if isinstance(out, (list, tuple)) else [out]
         if forward_thread_fn is None:
             raise TypeError("Fragment needs forward_thread_fn (index -> thread) or forward_fn")
         super().__init__(shape, forward_index_fn)

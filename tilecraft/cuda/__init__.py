@@ -1,0 +1,1 @@
+"""`tilelang.cuda`: CUDA-specific helpers TileLang programs import (`intrinsics.sparse_layout`)."""

@@ -1,0 +1,1 @@
+"""`tilelang.cuda.intrinsics`: layout metadata of CUDA instructions (`sparse_layout`)."""
