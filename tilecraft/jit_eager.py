@@ -34,7 +34,7 @@ import threading
 from dataclasses import dataclass
 
 from .errors import TilecraftError
-from .ir import Expr, Span, Var
+from .ir import Expr, Span, Var, const
 from .ir.dtype import DType
 from .language.eager import EagerScope, OutputSpec, eager_scope
 from .language.types import TensorSpec
@@ -74,6 +74,7 @@ class Probe:
     binders: dict         # name -> (tensor name, dim) or None
     specs: dict           # tensor name -> TensorSpec (shapes in terms of the symbols)
     lines: dict           # tensor name -> the ast node declaring it (for errors)
+    scalars: dict         # scalar parameter name -> DType
 
 
 @dataclass(frozen=True)
@@ -108,16 +109,12 @@ class EagerJit:
         sig_ann = {a.arg: a.annotation for a in self.node.args.args + self.node.args.kwonlyargs
                    if a.annotation is not None}
         self.sig_tensors = {n for n, a in sig_ann.items() if self._signature_kind(n, a) == "tensor"}
-        scalars = {n for n, a in sig_ann.items() if self._signature_kind(n, a) == "scalar"}
-        if scalars:
-            n = sorted(scalars)[0]
-            raise self._error(sig_ann[n], f"{n}: a run-time scalar parameter ({ast.unparse(sig_ann[n])}) is not "
-                                          f"supported by tilecraft's eager jit yet",
-                              hint="pass the value as a compile-time Python value (annotate it `int` / `float`, "
-                                   "or not at all), or as a 1-element tensor")
-        self.runtime = [n for n in self.param_names if n in declared or n in self.sig_tensors]
+        self.sig_scalars = {n: self._signature_value(n) for n, a in sig_ann.items()
+                            if self._signature_kind(n, a) == "scalar"}
+        self.runtime = [n for n in self.param_names if n in declared or n in self.sig_tensors or n in self.sig_scalars]
         self.sig_ann = sig_ann
         self._probes: dict = {}
+        self._warned_scalars = False
         self._kernels: dict = {}
         self._lock = threading.Lock()
 
@@ -130,10 +127,17 @@ class EagerJit:
     def _error(self, node, message, hint=None):
         return TilecraftError(message, self._span(node), hint=hint)
 
+    def _signature_value(self, name):
+        value = self.fn.__annotations__.get(name)
+        if isinstance(value, str) and not isinstance(value, DType):
+            from .language.parser import _python_env
+            value = eval(value, _python_env(self.fn))  # noqa: S307 - the user's own annotation
+        return value
+
     def _signature_kind(self, name, ann) -> str:
         """'tensor', 'scalar' (a dtype: a run-time scalar in TileLang) or 'python' (a compile-time value)."""
         value = self.fn.__annotations__.get(name)
-        if isinstance(value, str):
+        if isinstance(value, str) and not isinstance(value, DType):  # a DType is a str too
             if _looks_like_tensor(ann):
                 return "tensor"
             from .language.parser import _python_env
@@ -167,7 +171,7 @@ class EagerJit:
         if python_missing:
             raise TypeError(f"{self.fn.__name__}(): missing a required argument: {python_missing[0]!r}")
         if need_tensors and missing:
-            raise TypeError(f"{self.fn.__name__}(): missing the tensor argument {missing[0]!r}")
+            raise TypeError(f"{self.fn.__name__}(): missing the argument {missing[0]!r}")
         statics = {k: v for k, v in values.items() if k not in self.runtime}
         tensors = {k: v for k, v in values.items() if k in self.runtime and v is not None}
         if need_tensors and len(tensors) < len(self.runtime):
@@ -196,11 +200,10 @@ class EagerJit:
             raise self._error(stmt, f"{name} is declared as a tensor but is not a parameter of {self.fn.__name__}")
         spec = self._eval(stmt.annotation, ns, stmt)
         if isinstance(spec, DType):
-            raise self._error(stmt, f"{name}: a run-time scalar parameter ({ast.unparse(stmt.annotation)}) is not "
-                                    f"supported by tilecraft's eager jit yet",
-                              hint="pass it as a compile-time Python value (no annotation) or a 1-element tensor")
+            return spec
         if not isinstance(spec, TensorSpec):
-            raise self._error(stmt, f"{name}: a tensor parameter is declared as T.Tensor(shape, dtype), got {spec!r}")
+            raise self._error(stmt, f"{name}: a tensor parameter is declared as T.Tensor(shape, dtype) (or a scalar as "
+                                    f"a dtype, `{name}: T.int32`), got {spec!r}")
         return spec
 
     def _eval(self, expr, ns, stmt):
@@ -211,14 +214,27 @@ class EagerJit:
         except Exception as e:  # noqa: BLE001 - the user's expression failed: name it
             raise self._error(stmt, f"{type(e).__name__}: {e}") from None
 
-    def _run(self, statics, scope: EagerScope):
-        """Run the statements before the kernel; returns (namespace, tensor specs by name)."""
+    def _run(self, statics, scope: EagerScope, scalars=None):
+        """Run the statements before the kernel; returns (namespace, declarations by name: a TensorSpec
+        per tensor parameter, a DType per scalar parameter).  A scalar is a symbol while probing, else
+        its value as a constant of its dtype (`scalars`)."""
         ns = self._namespace(statics)
         specs = {}
+
+        def scalar(name, d):
+            specs[name] = d
+            ns[name] = Var(name, d) if scalars is None else const(scalars[name], d)
+
+        for name, d in self.sig_scalars.items():
+            scalar(name, d)
         with eager_scope(scope):
             for stmt in self.prelude:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is None:
-                    specs[stmt.target.id] = self._declared_spec(stmt, ns)
+                    spec = self._declared_spec(stmt, ns)
+                    if isinstance(spec, DType):
+                        scalar(stmt.target.id, spec)
+                    else:
+                        specs[stmt.target.id] = spec
                     continue
                 mod = ast.Module([stmt], type_ignores=[])
                 ast.increment_lineno(mod, self.line_offset)
@@ -248,14 +264,16 @@ class EagerJit:
         if p is not None:
             return p
         scope = EagerScope()
-        _, specs = self._run(statics, scope)
+        _, decls = self._run(statics, scope)
+        specs = {n: d for n, d in decls.items() if isinstance(d, TensorSpec)}
         binders = {}
         for name, var in scope.consts.items():
             binders[name] = next(((t, d) for t in self.runtime if t in specs
                                   for d, s in enumerate(specs[t].shape) if s is var), None)
         decl = {s.target.id: s for s in self.prelude if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
         decl.update({a.arg: a for a in self.node.args.args + self.node.args.kwonlyargs if a.arg in self.sig_tensors})
-        p = Probe(dict(scope.consts), binders, specs, decl)
+        p = Probe(dict(scope.consts), binders, specs, decl,
+                  {n: d for n, d in decls.items() if isinstance(d, DType)})
         self._probes[key] = p
         return p
 
@@ -316,14 +334,15 @@ class EagerJit:
                     f"{int(shape[d])} there (shape {tuple(shape)})", self._span(probe.lines[t]))
 
     # ---- building ---------------------------------------------------------------------------
-    def build(self, statics, values):
-        """(PrimFunc, input names, out_idx) for these compile-time values and const values."""
+    def build(self, statics, values, scalars=None):
+        """(PrimFunc, input names, out_idx) for these compile-time values, const and scalar values."""
         scope = EagerScope(values=dict(values))
-        ns, specs = self._run(statics, scope)
+        ns, decls = self._run(statics, scope, scalars or {})
+        specs = {n: d for n, d in decls.items() if isinstance(d, TensorSpec)}
         for name, spec in specs.items():
             self._check_bound_shape(spec.shape, probe_node=self._decl_node(name), what=f"tensor {name}")
         outputs = self._returned(ns, scope)
-        inputs = [n for n in self.runtime if n in specs]
+        inputs = [n for n in self.runtime if n in specs]  # tensors only: scalars are compiled in
         order = inputs + [o.name for o in outputs]
         for o in outputs:
             self._check_bound_shape(o.shape, o.span, what=f"output {o.name}")
@@ -409,12 +428,13 @@ class EagerJit:
         """(Built, tensors given) for a call or a compile."""
         statics, tensors, extra = self.bind(args, kwargs, need_tensors)
         probe = self.probe(statics)
+        scalars = self.scalar_values(probe, tensors)
         values = self.const_values(probe, tensors, extra)
         self.check_shapes(probe, tensors, values, extra)
-        key = (self._key(statics), tuple(sorted(values.items())))
+        key = (self._key(statics), tuple(sorted(values.items())), _freeze_scalars(scalars))
         built = self._kernels.get(key)
         if built is None:
-            func, inputs, out_idx = self.build(statics, values)
+            func, inputs, out_idx = self.build(statics, values, scalars)
             from .jit import compile as compile_func
             kw = dict(self.compile_kwargs)
             kw["out_idx"] = out_idx or None
@@ -433,8 +453,41 @@ class EagerJit:
     def get_tir(self, args, kwargs):
         statics, tensors, extra = self.bind(args, kwargs, need_tensors=False)
         probe = self.probe(statics)
+        scalars = self.scalar_values(probe, tensors)
         values = self.const_values(probe, tensors, extra)
-        return self.build(statics, values)[0]
+        return self.build(statics, values, scalars)[0]
+
+    def scalar_values(self, probe: Probe, tensors) -> dict:
+        """The values of the scalar parameters (`s: T.int32`), taken out of `tensors`.  TileLang passes
+        them at run time; tilecraft compiles each distinct value in as a constant of its dtype (the
+        same results; a new kernel per value, said once in a PerformanceWarning)."""
+        out = {}
+        for name, d in probe.scalars.items():
+            if name not in tensors:
+                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} ({d}) needs a value: tilecraft "
+                                     f"compiles it into the kernel (give {name}=... to .compile too)",
+                                     self._span(self._decl_node(name)))
+            v = tensors.pop(name)
+            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+                v = v.item()
+            ok = isinstance(v, (int, float)) and (not d.is_int or (isinstance(v, int) and not isinstance(v, bool))
+                                                  or d.is_bool)
+            if not ok:
+                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} is declared {d}, got {v!r}",
+                                     self._span(self._decl_node(name)))
+            out[name] = v
+        if out and not self._warned_scalars:
+            import warnings
+            from .errors import PerformanceWarning
+            self._warned_scalars = True
+            warnings.warn(f"{self.fn.__name__}: scalar parameter(s) {', '.join(out)} are compiled into the kernel as "
+                          f"constants: each distinct value compiles a new kernel (tilecraft has no run-time scalar "
+                          f"kernel parameters yet)", PerformanceWarning, stacklevel=4)
+        return out
+
+
+def _freeze_scalars(scalars: dict) -> tuple:
+    return tuple(sorted((k, type(v).__name__, v) for k, v in scalars.items()))
 
 
 def _show(shape) -> str:

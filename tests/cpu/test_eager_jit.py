@@ -209,3 +209,30 @@ def test_the_factory_style_has_compile_too():
     assert k is double(7) and double.mode == "lazy"
     x = torch.randn(7)
     torch.testing.assert_close(k(x), x * 2)
+
+
+@tilelang.jit(target="cpu")
+def axpb(X, a: T.float32, b, blk: int = 16):
+    n = T.const("n")
+    X: T.Tensor((n,), T.float32)
+    b: T.int32  # a scalar parameter declared in the body
+    Y = T.empty((n,), T.float32)
+    with T.Kernel(T.ceildiv(n, blk), threads=32) as bx:
+        for i in T.Parallel(blk):
+            Y[bx * blk + i] = X[bx * blk + i] * a + b
+    return Y
+
+
+def test_scalar_parameters():
+    from tilecraft.errors import PerformanceWarning
+    x = torch.randn(40)
+    with pytest.warns(PerformanceWarning, match="a, b are compiled into the kernel as constants"):
+        torch.testing.assert_close(axpb(x, 0.25, 3), x * 0.25 + 3)
+    torch.testing.assert_close(axpb(x, -1.5, -7), x * -1.5 - 7)
+    assert len(axpb._kernels) == 2
+    with pytest.raises(TilecraftError, match="the scalar parameter b is declared int32, got 2.5") as e:
+        axpb(x, 0.5, 2.5)
+    assert HERE in str(e.value)
+    with pytest.raises(TilecraftError, match="the scalar parameter a .* needs a value"):
+        axpb.compile(n=40)
+    torch.testing.assert_close(axpb.compile(n=40, a=2.0, b=1)(x), x * 2.0 + 1)
