@@ -32,7 +32,7 @@ from . import dtypes  # noqa: E402,F401
 int = int32  # noqa: A001 - T.int as in TileLang (int32)
 from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
                      tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem, annotate_restrict_buffers, pdl_trigger, pdl_sync,
-                     index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of)
+                     index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of, assume)
 from .sparse import gemm_sp, gemm_sp_v2
 from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ws,
                      cp_async_barrier_noinc,

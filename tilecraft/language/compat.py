@@ -192,9 +192,15 @@ def _elements(buffer, what):
     if not isinstance(region, Region):
         raise error(f"{what} takes a local buffer or a slice of one, got {buffer!r}")
     buf = region.buffer
-    if buf.scope not in ("local", "var"):
-        raise error(f"{what}: {buf.name} is a {buf.scope} buffer; {what} reads one thread's own values "
-                    f"(T.alloc_local / T.alloc_var)", hint="reduce a fragment with T.reduce_max / T.reduce_min")
+    if buf.scope not in ("local", "var", "global", "shared"):
+        raise error(f"{what}: {buf.name} is a {buf.scope} buffer; {what} reads the elements in the thread that "
+                    f"runs it (a local, global or shared buffer), and a fragment's elements are spread over "
+                    f"threads", hint="reduce a fragment with T.reduce_max / T.reduce_min")
+    if not all(isinstance(n, int) for n in region.extents):
+        raise error(f"{what}: the slice of {buf.name} must have compile-time extents, got {tuple(region.extents)}")
+    if region.numel > 4096:
+        raise error(f"{what}: {buf.name}'s slice has {region.numel} elements; {what} reads each one in the calling "
+                    f"thread, so it takes at most 4096", hint="reduce a larger tile with T.reduce_max into a fragment")
     return [cast(Load(buf, tuple(binary("+", s, o) for s, o in zip(region.starts, offs))), dt.bool_)
             for offs in itertools.product(*[range(n) for n in region.extents])]
 
@@ -208,10 +214,31 @@ def _fold(op, values):
 
 
 def any_of(buffer):
-    """True when any element of the local buffer (or slice) is nonzero."""
+    """True when any element of the buffer (or slice) is nonzero: a local, global or shared buffer,
+    read by the thread that evaluates it."""
     return _fold("or", _elements(buffer, "T.any_of"))
 
 
 def all_of(buffer):
-    """True when every element of the local buffer (or slice) is nonzero."""
+    """True when every element of the buffer (or slice) is nonzero (local, global or shared)."""
     return _fold("and", _elements(buffer, "T.all_of"))
+
+
+def assume(cond=None):
+    """`T.assume(cond)`: the program promises `cond` holds where it is written, so TVM's simplifier may
+    use it.  tilecraft's simplifier does not take such facts, so nothing changes: for a program whose
+    promise holds the result is the same.  A promise known false at compile time is an error."""
+    from ..ir import Const, Expr
+    from .builder import current
+    current("T.assume")
+    if cond is None:
+        return None
+    if isinstance(cond, Const):
+        cond = cond.value
+    if isinstance(cond, (bool, int)) and not isinstance(cond, Expr):
+        if not cond:
+            raise error("T.assume: the condition is false at compile time")
+        return None
+    if not isinstance(cond, Expr):
+        raise error(f"T.assume takes a condition (a boolean expression), got {cond!r}")
+    return None

@@ -33,7 +33,7 @@ def Kernel(*grid, threads=128, is_cpu=False, prelude=None):  # noqa: N802 - Tile
     """A grid of `grid` blocks (1-3 extents) of `threads` threads each; used as
     `with T.Kernel(gx, gy, threads=128) as (bx, by):`."""
     if not grid:
-        raise error("T.Kernel needs at least one grid extent")
+        grid = (1,)  # TileLang: no grid extent launches one block
     if len(grid) > 3:
         raise error(f"T.Kernel takes at most 3 grid extents, got {len(grid)}")
     for g in grid:

@@ -51,7 +51,9 @@ def _hoisted_alloc(b, buf: Buffer) -> None:
 
 
 def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
-            clear_accum=False, k_pack=1, wg_wait=0):
+            clear_accum=False, k_pack=1, wg_wait=0, transpose_E=False):
+    """C += A @ B with A given 2:4-compressed (`A_sparse`: the two kept values of every group of 4 along
+    K; `E`: their positions, 4 bits a group, as (M, K/bits), or (K/bits, M) with `transpose_E`)."""
     b = require_kernel("T.gemm_sp")
     a = _whole(A_sparse, "A_sparse")
     e = _whole(E, "E (metadata)")
@@ -64,19 +66,19 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_B=False, policy=Gemm
     ebits = e.dtype.bits
     rows, half = (a.shape[1], a.shape[0]) if transpose_A else (a.shape[0], a.shape[1])
     k = 2 * half
-    want_e = (rows, k // ebits)
+    want_e = (k // ebits, rows) if transpose_E else (rows, k // ebits)
     if k % ebits or tuple(e.shape) != want_e:
         layout = "(K/2, M)" if transpose_A else "(M, K/2)"
         raise error(f"T.gemm_sp: A_sparse {a.name} {tuple(a.shape)} is {layout} with M={rows}, K={k}, so the "
                     f"{e.dtype} metadata {e.name} must be {want_e} (one {ebits}-bit element per {ebits} "
-                    f"k-values), got {tuple(e.shape)}")
+                    f"k-values{', transposed' if transpose_E else ''}), got {tuple(e.shape)}")
     dense_shape = (k, rows) if transpose_A else (rows, k)
     dense = Buffer(b.fresh_name(f"{a.name}_dense"), dense_shape, a.dtype, "shared", span=b.span)
     _hoisted_alloc(b, dense)
 
     i, kk = Var(b.fresh_name("sp_i")), Var(b.fresh_name("sp_k"))
     group, pos = kk // 4, kk % 4
-    word = cast(Load(e, (i, kk // ebits)), dt.int32)
+    word = cast(Load(e, (kk // ebits, i) if transpose_E else (i, kk // ebits)), dt.int32)
     nibble = (word >> ((group % (ebits // 4)) * 4)) & 15
 
     def kept(j):  # the group's j-th kept value
@@ -99,8 +101,5 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_B=False, policy=Gemm
 
 def gemm_sp_v2(A_sparse, E, B, C, transpose_A=False, transpose_B=False, transpose_E=False,
                policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0):
-    """TileLang's second gemm_sp front end (same meaning; E given as (M, K/bits) here too)."""
-    if transpose_E:
-        raise error("T.gemm_sp_v2: transpose_E=True is not supported by tilecraft yet; give E as "
-                    "(M, K/bits), as tilelang.utils.sparse.compress makes it")
-    gemm_sp(A_sparse, E, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack, wg_wait)
+    """TileLang's second gemm_sp front end (same meaning)."""
+    gemm_sp(A_sparse, E, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack, wg_wait, transpose_E)

@@ -91,8 +91,23 @@ def resolve_pair(src, dst) -> tuple[Region, Region]:
     return s, d
 
 
-def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None):
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None, loop_layout=None,
+         annotations=None):
+    """`T.copy(src, dst)`; TileLang's lowering hints (`coalesced_width`, `disable_tma`,
+    `eviction_policy`, `loop_layout`, or the same keys in `annotations={...}`) never change the copy."""
     b = require_kernel("T.copy")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise error(f"T.copy: annotations must be a dict of lowering hints, got {annotations!r}")
+    for key, value in (annotations or {}).items():
+        if key == "disable_tma" and value and not disable_tma:
+            disable_tma = value
+        elif key == "coalesced_width" and coalesced_width is None:
+            coalesced_width = value
+        elif key == "eviction_policy" and eviction_policy is None:
+            eviction_policy = value
+        elif key not in ("disable_tma", "coalesced_width", "eviction_policy"):
+            warn_once(("T.copy", "annotations", key), f"T.copy(annotations={{{key!r}: ...}}) is ignored: a lowering "
+                                                      f"hint tilecraft does not use; results do not change")
     _ignored_options("T.copy", coalesced_width=(coalesced_width, None, "tilecraft picks the vector width"),
                      eviction_policy=(eviction_policy, None, "tilecraft emits default cache hints"),
                      loop_layout=(loop_layout, None, "tilecraft maps the copy's threads itself"),
@@ -212,8 +227,15 @@ def clear(buffer):
     fill(buffer, 0)
 
 
-def _reduce(kind, src, dst, dim, clear):
+def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):
     b = require_kernel(f"T.reduce_{kind}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise error(f"T.reduce_{kind}: batch must be an int >= 1, got {batch!r}")
+    _ignored_options(f"T.reduce_{kind}", batch=(batch, 1, "it groups the cross-thread all-reduces of one "
+                                                    "reduction under shared barriers, a speed choice"),
+                     annotations=(annotations or None, None, "its keys tune the lowering"))
+    if nan_propagate and kind not in ("max", "min", "absmax"):
+        raise error(f"T.reduce_{kind}: nan_propagate applies to max / min / absmax reductions only")
     for x, what in ((src, "source"), (dst, "destination")):
         if not isinstance(x, Buffer):
             raise error(f"T.reduce_{kind}: the {what} must be a whole fragment or shared buffer, got "
@@ -234,11 +256,14 @@ def _reduce(kind, src, dst, dim, clear):
         raise error(f"T.reduce_{kind}: reducing {src.name} {tuple(src.shape)} over dim {d} gives shape "
                     f"{expect}, but {dst.name} has shape {got}")
     b.emit(Reduce(kind, src, dst, d, bool(clear), span=b.span))
+    if nan_propagate:
+        from . import reduce_nan
+        reduce_nan.emit(b, kind, src, dst, d, bool(clear))
 
 
 def _reducer(kind):
-    def reduce_kind(buffer, out, dim=-1, clear=True):
-        _reduce(kind, buffer, out, dim, clear)
+    def reduce_kind(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+        _reduce(kind, buffer, out, dim, clear, batch, nan_propagate, annotations)
     reduce_kind.__name__ = reduce_kind.__qualname__ = f"reduce_{kind}"
     reduce_kind.__doc__ = f"`T.reduce_{kind}(src, dst, dim=-1, clear=True)`: dst = the {kind} of src over `dim`."
     return reduce_kind
@@ -249,10 +274,10 @@ reduce_abssum, reduce_absmax = _reducer("abssum"), _reducer("absmax")
 reduce_bitand, reduce_bitor, reduce_bitxor = _reducer("bitand"), _reducer("bitor"), _reducer("bitxor")
 
 
-def reduce(buffer, out, reduce_type, dim=-1, clear=True):
+def reduce(buffer, out, reduce_type, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
     if reduce_type not in REDUCE_KINDS:
         raise error(f"T.reduce: unknown reduce_type {reduce_type!r}; expected one of {REDUCE_KINDS}")
-    _reduce(reduce_type, buffer, out, dim, clear)
+    _reduce(reduce_type, buffer, out, dim, clear, batch, nan_propagate, annotations)
 
 
 def _atomic(kind, dst, value, memory_order=None, **_):

@@ -169,6 +169,12 @@ template <> TC_DEVICE double infinity<double>() {
 }
 template <> TC_DEVICE half_t infinity<half_t>() { return __ushort_as_half(0x7c00); }
 template <> TC_DEVICE bfloat16_t infinity<bfloat16_t>() { return __ushort_as_bfloat16(0x7f80); }
+// nan<T>(): the canonical quiet NaN (a NaN literal in a kernel, e.g. T.float16("nan"))
+template <class T> TC_DEVICE T nan();
+template <> TC_DEVICE float nan<float>() { return __uint_as_float(0x7fffffffu); }
+template <> TC_DEVICE double nan<double>() { return __longlong_as_double(0x7fffffffffffffffll); }
+template <> TC_DEVICE half_t nan<half_t>() { return __ushort_as_half(0x7fff); }
+template <> TC_DEVICE bfloat16_t nan<bfloat16_t>() { return __ushort_as_bfloat16(0x7fff); }
 
 template <class T> TC_DEVICE T max_value();
 template <class T> TC_DEVICE T min_value();
