@@ -185,8 +185,10 @@ for _cls in (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore):
 
 
 @I.register_emitter(I.NamedBarrierSync, "cpu")
+@I.register_emitter(I.NamedBarrierArrive, "cpu")
+@I.register_emitter(I.FenceProxyAsyncShared, "cpu")
 def _named_barrier(p: CppPrinter, call) -> str:
-    return "(void)0"  # one CPU thread runs the whole block: a barrier orders nothing
+    return "(void)0"  # one CPU thread runs the whole block: a barrier or a proxy fence orders nothing
 
 
 def _rng(p: CppPrinter, call) -> str:

@@ -53,6 +53,11 @@ def _device_assert(printer, call):
     return f"{call.intrinsic.entry}({printer.expr(call.args[0])}, {printer.expr(call.intrinsic.where)})"
 
 
+@I.register_emitter(I.WarpVote, TARGET)
+def _vote(printer, call):
+    return f"{call.intrinsic.entry}_{call.intrinsic.kind}({', '.join(args_of(printer, call))})"
+
+
 @I.register_emitter(I.Shfl, TARGET)
 def _shfl(printer, call):
     return f"{call.intrinsic.entry}_{call.intrinsic.kind}({', '.join(args_of(printer, call))})"

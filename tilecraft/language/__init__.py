@@ -51,3 +51,5 @@ from .warp import (get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group
                    shfl_up, shfl_sync, sync_warp, warp_reduce_sum, warp_reduce_max, warp_reduce_min,
                    warp_reduce_bitand, warp_reduce_bitor, warp_reduce_bitxor)
 from ..layout.layout import Layout, Fragment  # noqa: E402
+from .ptx import (ptx_cp_async, ptx_commit_group, ptx_wait_group, fence_proxy_async,  # noqa: E402
+                  mbarrier_arrive_expect_tx, named_barrier_arrive, any_sync, all_sync, ballot_sync, ballot)

@@ -23,9 +23,9 @@ from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, Pipe
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
 from .manual_sync import CpuMbarArrive, CpuMbarWait, MbarArrive
 from .mma import GemmRS, GemmSS
-from .reduce import Shfl, ShflXorReduce, SyncWarp
+from .reduce import Shfl, ShflXorReduce, SyncWarp, WarpVote
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
-from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
+from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierArrive, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
 from .random import RNG, RngInit, RngRand
 from .tma import TmaExpect, TmaLoadTile
 from .vector import VecLoadZfill, VecStore

@@ -52,3 +52,22 @@ class SyncWarp(Intrinsic):
     entry = "tc::sync_warp"
     family = "reduce"
     thread_level = True
+
+
+VOTES = ("any", "all", "ballot")
+
+
+@dataclass(frozen=True)
+class WarpVote(Intrinsic):
+    """A vote of the warp's 32 lanes on a predicate, full mask (every lane calls it): nonzero when any
+    lane's predicate holds (`T.any_sync`), when all do (`T.all_sync`), or the 32-bit mask of the lanes
+    where it holds (`T.ballot`).  The header's entry is `tc::vote_<kind>`."""
+    entry = "tc::vote"
+    family = "reduce"
+    thread_level = True
+    operands = (Operand("predicate", VALUE),)
+    kind: str
+
+    def check(self):
+        require(self.kind in VOTES, self, f"the vote is one of {VOTES}")
+

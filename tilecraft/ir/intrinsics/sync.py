@@ -32,6 +32,22 @@ class NamedBarrierSync(Intrinsic):
 
 
 @dataclass(frozen=True)
+class NamedBarrierArrive(Intrinsic):
+    """`T.named_barrier_arrive(barrier_id, threads)`: arrive on hardware barrier `barrier_id` without
+    waiting (bar.arrive id, count; header: memory.h); the barrier completes when `threads` threads
+    have arrived or synced on it.  Orders nothing for this thread: not a block barrier."""
+    entry = "tc::named_barrier_arrive"
+    family = "fence"
+    effects = Effects(note="named barrier arrival, `threads` threads complete it")
+    barrier_id: int
+    threads: int
+
+    def check(self):
+        require(0 <= self.barrier_id < 16, self, "barrier ids are 0..15")
+        require(self.threads > 0 and self.threads % 32 == 0, self, "the threads are whole warps (THREADS % 32 == 0)")
+
+
+@dataclass(frozen=True)
 class WgTurnInit(Intrinsic):
     """Give consumer warpgroup 0 of `wg` the first turn (named barriers 2 .. 1+wg; header: tma.h)."""
     entry = "tc::wg_turn_init"

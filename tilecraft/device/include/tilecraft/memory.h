@@ -63,5 +63,11 @@ template <int ID, int THREADS>
 TC_DEVICE void named_barrier_sync() {  // T.sync_threads(ID, THREADS)
   asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
 }
+// T.named_barrier_arrive(ID, THREADS): arrive without waiting (a producer signalling consumers
+// that bar.sync the same id with the same count).
+template <int ID, int THREADS>
+TC_DEVICE void named_barrier_arrive() {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(ID), "n"(THREADS) : "memory");
+}
 
 }  // namespace tc

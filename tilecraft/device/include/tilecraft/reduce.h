@@ -67,6 +67,11 @@ TC_DEVICE T shfl_idx(T v, int src_lane, int width = 32) {
   return __shfl_sync(0xffffffffu, v, src_lane, width);
 }
 
+// Warp votes, full mask (T.any_sync / T.all_sync / T.ballot): every lane gets the result.
+TC_DEVICE int vote_any(bool p) { return __any_sync(0xffffffffu, p); }
+TC_DEVICE int vote_all(bool p) { return __all_sync(0xffffffffu, p); }
+TC_DEVICE unsigned vote_ballot(bool p) { return __ballot_sync(0xffffffffu, p); }
+
 // All-reduce v over the lanes reachable by XOR with any combination of LaneMasks.
 template <class Op, int... LaneMasks, class T>
 TC_DEVICE T shfl_xor_reduce(T v) {
