@@ -31,7 +31,7 @@ from .dtypes import (short, long, uint, double, int4, tfloat32, float8_e4m3, flo
 from . import dtypes  # noqa: E402,F401
 int = int32  # noqa: A001 - T.int as in TileLang (int32)
 from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
-                     tma_copy, wgmma_gemm, wait_wgmma, alloc_tmem, annotate_restrict_buffers, pdl_trigger, pdl_sync,
+                     tma_copy, wgmma_gemm, wait_wgmma, annotate_restrict_buffers, pdl_trigger, pdl_sync,
                      index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of, assume)
 from .sparse import gemm_sp, gemm_sp_v2
 from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ws,
@@ -53,3 +53,4 @@ from .warp import (get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group
 from ..layout.layout import Layout, Fragment  # noqa: E402
 from .ptx import (ptx_cp_async, ptx_commit_group, ptx_wait_group, fence_proxy_async,  # noqa: E402
                   mbarrier_arrive_expect_tx, named_barrier_arrive, any_sync, all_sync, ballot_sync, ballot)
+from .blackwell import *  # noqa: E402,F401,F403 - sm_100 / sm_120 constructs, refused by name

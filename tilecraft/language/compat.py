@@ -115,8 +115,6 @@ def wait_wgmma(count=0):
     require_kernel("T.wait_wgmma")
 
 
-alloc_tmem = _unsupported("alloc_tmem", "Blackwell tensor memory (sm_100)")
-
 
 # ---- newer TileLang spellings -----------------------------------------------------------------
 
