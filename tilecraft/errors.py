@@ -38,6 +38,11 @@ class UnknownDTypeError(TilecraftError, ValueError):
     """A dtype spelling tilecraft does not know (a `ValueError` too, for code that catches that)."""
 
 
+class KernelValueError(TilecraftError, TypeError):
+    """A Python operation that needs a compile-time answer (`if`, `and`, `int()`, min()...) applied
+    to a kernel value (ir/pyops.py); a `TypeError` too, as Python raises for such operands."""
+
+
 # TileLang users catch a generic compile error; keep an alias with that spirit.
 CompileError = TilecraftError
 

@@ -155,12 +155,21 @@ def test_dtype_spellings_and_torch_dtypes():
 
 # ---- identity semantics -----------------------------------------------------------------------------
 
-def test_nodes_compare_and_hash_by_identity():
+def test_nodes_hash_by_identity_and_compare_with_same():
+    from tilecraft.ir import Binary, contains, index_of, same, same_seq
     a, b = const(1), const(1)
-    assert a == a and a != b
+    assert same(a, a) and not same(a, b) and not same(a, 1) and same(3, 3)
     assert len({a, b}) == 2
     x1, x2 = Var("x"), Var("x")
-    assert x1 != x2 and {x1: 1}.get(x2) is None
+    assert not same(x1, x2) and {x1: 1}.get(x2) is None
+    assert same_seq((x1, 4), (x1, 4)) and not same_seq((x1, 4), (x2, 4)) and not same_seq((x1,), (x1, 4))
+    assert index_of([x2, 4, x1], x1) == 2 and contains([x2, x1], x1) and not contains([x2, 1], x1)
+    # `==` / `!=` on expressions build comparisons in the kernel (TileLang's meaning)
+    for op in ("==", "!="):
+        e = (x1 == x2) if op == "==" else (x1 != x2)
+        assert isinstance(e, Binary) and e.op == op and e.a is x1 and e.b is x2
+    assert (a == 1).value is True and (a != b).value is False   # constants fold
+    assert (x1 == None) is False and (x1 != "x") is True  # noqa: E711 - not a number: Python's answer
 
 
 # ---- functors -----------------------------------------------------------------------------------------

@@ -287,7 +287,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     else:
         rest = k.block_vars
     for v, c in zip(k.block_vars, "xyz"):
-        if v in rest:
+        if any(v is r for r in rest):
             d.line(f"const int {p.name(v)} = blockIdx.{c};")
     for v in k.block_vars:
         p.nonneg.add(v)

@@ -1,7 +1,7 @@
 """tilecraft's own tile IR: typed scalar expressions, buffers, statements, tile operations."""
 from . import dtype
 from .dtype import DType
-from .node import Node, Span, where
+from .node import Node, Span, where, same, same_seq, index_of, contains
 from .expr import (Expr, Const, Var, Binary, Unary, Call, Cast, Select, Load, Ref, const, as_expr,
                    binary, unary, call, cast, select, is_const)
 from .buffer import Buffer, Region

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtype import DType
-from .expr import Expr, Var, as_expr, const
-from .node import Node
+from .expr import Expr, Load, Var, as_expr, const
+from .node import Node, same, same_seq
 
 SCOPES = ("global", "shared", "fragment", "local", "var")
 
@@ -62,6 +62,30 @@ class Buffer(Node):
         s = self.shape[i]
         return s if isinstance(s, Expr) else const(s)
 
+    # A `T.alloc_var` scalar handed to a Python helper acts as its value (`s == 1`, `s + 1`,
+    # `abs(s)` build IR, `bool(s)` is refused as for any kernel value); any other buffer compares
+    # by identity (buffers key the compiler's dicts) and has no arithmetic.
+    __hash__ = Node.__hash__
+
+    def __eq__(self, other):
+        if self.scope == "var" and isinstance(other, (Expr, int, float)):
+            return self.value() == other
+        return self is other
+
+    def __ne__(self, other):
+        if self.scope == "var" and isinstance(other, (Expr, int, float)):
+            return self.value() != other
+        return self is not other
+
+    def __bool__(self):
+        if self.scope == "var":
+            return bool(self.value())
+        return True
+
+    def value(self) -> Expr:
+        """The element of a `T.alloc_var` scalar, as an expression."""
+        return Load(self, (const(0),))
+
     def __repr__(self) -> str:
         shape = ", ".join(str(s.name) if isinstance(s, Var) else str(s) for s in self.shape)
         return f"{self.name}: {self.scope} {self.dtype}[{shape}]"
@@ -84,7 +108,7 @@ class Region(Node):
 
     def squeezed_shape(self) -> tuple:
         """Extents with unit dimensions dropped: the tile shape a copy matches on."""
-        return tuple(e for e in self.extents if e != 1)
+        return tuple(e for e in self.extents if not same(e, 1))
 
     @property
     def numel(self) -> int:
@@ -95,4 +119,22 @@ class Region(Node):
 
     def covers_whole(self) -> bool:
         from .expr import is_const
-        return all(is_const(s, 0) for s in self.starts) and tuple(self.extents) == tuple(self.buffer.shape)
+        return all(is_const(s, 0) for s in self.starts) and same_seq(self.extents, self.buffer.shape)
+
+
+def _scalar_operator(name):
+    def op(self, *args):
+        if self.scope != "var":
+            return NotImplemented
+        return getattr(self.value(), name)(*args)
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+              "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__divmod__",
+              "__rdivmod__", "__pow__", "__rpow__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
+              "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__", "__rlshift__",
+              "__rshift__", "__rrshift__", "__neg__", "__invert__", "__abs__", "__round__", "__floor__",
+              "__ceil__", "__trunc__", "__int__", "__float__"):
+    setattr(Buffer, _name, _scalar_operator(_name))

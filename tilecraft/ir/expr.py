@@ -22,8 +22,15 @@ class Expr(Node):
         raise NotImplementedError
 
     # Python operators build IR, so plain Python helper functions called from a kernel body
-    # (`def gelu(x): return 0.5 * x * (1 + T.tanh(...))`) work on kernel values.  `==` stays
-    # identity (IR nodes are compared by identity); the parser turns `a == b` into IR itself.
+    # (`def gelu(x): return 0.5 * x * (1 + T.tanh(...))`, `T.if_then_else(s == 1, a, b)`) work on
+    # kernel values, as in TileLang.  `==` / `!=` build comparisons too: the compiler compares nodes
+    # by identity only (`is`, node.same / same_seq / index_of); hashing stays identity-based, so
+    # dicts and sets keyed by nodes work.  Operators that Python forces to return a plain bool, int
+    # or float (`bool()`, `if`, `and`/`or`/`not`, `in`, `min`/`max`, `int()`, `float()`, `math.exp`)
+    # cannot build IR: they raise an error naming the helper's line and what to write instead
+    # (pyops.py).
+    __hash__ = Node.__hash__
+
     def __add__(self, o): return binary("+", self, o)
     def __radd__(self, o): return binary("+", o, self)
     def __sub__(self, o): return binary("-", self, o)
@@ -36,28 +43,72 @@ class Expr(Node):
     def __rfloordiv__(self, o): return binary("//", o, self)
     def __mod__(self, o): return binary("%", self, o)
     def __rmod__(self, o): return binary("%", o, self)
+    def __divmod__(self, o): return binary("//", self, o), binary("%", self, o)
+    def __rdivmod__(self, o): return binary("//", o, self), binary("%", o, self)
+    def __pow__(self, o, mod=None): return power(self, o, mod)
+    def __rpow__(self, o, mod=None): return power(o, self, mod)
     def __lt__(self, o): return binary("<", self, o)
     def __le__(self, o): return binary("<=", self, o)
     def __gt__(self, o): return binary(">", self, o)
     def __ge__(self, o): return binary(">=", self, o)
+    def __eq__(self, o): return _compare("==", self, o)
+    def __ne__(self, o): return _compare("!=", self, o)
     def __and__(self, o): return binary("&" if self.dtype.is_int else "and", self, o)
     def __rand__(self, o): return binary("&" if self.dtype.is_int else "and", o, self)
     def __or__(self, o): return binary("|" if self.dtype.is_int else "or", self, o)
     def __ror__(self, o): return binary("|" if self.dtype.is_int else "or", o, self)
     def __xor__(self, o): return binary("^", self, o)
+    def __rxor__(self, o): return binary("^", o, self)
     def __lshift__(self, o): return binary("<<", self, o)
+    def __rlshift__(self, o): return binary("<<", o, self)
     def __rshift__(self, o): return binary(">>", self, o)
+    def __rrshift__(self, o): return binary(">>", o, self)
     def __neg__(self): return unary("neg", self)
     def __invert__(self): return unary("bitnot" if self.dtype.is_int else "not", self)
     def __pos__(self): return self
+    def __abs__(self): return call("abs", self)
+    def __floor__(self): return call("floor", self)
+    def __ceil__(self): return call("ceil", self)
+    def __trunc__(self): return call("trunc", self)
+
+    def __round__(self, ndigits=None):
+        if ndigits is not None:
+            from .pyops import refuse
+            refuse(self, "round(x, ndigits)", "round(x) (T.round), or scale: T.round(x * 100) / 100")
+        return call("round", self)
 
     def __bool__(self):
-        raise TypeError(
-            "a kernel value has no Python truth value at compile time; use it in an `if` "
-            "statement of the kernel body or in T.if_then_else(cond, a, b)")
+        from .pyops import refuse_truth
+        refuse_truth(self)
 
     def __index__(self):
-        raise TypeError("a kernel value cannot be used where Python needs a compile-time integer")
+        from .pyops import refuse
+        refuse(self, "a compile-time integer (range(), a shape, a list index)",
+               "compute it from Python values, or use the kernel value in kernel code")
+
+    def __int__(self):
+        from .pyops import refuse
+        refuse(self, "int(x)", "T.cast(x, \"int32\")")
+
+    def __float__(self):
+        from .pyops import refuse
+        refuse(self, "float(x) (also math.* functions)", "T.cast(x, \"float32\"), or T.exp / T.sqrt / ... for math.*")
+
+    def __complex__(self):
+        from .pyops import refuse
+        refuse(self, "complex(x)", "kernel values are real numbers")
+
+    def __len__(self):
+        from .pyops import refuse
+        refuse(self, "len(x)", "a kernel value is a scalar: it has no length")
+
+    def __iter__(self):
+        from .pyops import refuse
+        refuse(self, "iteration over it (for, unpacking, list(), in)", "a kernel value is a scalar: index a buffer instead")
+
+    def __contains__(self, item):
+        from .pyops import refuse
+        refuse(self, "`in`", "a kernel value is a scalar: compare with == instead")
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,6 +119,10 @@ class Const(Expr):
     @property
     def dtype(self) -> DType:
         return self.type
+
+    def __bool__(self):
+        """A constant's truth is known at compile time (TVM's IntImm has one too)."""
+        return bool(self.value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -375,3 +430,25 @@ def call(op: str, *args, span: Span | None = None, dtype: DType | None = None) -
         if op not in ("isnan", "isinf", "isfinite") + INT_FUNCS:
             args = tuple(cast(x, dtype) for x in args)
     return Call(op, args, dtype, span=span)
+
+
+def _compare(op: str, a: Expr, o):
+    """`a == o` / `a != o`: a comparison in the kernel when `o` is a number or a kernel value;
+    NotImplemented (Python's identity answer: a kernel value is not None, not a string) otherwise."""
+    if not isinstance(o, (Expr, int, float)) and getattr(o, "scope", None) != "var":
+        return NotImplemented
+    return binary(op, a, o)
+
+
+def power(a, b, mod=None) -> Expr:
+    """`a ** b` on kernel values (the parser's `**` and Python's pow() in helpers): a small integer
+    exponent multiplies out, any other exponent is T.pow."""
+    if mod is not None:
+        from .pyops import refuse
+        refuse(a if isinstance(a, Expr) else b, "pow(a, b, mod)", "(a ** b) % mod")
+    if isinstance(a, Expr) and isinstance(b, int) and not isinstance(b, bool) and b in (1, 2, 3):
+        out = a
+        for _ in range(b - 1):
+            out = binary("*", out, a)
+        return out
+    return call("pow", a, b)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from . import dtype as dt
 from .expr import Var, binary, call, cast, unary
+from .node import same, same_seq
 
 
 # ---- accumulator dtypes --------------------------------------------------------------------------
@@ -214,14 +215,14 @@ def slice_dims(src: Region, dst: Region):
     index), and the list of whole dimensions; (None, None) when the slice is anything else."""
     dims, full = [], []
     for k, (start, ext) in enumerate(zip(src.starts, src.extents)):
-        if ext == src.buffer.shape[k] and _is_zero(start) and ext != 1:
+        if same(ext, src.buffer.shape[k]) and _is_zero(start) and not same(ext, 1):
             dims.append(len(full))
             full.append(k)
-        elif ext == 1:
+        elif same(ext, 1):
             dims.append(None)
         else:
             return None, None
-    if tuple(src.buffer.shape[k] for k in full) != tuple(n for n in dst.buffer.shape if n != 1) \
+    if not same_seq((src.buffer.shape[k] for k in full), (n for n in dst.buffer.shape if not same(n, 1))) \
             or len(full) != dst.buffer.ndim:
         return None, None
     return tuple(dims), full

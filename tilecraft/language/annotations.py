@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Annotate, Buffer
+from ..ir import Annotate, Buffer, same_seq
 from .builder import error, require_kernel, warn_once
 
 
@@ -60,7 +60,7 @@ def _check_layout(buf, lay) -> None:
     """A `Layout`/`Fragment` must cover the buffer; tilecraft keeps its own placement (see
     layout/layout.py) and says so once per kind of buffer."""
     from ..layout.layout import Fragment
-    if tuple(lay.shape) != tuple(s for s in buf.shape):
+    if not same_seq(lay.shape, buf.shape):
         raise error(f"T.annotate_layout: the layout of {buf.name} is over shape {tuple(lay.shape)}, but "
                     f"{buf.name} has shape {tuple(buf.shape)}")
     if isinstance(lay, Fragment) and buf.scope not in ("fragment", "local"):

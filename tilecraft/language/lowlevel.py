@@ -15,7 +15,7 @@ program that reads a thread index, at its line, and runs an extern call once per
 """
 from __future__ import annotations
 
-from ..ir import Break, Buffer, Expr, Load, Ref, Store, Var, as_expr, binary, cast, const
+from ..ir import Break, Buffer, Expr, Load, Ref, Store, Var, as_expr, binary, cast, const, same
 from ..ir import dtype as dt
 from ..ir import intrinsics as I
 from ..ir.expr import Binary
@@ -40,7 +40,7 @@ def thread_binding(start, stop=None, thread: str = "threadIdx.x", annotations=No
                     hint="block indices come from `with T.Kernel(...) as (bx, by):`")
     dim = _AXES[thread]
     threads = tuple(b.kernel.spec.threads) + (1, 1)
-    if start != 0 or stop != threads[dim]:
+    if not same(start, 0) or not same(stop, threads[dim]):
         raise error(f"T.thread_binding({start}, {stop}, thread={thread!r}): the kernel launches {threads[dim]} "
                     f"threads along {thread} (T.Kernel(..., threads={tuple(b.kernel.spec.threads)})), so the "
                     f"binding must be (0, {threads[dim]})")

@@ -48,7 +48,7 @@ sigmoid = _unary_math("sigmoid", _sigmoid)
 erf = _unary_math("erf", _m.erf)
 floor = _unary_math("floor", _m.floor)
 ceil = _unary_math("ceil", _m.ceil)
-_round = _unary_math("round", lambda x: float(_m.floor(x + 0.5)))
+_round = _unary_math("round", lambda x: float(_builtins.round(x)))  # half to even, as the targets
 _ROUNDING = {"rn": "round", "rz": "trunc", "ru": "ceil", "rd": "floor"}
 
 

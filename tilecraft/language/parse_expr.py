@@ -135,7 +135,9 @@ class ExprMixin:
         out = None
         for op, comp in zip(node.ops, node.comparators):
             right = self.value(self.eval(comp), node)
-            if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, Expr):
+                r = self.membership(left, right, isinstance(op, ast.NotIn), node)
+            elif isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
                 r = {ast.Is: operator.is_, ast.IsNot: operator.is_not,
                      ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}[type(op)](left, right)
             elif isinstance(left, Expr) or isinstance(right, Expr):
@@ -147,6 +149,17 @@ class ExprMixin:
                                          else out and r)
             left = right
         return out
+
+    def membership(self, x, values, negate, node):
+        """`x in (a, b, ...)` on a kernel value: `x == a or x == b ...` in the kernel."""
+        if isinstance(values, Expr) or not isinstance(values, (tuple, list, range, set, frozenset)):
+            raise self.error(node, f"`in` needs a tuple, list or range of values to compare a kernel value with, "
+                                   f"got {type(values).__name__}", hint="compare with == instead")
+        out = None
+        for v in values:
+            eq = binary("!=" if negate else "==", x, self.value(v, node), self.span(node))
+            out = eq if out is None else binary("and" if negate else "or", out, eq)
+        return out if out is not None else negate
 
     def expr_IfExp(self, node):
         cond = self.value(self.eval(node.test), node)

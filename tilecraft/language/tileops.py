@@ -7,7 +7,7 @@ emits one tile-op statement.  Region rules for `T.copy` (SPEC §3) live in `reso
 from __future__ import annotations
 
 from ..ir import (AtomicAdd, Buffer, Copy, Cumsum, Expr, Fill, For, Gemm, Load, Print, Reduce,
-                  Region, Store, Var, as_expr, binary, cast, const)
+                  Region, Store, Var, as_expr, binary, cast, const, same, same_seq)
 from ..ir.tileop import REDUCE_KINDS
 from .builder import error, require_kernel, warn_once
 from .types import GemmWarpPolicy
@@ -390,7 +390,7 @@ def _ignored_options(construct, **options):
     """Warn once per (construct, option) for each option given a non-default value that tilecraft
     does not act on: `name=(value, default, reason)`.  None of them changes what is computed."""
     for name, (value, default, why) in options.items():
-        if value is not None and not (value is default or value == default):
+        if value is not None and not (value is default or same(value, default)):
             warn_once((construct, name), f"{construct}({name}={value!r}) is ignored: {why}; results do not change")
 
 
@@ -400,7 +400,7 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     for x in (src, dst):
         if not isinstance(x, Buffer) or x.scope == "global":
             raise error(f"T.cumsum: operands must be whole shared or fragment tiles, got {_describe(x)}")
-    if tuple(src.shape) != tuple(dst.shape):
+    if not same_seq(src.shape, dst.shape):
         raise error(f"T.cumsum: {src.name} {tuple(src.shape)} and {dst.name} {tuple(dst.shape)} differ in shape")
     d = dim + src.ndim if dim < 0 else dim
     if not 0 <= d < src.ndim:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..ir.node import same
+
 
 @dataclass(frozen=True)
 class Digit:
@@ -394,7 +396,7 @@ def extend_over_loop(lay: FragmentLayout, adims, extents, spread: bool = True) -
     covered dimension's size differs from the loop's extent."""
     coords: list = [None] * len(extents)
     for d, k in enumerate(adims):
-        if lay.shape[d] != extents[k]:
+        if not same(lay.shape[d], extents[k]):
             return None
         coords[k] = tuple(lay.coords[d])
     used = set()

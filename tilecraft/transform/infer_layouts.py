@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, where
+from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, same_seq, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
@@ -64,11 +64,11 @@ def _elementwise_feeds(body) -> dict:
         stores = collect(inner, lambda n: isinstance(n, Store) and n.buffer.scope == "fragment")
         for st in stores:
             writers[st.buffer] = writers.get(st.buffer, 0) + 1
-            if tuple(st.indices) != tuple(vars_) or tuple(st.buffer.shape) != tuple(extents):
+            if not same_seq(st.indices, vars_) or not same_seq(st.buffer.shape, extents):
                 feeds[st.buffer] = None  # written another way: no carried layout
                 continue
             reads = collect(st.value, lambda n: isinstance(n, Load) and n.buffer.scope == "fragment"
-                            and tuple(n.buffer.shape) == tuple(extents) and tuple(n.indices) == tuple(vars_))
+                            and same_seq(n.buffer.shape, extents) and same_seq(n.indices, vars_))
             if feeds.get(st.buffer, ()) is not None:
                 feeds[st.buffer] = tuple(feeds.get(st.buffer, ())) + tuple(r.buffer for r in reads)
     return {b: v for b, v in feeds.items() if v and writers.get(b) == 1}
@@ -163,7 +163,7 @@ class _Inference:
                     f"{old.describe()}, but {why} needs {layout.describe()}", span,
                     hint="copy it into a second fragment (T.copy) to change its layout")
             return False
-        if tuple(layout.shape) != tuple(buf.shape):
+        if not same_seq(layout.shape, buf.shape):
             raise TilecraftError(f"internal: layout shape {layout.shape} for {buf.name}{buf.shape}", span)
         self.layouts[buf] = layout
         self.reasons[buf] = why
@@ -325,7 +325,7 @@ class _Inference:
                 if buf in self.layouts or dims is None or len(set(dims)) != len(dims):
                     continue
                 proj = base.project(dims)
-                if tuple(proj.shape) == tuple(buf.shape):
+                if same_seq(proj.shape, buf.shape):
                     changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name} (a row vector)",
                                         loop.span)
         return changed
@@ -406,11 +406,11 @@ class _Inference:
         for op in ops:
             if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment":
                 s, d = op.src.buffer, op.dst.buffer
-                if s in self.layouts and d not in self.layouts and s.shape == d.shape:
+                if s in self.layouts and d not in self.layouts and same_seq(s.shape, d.shape):
                     changed |= self.set(d, self.layouts[s], f"T.copy from {s.name}", op.span)
-                elif d in self.layouts and s not in self.layouts and s.shape == d.shape:
+                elif d in self.layouts and s not in self.layouts and same_seq(s.shape, d.shape):
                     changed |= self.set(s, self.layouts[d], f"T.copy into {d.name}", op.span)
-                elif s.shape != d.shape and op.dst.covers_whole():
+                elif not same_seq(s.shape, d.shape) and op.dst.covers_whole():
                     changed |= self._slice_copy(op)
             elif isinstance(op, Reduce) and op.src.scope == "fragment" and op.dst.scope == "fragment":
                 if op.src in self.layouts:
@@ -452,7 +452,7 @@ class _Inference:
                 if len(set(dims)) != len(dims):
                     continue
                 proj = base.project(dims)
-                if tuple(proj.shape) == tuple(buf.shape):
+                if same_seq(proj.shape, buf.shape):
                     changed |= self.set(buf, proj, f"the T.Parallel loop using {abuf.name}", loop.span)
         return changed
 

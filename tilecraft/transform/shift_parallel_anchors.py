@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Const, For, If, Load, Mutator, Store, Var, binary, collect, const, substitute
+from ..ir import Const, For, If, Load, Mutator, Store, Var, binary, collect, const, same, substitute
 from ..ir.expr import Binary, BuiltinVar
 from ..ir.func import PrimFunc
 from ..ir.semantics import parallel_anchor, partial_anchor
@@ -73,7 +73,7 @@ def _shifted_anchor(accesses, loop_vars, extents):
             continue
         if all(c is None for _, c in dims):
             continue
-        if any(buf.shape[d] != extents[k] for d, (k, _) in enumerate(dims)):
+        if any(not same(buf.shape[d], extents[k]) for d, (k, _) in enumerate(dims)):
             continue
         return buf, dims
     return None

@@ -32,7 +32,7 @@ from ..ir.analysis import as_int, linear, simplify_int
 from ..ir.buffer import Region
 from ..ir.expr import Load, Ref, Var, binary, const
 from ..ir.functor import Mutator, substitute
-from ..ir.node import where
+from ..ir.node import same_seq, where
 from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
 from ..options import options_of
@@ -115,7 +115,7 @@ def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None, para
     for t, c in by_dst.items():
         src = c.src
         if (not c.dst.covers_whole() or src.buffer.scope != "global" or len(src.extents) != 2
-                or tuple(src.extents) != tuple(t.shape) or c.mode != "sync"):
+                or not same_seq(src.extents, t.shape) or c.mode != "sync"):
             return None
         d = kdim[t]
         lin = linear(src.starts[d])
