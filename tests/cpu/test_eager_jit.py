@@ -236,3 +236,31 @@ def test_scalar_parameters():
     with pytest.raises(TilecraftError, match="the scalar parameter a .* needs a value"):
         axpb.compile(n=40)
     torch.testing.assert_close(axpb.compile(n=40, a=2.0, b=1)(x), x * 2.0 + 1)
+
+
+@tilelang.autotune(configs=[{"tilesize": 4, "threads": 32}, {"tilesize": 8, "threads": 64}], warmup=1, rep=2)
+@tilelang.jit(target="cpu")
+def mul3(out, dout, tilesize: int = 32, threads: int = 128):
+    seqlen = T.dynamic("seqlen")
+    n = T.const("n_stream")
+    shape = [seqlen, n, n]
+    out: T.Tensor(shape, T.float32)
+    dout: T.Tensor(shape, T.float32)
+    res = T.empty(shape, T.float32)
+    with T.Kernel(T.ceildiv(seqlen, tilesize), threads=threads) as i:
+        for a, b, c in T.Parallel(tilesize, n, n):
+            if i * tilesize + a < seqlen:
+                res[i * tilesize + a, b, c] = out[i * tilesize + a, b, c] * dout[i * tilesize + a, b, c]
+    return res
+
+
+def test_autotune_an_eager_function_with_a_dynamic_size():
+    from tilecraft.autotuner import set_autotune_inputs
+    r, g = torch.randn(37, 4, 4), torch.randn(37, 4, 4)
+    with set_autotune_inputs(r, g):  # the sizes the profiler cannot invent (seqlen is symbolic)
+        k = mul3.compile(n_stream=4)
+    torch.testing.assert_close(k(r, g), r * g)
+    r2, g2 = torch.randn(50, 4, 4), torch.randn(50, 4, 4)
+    torch.testing.assert_close(k(r2, g2), r2 * g2)
+    # a call tunes on its own tensors when no inputs are set
+    torch.testing.assert_close(mul3(r2, g2), r2 * g2)

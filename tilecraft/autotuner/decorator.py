@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 from ..compiler.cache import cache_key
 from ..profiler import TensorSupplyType
-from .inputs import current_autotune_inputs
+from .inputs import current_autotune_inputs, set_autotune_inputs
 from .result import AutotuneResult
 from .tuner import AutoTuner
 
@@ -86,7 +86,15 @@ class AutoTuneImpl:
         the best kernel on them and return its outputs."""
         if not self.eager:
             return self._tuned(args, kwargs)
-        kernel = self._tuned(tuple(_shape_only(a) for a in args), {k: _shape_only(v) for k, v in kwargs.items()})
+        inputs = None
+        if current_autotune_inputs() is None:  # profile on the call's own tensors (their sizes may be symbolic)
+            try:  # the tensors in the signature's order: the kernel's inputs
+                given = inspect.signature(self.factory.fn).bind_partial(*args, **kwargs).arguments.values()
+            except TypeError:
+                given = ()
+            inputs = tuple(v for v in given if hasattr(v, "shape") and hasattr(v, "dtype") and getattr(v, "ndim", 0) > 0)
+        kernel = self._tuned(tuple(_shape_only(a) for a in args), {k: _shape_only(v) for k, v in kwargs.items()},
+                             inputs or None)
         config = getattr(kernel, "config", None) or {}
         args, kwargs = self._by_name(args, kwargs, set(config))
         return self.factory(*args, **{**kwargs, **{k: v for k, v in config.items() if k not in kwargs}})
@@ -98,7 +106,7 @@ class AutoTuneImpl:
             args, kwargs = tuple(_shape_only(a) for a in args), {k: _shape_only(v) for k, v in kwargs.items()}
         return self._tuned(args, kwargs)
 
-    def _tuned(self, args: tuple, kwargs: dict) -> Any:
+    def _tuned(self, args: tuple, kwargs: dict, inputs: tuple | None = None) -> Any:
         key = self._memo_key(args, kwargs)
         if key in self.results:
             self.last_result = self.results[key]
@@ -116,7 +124,11 @@ class AutoTuneImpl:
         rest = {k: v for k, v in kwargs.items() if k not in tuned}
         tuner = (AutoTuner.from_kernel(self.factory, configs).set_kernel_parameters(args, rest)
                  .set_profile_args(**self.profile_args))
-        result = tuner.run()
+        if inputs is not None:
+            with set_autotune_inputs(*inputs):
+                result = tuner.run()
+        else:
+            result = tuner.run()
         self.results[key] = self.last_result = result
         for attr, value in (("config", dict(result.config)), ("latency", result.latency),
                             ("ref_latency", result.ref_latency)):
