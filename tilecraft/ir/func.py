@@ -18,6 +18,12 @@ class PrimFunc(Node):
     symbols: tuple = ()    # symbolic dimension Vars, in first-appearance order
     imports: tuple = ()    # source texts the program pastes in (T.import_source), in program order
     lowering: LoweringState = field(default_factory=LoweringState)  # the passes' decisions (ir/lowering.py)
+    workspaces: int = 0    # the last `workspaces` params are T.alloc_global scratch tensors (allocated per call)
+
+    @property
+    def declared_params(self) -> tuple:
+        """The parameters the caller sees (without the T.alloc_global workspaces)."""
+        return self.params[:len(self.params) - self.workspaces]
 
     def attr(self, key, default=None):
         for k, v in self.attrs:

@@ -6,7 +6,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
 from .parser import prim_func, macro
 from .eager import const, empty
 from .kernel import (Kernel, Parallel, parallel, Persistent, Pipelined, serial, unroll, vectorized, grid, alloc_shared,
-                     alloc_fragment, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
+                     alloc_fragment, alloc_global, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
                      get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor, reduce_bitxor, atomic_add, atomic_max, atomic_min,

@@ -236,6 +236,31 @@ def _scope(scope, what):
     return s
 
 
+def alloc_global(shape, dtype, scope="global"):
+    """`T.alloc_global(shape, dtype)`: a scratch tensor in global memory, allocated (uninitialized) by
+    each call and shared by every block and every `T.Kernel` of the program (e.g. the partial results
+    a split kernel writes and a combine kernel reads); it is not returned.  Its sizes are ints or the
+    program's `T.dynamic` symbols."""
+    b = current("T.alloc_global")
+    if scope != "global":
+        raise error(f"T.alloc_global: scope must be 'global', got {scope!r}")
+    if isinstance(shape, (int, Var)):
+        shape = (shape,)
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise error(f"T.alloc_global shape must be an int or a tuple, got {shape!r}") from None
+    for s in shape:
+        if isinstance(s, bool) or not (isinstance(s, Var) or (isinstance(s, int) and s > 0)):
+            raise error(f"T.alloc_global shape entries must be positive ints or T.dynamic symbols, got {shape!r}")
+    name = b.fresh_name(getattr(b, "pending_name", None) or "workspace")
+    buf = Buffer(name, shape, _dtype(dtype, "T.alloc_global"), "global", span=b.span)
+    if not hasattr(b, "workspaces"):
+        b.workspaces = []
+    b.workspaces.append(buf)
+    return buf
+
+
 def alloc_shared(shape, dtype, scope="shared.dyn"):
     return _alloc(shape, dtype, _scope(scope, "T.alloc_shared"), "T.alloc_shared")
 

@@ -147,8 +147,15 @@ class Parser(ExprMixin, LoopMixin):
                 body = self.block(self.node.body)
             finally:
                 _active_parsers().pop()
-        return PrimFunc(self.func_name, tuple(params), body, source=self.source,
-                        symbols=tuple(self.symbols), imports=tuple(self.builder.imports), span=self.span(self.node))
+        workspaces = getattr(self.builder, "workspaces", [])  # T.alloc_global (language/kernel.py)
+        for ws in workspaces:
+            for s in ws.shape:
+                if isinstance(s, Var) and s not in self.symbols:
+                    raise TilecraftError(f"T.alloc_global: {ws.name}'s size {s.name} is not a size of any tensor "
+                                         f"parameter, so a call cannot know it", ws.span)
+        return PrimFunc(self.func_name, tuple(params) + tuple(workspaces), body, source=self.source,
+                        symbols=tuple(self.symbols), imports=tuple(self.builder.imports), span=self.span(self.node),
+                        workspaces=len(workspaces))
 
     def param(self, arg) -> Buffer:
         if arg.annotation is None:

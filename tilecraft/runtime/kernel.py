@@ -74,20 +74,24 @@ class JITKernel:
         self.target = artifact.target
         self.name = func.name
         self.pass_configs = dict(pass_configs or {})
-        self.out_idx = normalize_out_idx(out_idx, len(func.params), self.name)
-        self.params = param_infos(func, self.out_idx)
+        n_ws = getattr(func, "workspaces", 0)
+        self.out_idx = normalize_out_idx(out_idx, len(func.params) - n_ws, self.name)
+        every = param_infos(func, self.out_idx)
+        # T.alloc_global scratch tensors: the last parameters of the compiled kernel, allocated by each
+        # call (_call_checked); the caller, the profiler and the fast paths see only the declared ones
+        self.params, self._workspaces = every[:len(every) - n_ws], every[len(every) - n_ws:]
         self.device_type = self.target.device_type
         self.symbols = [s.name for s in func.symbols]
         self._checker = ArgChecker(self.name, self.params, self.device_type)
         if self.target.kind == "cpu":
-            self._launch = _CpuLauncher(artifact, len(self.params), self.symbols)
+            self._launch = _CpuLauncher(artifact, len(every), self.symbols)
         elif artifact.extra.get("parts"):  # several T.Kernels: launched in program order
             from .cuda_launch import CudaLauncher, SequenceLauncher
-            self._launch = SequenceLauncher([CudaLauncher(a, f, self.params, self.symbols)
+            self._launch = SequenceLauncher([CudaLauncher(a, f, every, self.symbols)
                                              for f, a in artifact.extra["parts"]])
         else:
             from .cuda_launch import CudaLauncher
-            self._launch = CudaLauncher(artifact, func, self.params, self.symbols)
+            self._launch = CudaLauncher(artifact, func, every, self.symbols)
         global _is_compiling
         if _is_compiling is None:
             _is_compiling = _is_compiling_fn()
@@ -97,7 +101,7 @@ class JITKernel:
         self._n_all = len(self.params)
         self._op_id = torch_op.new_id(self)
         from .fastpath import specialize
-        cls = specialize(self)
+        cls = None if self._workspaces else specialize(self)
         if cls is not None:
             self.__class__ = cls
 
@@ -105,6 +109,10 @@ class JITKernel:
     def __call__(self, *args, stream=None):
         """Check the arguments, allocate the `out_idx` outputs, launch; return the outputs."""
         if _is_compiling():
+            if self._workspaces:
+                raise TypeError(f"{self.name}: a kernel with T.alloc_global scratch tensors "
+                                f"({', '.join(p.name for p in self._workspaces)}) cannot run inside torch.compile yet; "
+                                f"call it outside the compiled region")
             return compiled_call(self, args, stream)
         return self._call_checked(args, stream)
 
@@ -117,7 +125,8 @@ class JITKernel:
         names = getattr(self, "_written", None)
         if names is None:
             from .torch_op import written_params
-            names = self._written = {self.params[i].name for i in written_params(self.func)} | \
+            names = self._written = {self.params[i].name for i in written_params(self.func)
+                                     if i < len(self.params)} | \
                 {self.params[i].name for i in self.out_idx}
         return names
 
@@ -170,6 +179,10 @@ class JITKernel:
                         torch.device("cuda", torch.cuda.current_device()) if self.device_type == "cuda" else "cpu")
                     tensors[i] = torch.empty(checker.output_shape(p, symbols), dtype=p.dtype, device=dev)
                 outputs.append(tensors[i])
+        for p in self._workspaces:
+            dev = device if device is not None else (
+                torch.device("cuda", torch.cuda.current_device()) if self.device_type == "cuda" else "cpu")
+            tensors.append(torch.empty(checker.output_shape(p, symbols), dtype=p.dtype, device=dev))
         self._launch(tensors, symbols, self.name) if self.target.kind == "cpu" else \
             self._launch(tensors, symbols, self.name, stream)
         if not outputs:
