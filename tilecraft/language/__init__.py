@@ -6,7 +6,7 @@ from .types import (Tensor, Buffer, StridedTensor, TensorSpec, dynamic, symbolic
 from .parser import prim_func, macro
 from .eager import const, empty
 from .kernel import (Kernel, Parallel, parallel, Persistent, Pipelined, serial, unroll, vectorized, grid, alloc_shared,
-                     alloc_fragment, alloc_global, alloc_local, alloc_var, alloc_reducer, get_thread_binding,
+                     alloc_fragment, alloc_global, alloc_local, alloc_var, get_thread_binding,
                      get_thread_bindings, get_block_binding, get_block_bindings, sync_threads, sync_grid)
 from .tileops import (copy, async_copy, transpose, gemm, fill, clear, reduce, reduce_max, reduce_min,
                       reduce_sum, reduce_abssum, reduce_absmax, reduce_bitand, reduce_bitor, reduce_bitxor, atomic_add, atomic_max, atomic_min,
@@ -30,7 +30,7 @@ from .dtypes import (short, long, uint, double, int4, tfloat32, float8_e4m3, flo
                      float4_e2m1fn, float4_e2m1_unpacked, float6_e2m3fn, float6_e3m2fn)
 from . import dtypes  # noqa: E402,F401
 int = int32  # noqa: A001 - T.int as in TileLang (int32)
-from .compat import (dtype, Cast, clamp, finalize_reducer, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
+from .compat import (dtype, Cast, clamp, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
                      tma_copy, wgmma_gemm, wait_wgmma, annotate_restrict_buffers, pdl_trigger, pdl_sync,
                      index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of, assume)
 from .sparse import gemm_sp, gemm_sp_v2
@@ -54,3 +54,6 @@ from ..layout.layout import Layout, Fragment  # noqa: E402
 from .ptx import (ptx_cp_async, ptx_commit_group, ptx_wait_group, fence_proxy_async,  # noqa: E402
                   mbarrier_arrive_expect_tx, named_barrier_arrive, any_sync, all_sync, ballot_sync, ballot)
 from .blackwell import *  # noqa: E402,F401,F403 - sm_100 / sm_120 constructs, refused by name
+from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reducer  # noqa: E402
+from .misc import Var, Ramp, Broadcast, align_up  # noqa: E402
+im2col = c2d_im2col  # TileLang's newer name, same arguments

@@ -77,19 +77,6 @@ class AttrScope:
                           UserWarning, stacklevel=3)
 
 
-def finalize_reducer(reducer):
-    """`T.finalize_reducer(buf)` after a `T.Parallel` loop that accumulated into a `T.alloc_reducer`
-    buffer: combine the per-thread partial results.  The statements of a tilecraft kernel keep one
-    copy of a reducer buffer per block (the CPU target runs each statement over the whole tile), so
-    there are no per-thread partials left to combine; the CUDA target refuses a loop that would
-    accumulate into one element from several threads, by name, at layout inference."""
-    from ..ir import Buffer
-    from .builder import require_kernel
-    require_kernel("T.finalize_reducer")
-    if not isinstance(reducer, Buffer) or reducer.scope not in ("fragment", "local"):
-        raise error(f"T.finalize_reducer expects a buffer made by T.alloc_reducer, got {reducer!r}")
-
-
 def attr(node, key, value):
     return AttrScope(node, key, value)
 

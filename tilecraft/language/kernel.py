@@ -281,10 +281,6 @@ def alloc_var(dtype, init=None, scope="local.var"):
     return _alloc((1,), dtype, "var", "T.alloc_var", init)
 
 
-def alloc_reducer(shape, dtype, op="sum", replication=None):
-    return _alloc(shape, dtype, "fragment", "T.alloc_reducer")
-
-
 def get_thread_binding(dim: int = 0):
     """The thread index along `dim` inside the block (low-level code; CUDA target only)."""
     b = require_kernel("T.get_thread_binding")
