@@ -3,14 +3,15 @@ example, pass/fail, seconds, the error that ended the program, and its class.
 
     python scripts/compat_table.py LOGDIR [LOGDIR...] [--title TEXT] [--out FILE.md] [--before LOGDIR...]
 
-The error shown is the exception line of the log's last traceback (the one that stopped the
-program), not run.sh's last line containing "Error".  Classes (what a failure means):
+The error shown is the program's first real error line (`first_error`: the exception that stopped
+it), not run.sh's last line containing "Error".  Classes (what a failure means):
   needs-gpu     the program reached a CUDA tensor or launch on a machine without a GPU
   missing-api   a tilelang name / module / T.* construct tilecraft does not provide
   unsupported   a construct tilecraft refuses by name (manual Hopper constructs, sparse GEMMs, ...)
   compile       a tilecraft compile error at the user's line (layout inference, checks, ...)
   wrong-answer  the program's own check against torch failed
   needs-package a third-party package that is not installed
+  needs-sm100   a construct that needs a Blackwell GPU (tcgen05, TMEM, block-scaled MMA)
   timeout / crash / other
 """
 from __future__ import annotations
@@ -24,17 +25,44 @@ import re
 _EXC = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)?): ?(.*)$")
 
 
-def first_error(log_text: str) -> str:
-    """The exception line that ended the program ('' if none)."""
-    lines = log_text.splitlines()
-    last_tb = max((i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")), default=None)
-    if last_tb is None:
-        cand = [l for l in lines if _EXC.match(l.strip()) and ("Error" in l or "Exception" in l)]
-        return cand[-1].strip() if cand else ""
-    for line in lines[last_tb + 1:]:
+_DURING = "During handling of the above exception, another exception occurred:"
+
+
+def _exception_at(lines: list, start: int) -> str:
+    """The exception line of the traceback that starts at `start` (its first unindented line)."""
+    for line in lines[start + 1:]:
         if line and not line.startswith((" ", "\t")) and _EXC.match(line):
             return line.strip()
-    return lines[-1].strip() if lines else ""
+    return ""
+
+
+def first_error(log_text: str, rc: int | None = None) -> str:
+    """The program's first real error line ('' if none): the exception that stopped it -- the one
+    being handled when the last traceback is a failure *during* its handling (cleanup code failing
+    after the real error), else the last traceback's (a wrapper raised `from` its cause says more
+    than the cause); pytest's first `E   ` line; a crash's signal; else the first line that reads as
+    an error.  Never run.sh's last line containing "error" (often a warning)."""
+    lines = log_text.splitlines()
+    tbs = [i for i, l in enumerate(lines) if l.startswith("Traceback (most recent call last)")]
+    if tbs:
+        k = len(tbs) - 1
+        while k > 0 and any(l.strip() == _DURING for l in lines[max(tbs[k - 1], tbs[k] - 3):tbs[k]]):
+            k -= 1
+        found = _exception_at(lines, tbs[k])
+        if found:
+            return found
+    pytest_e = [l[1:].strip() for l in lines if l.startswith("E  ") and _EXC.match(l[1:].strip())]
+    if pytest_e:
+        return pytest_e[0]
+    last = next((l.strip() for l in reversed(lines) if l.strip()), "")
+    if rc is not None and (rc < 0 or rc > 128) and rc != 124:
+        sig = -rc if rc < 0 else rc - 128
+        return f"crashed (signal {sig}); last output: {last}"
+    cand = [l.strip() for l in lines if _EXC.match(l.strip()) and re.search(r"Error|Exception", l.split(":")[0])]
+    if cand:
+        return cand[0]
+    cand = [l.strip() for l in lines if re.search(r"\b(error|mismatch|failed|FAIL)\b", l, re.I)]
+    return cand[0] if cand else last
 
 
 def classify(ok: bool, rc: int, error: str) -> str:
@@ -47,6 +75,8 @@ def classify(ok: bool, rc: int, error: str) -> str:
                  r"cudaGetDeviceCount|CUDA driver|needs a CUDA GPU|torch.cuda|device='cuda'|ATen_cuda|CUDA generator|"
                  r"no CUDA device", e):
         return "needs-gpu"
+    if re.search(r"sm_100|sm100|Blackwell", e):
+        return "needs-sm100"
     if re.search(r"is not supported by tilecraft|not supported by tilecraft yet", e):
         return "unsupported"
     if re.search(r"No module named '(tilelang|tilecraft)|cannot import name .* from '(tilelang|tilecraft)|"
@@ -78,9 +108,10 @@ def results(logdirs) -> dict:
         r = json.loads(line)
         log = os.path.join(logdir, r["example"].replace("/", "_") + ".log")
         text = open(log, errors="replace").read() if os.path.exists(log) else ""
-        err = "" if r["ok"] else first_error(text) or r.get("last_error", "")
-        if r["rc"] == 124:
-            err = r.get("last_error") or "timeout"
+        err = "" if r["ok"] else first_error(text, r["rc"]) or r.get("last_error", "")
+        if r["rc"] == 124:  # with the last thing it printed: progress, or a hang
+            last = next((l.strip() for l in reversed(text.splitlines()) if l.strip()), "")
+            err = (r.get("last_error") or "timeout") + (f"; last output: {last}" if last else "; no output")
         err = err.replace("|", "\\|").replace(os.path.expanduser("~"), "~")[:200]
         out[r["example"].removeprefix("examples/")] = (r["ok"], r["seconds"], classify(r["ok"], r["rc"], err), err)
     return out

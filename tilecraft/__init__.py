@@ -17,6 +17,10 @@ from .device import include_dir
 from . import env
 from .env import disable_cache, enable_cache, is_cache_enabled
 
+if env.knobs.run_on_cpu:  # TILECRAFT_RUN_ON_CPU=1: a program written for CUDA runs on the CPU target
+    from .compat import cpu_mode as _cpu_mode
+    _cpu_mode.install()
+
 
 def set_log_level(level) -> None:
     """TileLang's `tilelang.set_log_level("INFO")`: the level of tilecraft's loggers (a name or a number)."""

@@ -5,7 +5,7 @@
     tilecraft bench [--quick] [--only G] [--list]   the benchmark suite (source checkout, GPU)
     tilecraft show FILE:FACTORY [ARGS...] [--what ir|lowered|source|host|sass|plan] [--target T]
     tilecraft cache info|clear
-    tilecraft run PROG.py [ARGS...]             run a TileLang program unchanged (`import tilelang` -> tilecraft)
+    tilecraft run [--cpu [--also-compile ARCH]] PROG.py [ARGS...]   run a TileLang program unchanged (`import tilelang` -> tilecraft; --cpu: on the CPU target)
 
 `show` imports FILE (a path to a .py file, or a dotted module name such as `tilecraft.kernels`),
 takes FACTORY from it (a `@tilelang.jit` factory, an `@autotune`-wrapped one, a plain function
@@ -404,6 +404,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run PROG.py as `python PROG.py ARGS` would, with every `import tilelang[.X]` "
                                    "answered by tilecraft's own modules (tilecraft.compat).")
     p.add_argument("-m", dest="module", action="store_true", help="PROG is a module name (as `python -m`)")
+    p.add_argument("--cpu", action="store_true",
+                   help="CPU mode: a program written for CUDA runs unchanged on the CPU target (tensors on "
+                        "\"cuda\" land on the CPU, torch.cuda bookkeeping answers, timings use the host clock; "
+                        "same as TILECRAFT_RUN_ON_CPU=1)")
+    p.add_argument("--also-compile", metavar="ARCH", default=None,
+                   help="with --cpu (implied): also compile every kernel for this CUDA arch (e.g. sm_90a; NVRTC, "
+                        "no launch) so its lowering's refusals show and kernel.get_plan() shows its plan")
     p.add_argument("program", metavar="PROG.py")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's own arguments")
     p.set_defaults(fn=_run)
@@ -413,6 +420,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args) -> int:
     """`tilecraft run`: the program's own exceptions and exit status pass through unchanged."""
     from .compat import run_module, run_program
+    from . import env
+    if args.cpu or args.also_compile or env.knobs.run_on_cpu:
+        from .compat import cpu_mode
+        from .target import ARCHS
+        if args.also_compile and args.also_compile not in ARCHS:
+            raise CliError(f"--also-compile {args.also_compile}: expected one of {', '.join(ARCHS)}")
+        os.environ["TILECRAFT_RUN_ON_CPU"] = "1"       # the program's own subprocesses too
+        if args.also_compile:
+            os.environ["TILECRAFT_ALSO_COMPILE"] = args.also_compile
+        cpu_mode.install(args.also_compile)
     try:
         if args.module:
             run_module(args.program, args.args)

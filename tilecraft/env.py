@@ -172,6 +172,13 @@ class Knobs:
         "LAUNCHER_DIR", _parse_path, lambda: Path.home() / ".cache" / "tilecraft-launcher",
         "where the compiled launcher is built once per Python, torch and compiler (apart from the "
         "kernel cache, so a fresh TILECRAFT_CACHE_DIR does not rebuild it)")
+    run_on_cpu: bool = _knob(
+        "RUN_ON_CPU", _parse_bool, False,
+        "CPU mode: a program written for CUDA runs unchanged on the CPU target (tilecraft/compat/cpu_mode.py); "
+        "read at `import tilecraft`")
+    also_compile: str = _knob(
+        "ALSO_COMPILE", lambda name, raw: raw.strip(), "",
+        "CPU mode: every kernel is also compiled (not launched) for this CUDA arch, e.g. sm_90a")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 

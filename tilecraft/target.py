@@ -2,7 +2,8 @@
 
 `Target.resolve("auto")` picks the current CUDA device when torch sees one, else the CPU.  A CUDA
 target names an architecture (`sm_80` ... `sm_90a`); generating and compiling code for it needs no
-GPU.  Features (`mma_sync`, `cp_async`, `wgmma`, `tma`) and the shared-memory limit per block
+GPU.  In CPU mode (compat/cpu_mode.py) every target a program names ("cuda", "auto", "sm_90a", a
+dict) resolves to the CPU, and `cuda_available()` is False whatever `torch.cuda` says.  Features (`mma_sync`, `cp_async`, `wgmma`, `tma`) and the shared-memory limit per block
 follow from the architecture.
 """
 from __future__ import annotations
@@ -78,6 +79,13 @@ class Target:
     def resolve(spec=None) -> "Target":
         if isinstance(spec, Target):
             return spec
+        target = Target._resolve(spec)
+        if target.kind == "cuda" and _cpu_mode():
+            return Target("cpu")
+        return target
+
+    @staticmethod
+    def _resolve(spec) -> "Target":
         if spec is None or spec == "auto":
             pinned = _DEFAULT.get()
             if pinned is not None:
@@ -112,7 +120,16 @@ def _check_arch(arch: str) -> str:
     return arch
 
 
+def _cpu_mode() -> bool:
+    from .compat.cpu_mode import active
+    return active()
+
+
 def cuda_available() -> bool:
+    """A CUDA device tilecraft can launch on (False in CPU mode, where torch.cuda.is_available() is
+    True for the program's sake)."""
+    if _cpu_mode():
+        return False
     try:
         import torch
         return torch.cuda.is_available()

@@ -76,7 +76,8 @@ def hardware_fingerprint(target: Any) -> tuple:
     import torch
 
     kind = _target_kind(target)
-    if kind in ("cuda", "auto") and torch.cuda.is_available():
+    from ..target import cuda_available
+    if kind in ("cuda", "auto") and cuda_available():
         dev = torch.cuda.current_device()
         return ("cuda", torch.cuda.get_device_name(dev), tuple(torch.cuda.get_device_capability(dev)))
     return ("cpu", platform.machine(), platform.processor(), os.cpu_count())

@@ -58,6 +58,14 @@ def effective_pass_configs(pass_configs, target) -> Options:
 
 
 def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
+    artifact = _build(func, target, pass_configs)
+    if target.kind == "cpu":
+        from ..compat.cpu_mode import also_compile
+        also_compile(func, pass_configs, artifact)   # CPU mode's --also-compile ARCH (else nothing)
+    return artifact
+
+
+def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     if target.kind == "cuda":
         from .split_kernels import split_kernels
         parts = split_kernels(func)

@@ -110,7 +110,8 @@ def _iterations(estimate_ms: float, warmup: float, rep: float,
 
 def _resolve_device(device) -> str:
     if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        from ..target import cuda_available
+        return "cuda" if cuda_available() else "cpu"
     kind = torch.device(device).type
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"do_bench: unsupported device {device!r} (expected 'cpu' or 'cuda')")
@@ -232,7 +233,8 @@ def host_time_us(fn: Callable[[], object], bursts: int = 200, per_burst: int = 5
     `per_burst` calls, synchronizing the device between bursts so the launch queue never fills
     (a full queue would time the GPU, not the host)."""
     import torch
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    from ..target import cuda_available
+    sync = torch.cuda.synchronize if cuda_available() else (lambda: None)
     for _ in range(3 * per_burst):
         fn()
     sync()

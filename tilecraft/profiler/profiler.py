@@ -36,7 +36,8 @@ class Profiler:
     def __init__(self, kernel: Any, supply_type: TensorSupplyType = TensorSupplyType.Auto):
         self.kernel = kernel
         self.supply_type = TensorSupplyType(supply_type)
-        self.device_type: str = getattr(kernel, "device_type", "cuda" if torch.cuda.is_available() else "cpu")
+        from ..target import cuda_available
+        self.device_type: str = getattr(kernel, "device_type", "cuda" if cuda_available() else "cpu")
         self._supply = get_tensor_supply(self.supply_type, self.device_type)
 
     # ------------------------------------------------------------------ parameters and inputs

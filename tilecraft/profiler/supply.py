@@ -81,7 +81,8 @@ def _floats(kind: TensorSupplyType, shape: list[int], dtype: torch.dtype, device
 
 
 def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    from ..target import cuda_available
+    return torch.device("cuda" if cuda_available() else "cpu")
 
 
 def get_tensor_supply(supply_type: TensorSupplyType = TensorSupplyType.Auto,

@@ -52,6 +52,13 @@ class _CpuLauncher:
         raise RuntimeError(f"{kernel_name}: the CPU kernel returned error code {rc}")
 
 
+def _plan_text(name: str, artifact: Artifact, note: str = "") -> str:
+    lines = artifact.meta.get("plan", [])
+    head = f"{name} ({artifact.target}{note})"
+    return "\n".join([f"{head}:"] + [f"  {x}" for x in lines] if lines else
+                     [f"{head}: no T.gemm and no pipelined loop"])
+
+
 def _is_compiling_fn():
     torch = _load_torch()
     fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
@@ -208,10 +215,10 @@ class JITKernel:
         (how its copies are issued and synchronised), one line each, with the reason where an
         option asked for in pass_configs (tc.use_wgmma, tc.use_tma) could not apply."""
         if self.target.kind != "cuda":
-            return f"{self.name}: compiled for {self.target}: loops run in order on the CPU (no tensor-core or pipeline plan)"
-        lines = self.artifact.meta.get("plan", [])
-        return "\n".join([f"{self.name} ({self.target}):"] + [f"  {x}" for x in lines] if lines else
-                         [f"{self.name} ({self.target}): no T.gemm and no pipelined loop"])
+            text = f"{self.name}: compiled for {self.target}: loops run in order on the CPU (no tensor-core or pipeline plan)"
+            also = self.artifact.extra.get("also_compiled")  # CPU mode's --also-compile (compat/cpu_mode.py)
+            return text if also is None else text + "\n" + _plan_text(self.name, also, ", also compiled, not launched")
+        return _plan_text(self.name, self.artifact)
 
     def get_sass(self) -> str:
         if self.target.kind != "cuda":

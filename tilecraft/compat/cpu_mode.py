@@ -1,0 +1,484 @@
+"""CPU mode: a program written for CUDA runs, unchanged, on the CPU target.
+
+Asked for by ``tilecraft run --cpu prog.py`` or, for a program started any other way (pytest, a
+corpus runner, ``python prog.py`` with the ``tilelang`` alias), by ``TILECRAFT_RUN_ON_CPU=1``: then
+``import tilecraft`` calls ``install()``.  Nothing is patched otherwise; ``uninstall()`` restores
+every name.  What it is for: debugging a GPU program on a laptop and running it in CI; what it
+cannot show: speed, data races, memory-model bugs (the CPU target runs a kernel's threads in program
+order), anything only a GPU's hardware decides.
+
+What is patched, and why
+------------------------
+Tensors asked for on CUDA land on the CPU:
+
+- every torch function and ``Tensor`` method called with ``device=`` naming CUDA (``"cuda"``,
+  ``"cuda:0"``, ``torch.device("cuda", 0)``, an int index) gets ``device="cpu"``, and
+  ``pin_memory=True`` is dropped: one ``TorchFunctionMode`` (``_CudaToCpu``) pushed on the
+  installing thread's stack, so factories imported under any name are covered
+  (``torch.empty``, ``randn``, ``zeros_like``, ``x.new_empty``, ``torch.tensor``, ...);
+- ``Tensor.cuda(...)`` and ``Tensor.pin_memory()`` return the tensor itself (as on a GPU for a
+  tensor already there), ``Tensor.to("cuda" | 0 | torch.device("cuda") | device=...)`` stays on
+  the CPU, ``Tensor.record_stream`` does nothing; ``nn.Module.cuda()`` / ``.to("cuda")`` follow;
+- ``torch.utils._device.DeviceContext.__init__``: ``torch.set_default_device("cuda")`` and
+  ``with torch.device("cuda"):`` mean the CPU;
+- ``torch.Generator``: ``torch.Generator(device="cuda")`` is a CPU generator (``isinstance``
+  checks against ``torch.Generator`` still see every generator).
+
+``tensor.device`` says ``cpu`` and ``tensor.is_cuda`` is False: a program that checks them by hand
+sees the truth.
+
+``torch.cuda`` bookkeeping answers as one GPU of the reported architecture would (the
+``--also-compile`` arch, else sm_90a): ``is_available`` -> True (TileLang programs guard on it and
+would stop; tilecraft's own code asks ``target.cuda_available()``, False in CPU mode),
+``is_initialized`` -> True, ``init``, ``synchronize``, ``empty_cache``, ``ipc_collect``,
+``set_device``, ``reset_peak_memory_stats`` -> nothing; ``device_count`` -> 1, ``current_device``
+-> 0, ``get_device_name`` -> "tilecraft CPU mode (sm_90a)", ``get_device_capability`` -> (9, 0),
+``get_device_properties`` -> the architecture's flagship figures (SMs, shared memory, L2),
+``get_arch_list``, ``is_bf16_supported``, ``mem_get_info`` (host memory),
+``memory_allocated`` / ``max_memory_allocated`` / ``memory_reserved`` / ``max_memory_reserved``
+-> 0; ``manual_seed`` / ``manual_seed_all`` / ``seed`` / ``initial_seed`` / ``get_rng_state`` /
+``set_rng_state`` act on the CPU generator (the one "cuda" tensors now come from);
+``Event(enable_timing=True)`` with ``record`` / ``elapsed_time`` / ``synchronize`` / ``query`` on
+the host clock (a CPU kernel has finished when its call returns); ``Stream``, ``current_stream``,
+``default_stream``, ``set_stream``, ``stream(s)``, ``device(i)``, ``device_of(t)``,
+``is_current_stream_capturing`` -> stand-ins that order nothing (everything is in program order).
+
+Compiling: ``target="cuda"`` / ``"auto"`` / ``"sm_90a"`` / a dict resolve to the CPU target
+(``Target.resolve``); ``kernel.get_profiler()`` and ``tilelang.profiler.do_bench`` time on the host
+clock; ``triton.testing.do_bench`` (when a program imports it) is replaced by tilecraft's host-clock
+``do_bench``, and ``TRITON_INTERPRET=1`` is set (unless set already) so Triton kernels a program
+uses as its reference run in Triton's interpreter on the CPU.  ``--also-compile ARCH``
+(``TILECRAFT_ALSO_COMPILE``): every kernel is also compiled for that CUDA architecture (NVRTC, no
+launch), its plan kept beside the CPU kernel (``kernel.get_plan()`` shows both), and a refusal of
+that lowering is an error at the user's line (``also_compile()``).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+_lock = threading.Lock()
+_state: dict = {}   # set while installed: the originals, the mode, the reported arch
+
+
+def requested() -> bool:
+    """``TILECRAFT_RUN_ON_CPU`` is set (read at ``import tilecraft``)."""
+    from .. import env
+    return env.knobs.run_on_cpu
+
+
+def active() -> bool:
+    """CPU mode is installed in this process."""
+    return bool(_state)
+
+
+def also_compile_arch() -> str | None:
+    """The CUDA architecture every kernel is also compiled for (``--also-compile``), or None."""
+    if not _state:
+        return None
+    return _state.get("also")
+
+
+def reported_arch() -> str:
+    return _state.get("arch", "sm_90a") if _state else "sm_90a"
+
+
+# ---- tensors: "cuda" means the CPU ---------------------------------------------------------------
+
+def _is_cuda(device) -> bool:
+    if isinstance(device, str):
+        return device == "cuda" or device.startswith("cuda:")
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True   # a bare index names a CUDA device
+    return getattr(device, "type", None) == "cuda"
+
+
+def _cpu_device(device):
+    return "cpu" if _is_cuda(device) else device
+
+
+def _mode_class():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def to(func, args, kwargs):
+        args = tuple(_cpu_device(a) if i == 1 and isinstance(a, (str, int, torch.device)) else a
+                     for i, a in enumerate(args))
+        return func(*args, **kwargs)
+
+    special = {
+        torch.Tensor.cuda: lambda func, args, kwargs: args[0],
+        torch.Tensor.pin_memory: lambda func, args, kwargs: args[0],
+        torch.Tensor.record_stream: lambda func, args, kwargs: None,
+        torch.Tensor.to: to,
+    }
+
+    class _CudaToCpu(TorchFunctionMode):
+        """Every torch call: a CUDA ``device=`` becomes the CPU (see the module docstring)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if kwargs:
+                device = kwargs.get("device")
+                if device is not None and _is_cuda(device):
+                    kwargs = dict(kwargs, device="cpu")
+                if kwargs.get("pin_memory"):
+                    kwargs = dict(kwargs, pin_memory=False)
+            handler = special.get(func)
+            if handler is not None:
+                return handler(func, args, kwargs)
+            return func(*args, **kwargs)
+
+    return _CudaToCpu
+
+
+def _generator_class(orig):
+    class _Meta(type(orig)):
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, orig)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, orig)
+
+    class Generator(orig, metaclass=_Meta):
+        """``torch.Generator`` in CPU mode: a CUDA device means the CPU generator's device."""
+
+        def __new__(cls, device="cpu"):
+            return orig.__new__(orig, device=_cpu_device(device))
+
+    Generator.__module__, Generator.__qualname__ = "torch", "Generator"
+    return Generator
+
+
+# ---- torch.cuda bookkeeping ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` says in CPU mode: the reported architecture's
+    flagship figures (they pick tile sizes and grid strides; nothing runs on them)."""
+    name: str
+    major: int
+    minor: int
+    multi_processor_count: int
+    total_memory: int
+    shared_memory_per_block: int = 48 * 1024
+    shared_memory_per_block_optin: int = 48 * 1024
+    shared_memory_per_multiprocessor: int = 48 * 1024
+    L2_cache_size: int = 50 * 1024 * 1024
+    regs_per_multiprocessor: int = 65536
+    regs_per_block: int = 65536
+    max_threads_per_multi_processor: int = 2048
+    max_threads_per_block: int = 1024
+    warp_size: int = 32
+    is_integrated: bool = False
+    is_multi_gpu_board: bool = False
+    gcnArchName: str = ""
+
+
+def _host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+
+
+def _host_free_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return _host_memory()
+
+
+def device_properties(arch: str) -> DeviceProperties:
+    from ..target import Target
+    t = Target("cuda", arch)
+    smem = t.max_shared_memory
+    l2 = {80: 40, 86: 6, 89: 72, 90: 50, 100: 126, 120: 96}.get(t.sm, 40) << 20
+    return DeviceProperties(name=f"tilecraft CPU mode ({arch})", major=t.sm // 10, minor=t.sm % 10,
+                            multi_processor_count=t.num_sms, total_memory=_host_memory(),
+                            shared_memory_per_block_optin=smem, shared_memory_per_multiprocessor=smem + 1024,
+                            L2_cache_size=l2)
+
+
+class Event:
+    """``torch.cuda.Event`` in CPU mode: ``record()`` reads the host clock (a CPU kernel is done when
+    its call returns, so this is when everything before it finished)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, **_):
+        self.enable_timing = enable_timing
+        self._t: float | None = None
+
+    def record(self, stream=None):
+        self._t = time.perf_counter()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        if self._t is None or end_event._t is None:
+            raise RuntimeError("torch.cuda.Event.elapsed_time: both events must have been recorded "
+                               "(CPU mode: the host clock)")
+        return (end_event._t - self._t) * 1e3
+
+    def synchronize(self):
+        return None
+
+    def wait(self, stream=None):
+        return None
+
+    def query(self) -> bool:
+        return True
+
+
+class Stream:
+    """``torch.cuda.Stream`` in CPU mode: everything already runs in program order."""
+    cuda_stream = 0
+
+    def __init__(self, device=None, priority=0, **_):
+        self.priority = priority
+
+    @property
+    def device(self):
+        import torch
+        return torch.device("cpu")
+
+    def wait_stream(self, stream):
+        return None
+
+    def wait_event(self, event):
+        return None
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def synchronize(self):
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __eq__(self, other):
+        return isinstance(other, Stream)
+
+    def __hash__(self):
+        return 0
+
+
+class _NoContext:
+    """``torch.cuda.stream(s)``, ``torch.cuda.device(i)``, ``torch.cuda.device_of(t)``: nothing to switch."""
+
+    def __init__(self, *_args, **_kwargs):
+        self.stream = _args[0] if _args else None
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _cuda_names(arch: str) -> dict:
+    import torch
+    gen = torch.default_generator
+    sm = int("".join(c for c in arch if c.isdigit()))
+    default_stream = Stream()
+
+    def nothing(*_args, **_kwargs):
+        return None
+
+    def seed_cpu(seed):
+        gen.manual_seed(int(seed))
+
+    return {
+        "is_available": lambda: True,
+        "is_initialized": lambda: True,
+        "init": nothing, "synchronize": nothing, "empty_cache": nothing, "ipc_collect": nothing,
+        "set_device": nothing, "set_stream": nothing,
+        "reset_peak_memory_stats": nothing, "reset_max_memory_allocated": nothing,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "get_device_name": lambda device=None: f"tilecraft CPU mode ({arch})",
+        "get_device_capability": lambda device=None: (sm // 10, sm % 10),
+        "get_device_properties": lambda device=None: device_properties(arch),
+        "get_arch_list": lambda: [f"sm_{sm}"],
+        "is_bf16_supported": lambda including_emulation=True: True,
+        "mem_get_info": lambda device=None: (_host_free_memory(), _host_memory()),
+        "memory_allocated": lambda device=None: 0, "max_memory_allocated": lambda device=None: 0,
+        "memory_reserved": lambda device=None: 0, "max_memory_reserved": lambda device=None: 0,
+        "manual_seed": seed_cpu, "manual_seed_all": seed_cpu,
+        "seed": lambda: gen.seed(), "seed_all": lambda: gen.seed(),
+        "initial_seed": lambda: gen.initial_seed(),
+        "get_rng_state": lambda device="cuda": torch.get_rng_state(),
+        "set_rng_state": lambda new_state, device="cuda": torch.set_rng_state(new_state),
+        "Event": Event, "Stream": Stream,
+        "current_stream": lambda device=None: default_stream,
+        "default_stream": lambda device=None: default_stream,
+        "stream": _NoContext, "device": _NoContext, "device_of": _NoContext,
+        "is_current_stream_capturing": lambda: False,
+    }
+
+
+# ---- triton ----------------------------------------------------------------------------------------
+
+class _TritonTestingHook:
+    """After ``import triton.testing``: its ``do_bench`` times on the host clock (CPU mode only)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "triton.testing":
+            return None
+        import importlib.machinery
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                loader = spec.loader
+                run = loader.exec_module
+
+                def exec_module(module, _run=run):
+                    _run(module)
+                    _patch_triton_testing(module)
+                spec.loader = _Wrapped(loader, exec_module)
+                return spec
+        return None
+
+
+class _Wrapped:
+    def __init__(self, loader, exec_module):
+        self._loader, self.exec_module = loader, exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _triton_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **_):
+    """``triton.testing.do_bench`` in CPU mode: milliseconds per call on the host clock."""
+    from ..profiler.bench import do_bench
+    if grad_to_none is not None:
+        for x in grad_to_none:
+            x.grad = None
+    return do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode,
+                    device="cpu", flush_l2=False)
+
+
+def _patch_triton_testing(module) -> None:
+    if getattr(module, "do_bench", None) is not _triton_do_bench:
+        _state.setdefault("triton_orig", getattr(module, "do_bench", None))
+        module.do_bench = _triton_do_bench
+
+
+# ---- install / uninstall -------------------------------------------------------------------------
+
+def install(also_compile: str | None = None) -> None:
+    """Enter CPU mode in this process (idempotent; see the module docstring for every name patched).
+    ``also_compile`` (default ``TILECRAFT_ALSO_COMPILE``): a CUDA arch every kernel is also compiled for."""
+    from .. import env
+    from ..target import _check_arch
+    also = also_compile if also_compile is not None else env.knobs.also_compile
+    if also:
+        _check_arch(also)
+    with _lock:
+        if _state:
+            if also:
+                _state["also"] = _state["arch"] = also
+            return
+        import torch
+        import torch.utils._device as tdev
+        arch = also or "sm_90a"
+        state: dict = {"arch": arch, "also": also or None, "cuda": {}}
+        for name, value in _cuda_names(arch).items():
+            state["cuda"][name] = getattr(torch.cuda, name, _MISSING)
+            setattr(torch.cuda, name, value)
+        init = tdev.DeviceContext.__init__
+
+        def device_context_init(self, device, _init=init):
+            _init(self, _cpu_device(device))
+        state["device_context_init"] = init
+        tdev.DeviceContext.__init__ = device_context_init
+        state["generator"] = torch.Generator
+        torch.Generator = _generator_class(torch.Generator)
+        if torch.get_default_device().type == "cuda":
+            torch.set_default_device("cpu")
+        mode = _mode_class()()
+        mode.__enter__()
+        state["mode"] = mode
+        state["triton_hook"] = hook = _TritonTestingHook()
+        sys.meta_path.insert(0, hook)
+        if "triton.testing" in sys.modules:
+            _patch_triton_testing(sys.modules["triton.testing"])
+        state["triton_interpret"] = os.environ.get("TRITON_INTERPRET")
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        _state.update(state)
+
+
+_MISSING = object()
+
+
+def uninstall() -> None:
+    """Leave CPU mode: every patched name gets its original back (tests; the mode is popped from the
+    current thread's stack, which must be the installing thread)."""
+    with _lock:
+        if not _state:
+            return
+        import torch
+        import torch.utils._device as tdev
+        for name, value in _state["cuda"].items():
+            if value is _MISSING:
+                delattr(torch.cuda, name)
+            else:
+                setattr(torch.cuda, name, value)
+        tdev.DeviceContext.__init__ = _state["device_context_init"]
+        torch.Generator = _state["generator"]
+        with contextlib.suppress(Exception):
+            _state["mode"].__exit__(None, None, None)
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not _state["triton_hook"]]
+        testing = sys.modules.get("triton.testing")
+        if testing is not None and _state.get("triton_orig") is not None:
+            testing.do_bench = _state["triton_orig"]
+        if _state["triton_interpret"] is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        _state.clear()
+
+
+@contextlib.contextmanager
+def enabled(also_compile: str | None = None):
+    """``with cpu_mode.enabled(): ...``: CPU mode for the block (tests)."""
+    was = active()
+    install(also_compile)
+    try:
+        yield
+    finally:
+        if not was:
+            uninstall()
+
+
+def also_compile(func, pass_configs, artifact) -> None:
+    """``--also-compile ARCH``: compile the kernel just built for the CPU target for ARCH too (NVRTC, no
+    launch) and keep that artifact beside it (``artifact.extra["also_compiled"]``, shown by
+    ``kernel.get_plan()``).  A refusal of the CUDA lowering is raised at the user's line, naming ARCH."""
+    arch = also_compile_arch()
+    if arch is None:
+        return
+    from ..compiler.build import build
+    from ..errors import TilecraftError
+    from ..target import Target
+    try:
+        artifact.extra["also_compiled"] = build(func, Target("cuda", arch), pass_configs)
+    except TilecraftError as e:
+        try:
+            again = type(e)(f"{e.message} (compiling for {arch}: CPU mode's --also-compile)", e.span, hint=e.hint)
+        except TypeError:
+            raise e from None
+        raise again.with_traceback(None) from None
