@@ -49,7 +49,7 @@ fi
 corpus=$(cd "$corpus" && pwd)
 # the corpus's name, from its run.sh's own description
 if grep -q 'v0\.1\.8' "$corpus/run.sh"; then cname=v0.1.8; clabel="TileLang v0.1.8 example corpus"
-elif c=$(grep -oE 'main branch at commit [0-9a-f]+' "$corpus/run.sh"); then
+elif c=$(head -n 6 "$corpus/run.sh" | tr -d '#' | tr -s ' \n' '  ' | grep -oE 'main branch at commit [0-9a-f]+'); then
   cname=head; clabel="TileLang's current example corpus (${c#main branch at })"
 else cname=$(basename "$corpus"); clabel="example corpus $cname"; fi
 py=${PYTHON:-$repo/.venv/bin/python}

@@ -164,6 +164,10 @@ def default_target(spec):
 
 
 def default_target_key():
-    """What "auto" resolves to when a default target is pinned (for kernel caches), else None."""
+    """What "auto" resolves to when a default target is pinned or CPU mode is on (for kernel caches:
+    a kernel compiled before either is not the one asked for now), else None."""
     pinned = _DEFAULT.get()
+    if _cpu_mode():
+        from .compat.cpu_mode import also_compile_arch
+        return f"cpu mode{'+' + also_compile_arch() if also_compile_arch() else ''}:{pinned or 'cpu'}"
     return None if pinned is None else str(pinned)
