@@ -29,7 +29,8 @@ sees the truth.
 
 ``torch.cuda`` bookkeeping answers as one GPU of the reported architecture would (the
 ``--also-compile`` arch, else sm_90a): ``is_available`` -> True (TileLang programs guard on it and
-would stop; tilecraft's own code asks ``target.cuda_available()``, False in CPU mode),
+would stop; torch's own modules asking -- the profiler, ``torch.compile``'s backends -- get the
+truth, and tilecraft's own code asks ``target.cuda_available()``, False in CPU mode),
 ``is_initialized`` -> True, ``init``, ``synchronize``, ``empty_cache``, ``ipc_collect``,
 ``set_device``, ``reset_peak_memory_stats`` -> nothing; ``device_count`` -> 1, ``current_device``
 -> 0, ``get_device_name`` -> "tilecraft CPU mode (sm_90a)", ``get_device_capability`` -> (9, 0),
@@ -45,9 +46,12 @@ the host clock (a CPU kernel has finished when its call returns); ``Stream``, ``
 
 Compiling: ``target="cuda"`` / ``"auto"`` / ``"sm_90a"`` / a dict resolve to the CPU target
 (``Target.resolve``); ``kernel.get_profiler()`` and ``tilelang.profiler.do_bench`` time on the host
-clock; ``triton.testing.do_bench`` (when a program imports it) is replaced by tilecraft's host-clock
-``do_bench``, and ``TRITON_INTERPRET=1`` is set (unless set already) so Triton kernels a program
-uses as its reference run in Triton's interpreter on the CPU.  ``--also-compile ARCH``
+clock.  Triton (``cpu_mode_triton.py``): ``TRITON_INTERPRET=1`` is set (unless set already) so Triton
+kernels a program uses as its reference run in Triton's interpreter on the CPU;
+``triton.testing.do_bench`` is tilecraft's host-clock ``do_bench``; ``triton.runtime.driver``'s
+active driver is a stand-in answering ``get_current_target()`` (cuda, the reported arch),
+``utils.get_device_properties``, the current device and stream.  ``torch.profiler.profile``: a
+CUDA activity records the CPU's (where the kernels run).  ``--also-compile ARCH``
 (``TILECRAFT_ALSO_COMPILE``): every kernel is also compiled for that CUDA architecture (NVRTC, no
 launch), its plan kept beside the CPU kernel (``kernel.get_plan()`` shows both), and a refusal of
 that lowering is an error at the user's line (``also_compile()``).
@@ -298,8 +302,16 @@ def _cuda_names(arch: str) -> dict:
     def seed_cpu(seed):
         gen.manual_seed(int(seed))
 
+    real_is_available = torch.cuda.is_available
+
+    def is_available():
+        # torch's own machinery (the profiler, torch.compile's backends, autocast) asks to decide
+        # whether to drive a GPU: it gets the truth; the program gets its GPU
+        caller = sys._getframe(2).f_globals.get("__name__", "")
+        return real_is_available() if caller == "torch" or caller.startswith("torch.") else True
+
     return {
-        "is_available": lambda: True,
+        "is_available": is_available,
         "is_initialized": lambda: True,
         "init": nothing, "synchronize": nothing, "empty_cache": nothing, "ipc_collect": nothing,
         "set_device": nothing, "set_stream": nothing,
@@ -327,58 +339,6 @@ def _cuda_names(arch: str) -> dict:
     }
 
 
-# ---- triton ----------------------------------------------------------------------------------------
-
-class _TritonTestingHook:
-    """After ``import triton.testing``: its ``do_bench`` times on the host clock (CPU mode only)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "triton.testing":
-            return None
-        import importlib.machinery
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
-                loader = spec.loader
-                run = loader.exec_module
-
-                def exec_module(module, _run=run):
-                    _run(module)
-                    _patch_triton_testing(module)
-                spec.loader = _Wrapped(loader, exec_module)
-                return spec
-        return None
-
-
-class _Wrapped:
-    def __init__(self, loader, exec_module):
-        self._loader, self.exec_module = loader, exec_module
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-def _triton_do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **_):
-    """``triton.testing.do_bench`` in CPU mode: milliseconds per call on the host clock."""
-    from ..profiler.bench import do_bench
-    if grad_to_none is not None:
-        for x in grad_to_none:
-            x.grad = None
-    return do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode,
-                    device="cpu", flush_l2=False)
-
-
-def _patch_triton_testing(module) -> None:
-    if getattr(module, "do_bench", None) is not _triton_do_bench:
-        _state.setdefault("triton_orig", getattr(module, "do_bench", None))
-        module.do_bench = _triton_do_bench
-
-
 # ---- install / uninstall -------------------------------------------------------------------------
 
 def install(also_compile: str | None = None) -> None:
@@ -400,13 +360,26 @@ def install(also_compile: str | None = None) -> None:
         state: dict = {"arch": arch, "also": also or None, "cuda": {}}
         for name, value in _cuda_names(arch).items():
             state["cuda"][name] = getattr(torch.cuda, name, _MISSING)
-            setattr(torch.cuda, name, value)
+            setattr(torch.cuda, name, _distinct(name, value))
         init = tdev.DeviceContext.__init__
 
         def device_context_init(self, device, _init=init):
             _init(self, _cpu_device(device))
         state["device_context_init"] = init
         tdev.DeviceContext.__init__ = device_context_init
+        state["profile_init"] = profile_init = torch.profiler.profile.__init__
+
+        def profile_init_cpu(self, *args, activities=None, _init=profile_init, **kwargs):
+            if activities is not None:   # a CUDA activity: the kernels run on the CPU
+                cuda, cpu = torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU
+                mapped = []
+                for a in activities:
+                    a = cpu if a == cuda else a
+                    if a not in mapped:
+                        mapped.append(a)
+                activities = mapped
+            _init(self, *args, activities=activities, **kwargs)
+        torch.profiler.profile.__init__ = profile_init_cpu
         state["generator"] = torch.Generator
         torch.Generator = _generator_class(torch.Generator)
         if torch.get_default_device().type == "cuda":
@@ -414,16 +387,26 @@ def install(also_compile: str | None = None) -> None:
         mode = _mode_class()()
         mode.__enter__()
         state["mode"] = mode
-        state["triton_hook"] = hook = _TritonTestingHook()
-        sys.meta_path.insert(0, hook)
-        if "triton.testing" in sys.modules:
-            _patch_triton_testing(sys.modules["triton.testing"])
-        state["triton_interpret"] = os.environ.get("TRITON_INTERPRET")
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        from . import cpu_mode_triton
+        state["triton"] = cpu_mode_triton.install(arch)
         _state.update(state)
 
 
 _MISSING = object()
+
+
+def _distinct(name: str, value):
+    """One object per patched name, named as torch's (torch._dynamo's trace rules key torch objects by
+    identity: one function under two names would get two rules)."""
+    if isinstance(value, type):
+        return type(name, (value,), {"__module__": "torch.cuda", "__qualname__": name})
+
+    def fn(*args, **kwargs):
+        return value(*args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "torch.cuda"
+    fn.__doc__ = f"torch.cuda.{name} in tilecraft's CPU mode (tilecraft/compat/cpu_mode.py)"
+    return fn
 
 
 def uninstall() -> None:
@@ -441,14 +424,11 @@ def uninstall() -> None:
                 setattr(torch.cuda, name, value)
         tdev.DeviceContext.__init__ = _state["device_context_init"]
         torch.Generator = _state["generator"]
+        torch.profiler.profile.__init__ = _state["profile_init"]
         with contextlib.suppress(Exception):
             _state["mode"].__exit__(None, None, None)
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not _state["triton_hook"]]
-        testing = sys.modules.get("triton.testing")
-        if testing is not None and _state.get("triton_orig") is not None:
-            testing.do_bench = _state["triton_orig"]
-        if _state["triton_interpret"] is None:
-            os.environ.pop("TRITON_INTERPRET", None)
+        from . import cpu_mode_triton
+        cpu_mode_triton.uninstall(_state["triton"])
         _state.clear()
 
 

@@ -1,0 +1,37 @@
+"""CI's slice of TileLang's current example corpus (../shared/tilelang-examples-head, TileLang's main
+branch): a fixed subset of its programs, written for CUDA, each run unchanged in CPU mode
+(`tilecraft run --cpu prog.py`, in its own folder, in a subprocess with a time limit) must exit 0 --
+the programs check their own results against torch.  The subset is programs that pass quickly on
+a 2-core machine; the whole corpus is `scripts/compat_check.sh --cpu head` (tables under
+benchmarks/results/)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "..", "shared", "tilelang-examples-head")
+TIMEOUT_S = 300   # per program; each takes seconds to tens of seconds alone on the CI machine
+
+PROGRAMS = [
+]
+
+
+@pytest.mark.cxx
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_corpus_program_runs_in_cpu_mode(program):
+    path = os.path.join(CORPUS, "examples", program)
+    if not os.path.isdir(CORPUS):
+        pytest.skip(f"the corpus {os.path.normpath(CORPUS)} is absent (it sits in shared/ beside the repository)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILECRAFT_ALSO_COMPILE")}
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        r = subprocess.run([sys.executable, "-m", "tilecraft", "run", "--cpu", os.path.basename(path)],
+                           cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        tail = (e.stdout or b"")[-2000:] if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
+        pytest.fail(f"{program}: still running after {TIMEOUT_S} s; last output:\n{tail}")
+    assert r.returncode == 0, f"{program} exited {r.returncode}:\n{(r.stdout + r.stderr)[-4000:]}"

@@ -1,0 +1,146 @@
+"""CPU mode's part for Triton, which TileLang's examples use for their reference kernels and timings.
+
+Only ever called by ``cpu_mode.install`` / ``uninstall`` (the list of what CPU mode patches is in
+cpu_mode.py's docstring).  Triton has no CPU backend, but its interpreter (``TRITON_INTERPRET=1``)
+runs a ``@triton.jit`` kernel on CPU tensors; what a program asks Triton's GPU driver for directly
+gets a stand-in's answer.  Nothing here imports triton: the patches apply when the program imports
+it (a post-import hook on ``sys.meta_path``), or at once if it already has.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from types import SimpleNamespace
+
+
+def _do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean", **_):
+    """``triton.testing.do_bench`` in CPU mode: milliseconds per call on the host clock."""
+    from ..profiler.bench import do_bench
+    for x in grad_to_none or ():
+        x.grad = None
+    return do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode,
+                    device="cpu", flush_l2=False)
+
+
+class _Driver:
+    """``triton.runtime.driver.active`` in CPU mode: one device of the reported architecture."""
+
+    def __init__(self, arch: str):
+        from .cpu_mode import device_properties
+        self.arch = arch
+        self._props = device_properties(arch)
+        self.utils = SimpleNamespace(get_device_properties=self._device_properties)
+
+    def _device_properties(self, device=0) -> dict:
+        p = self._props
+        return {"max_shared_mem": p.shared_memory_per_block_optin, "multiprocessor_count": p.multi_processor_count,
+                "sm_clock_rate": 1_980_000, "mem_clock_rate": 2_619_000, "mem_bus_width": 5120,
+                "max_num_regs": p.regs_per_block, "warpSize": p.warp_size}
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+        sm = int("".join(c for c in self.arch if c.isdigit()))
+        return GPUTarget("cuda", sm, 32)
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device) -> None:
+        return None
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+    def get_active_torch_device(self):
+        import torch
+        return torch.device("cpu")
+
+    def get_device_interface(self):
+        import torch
+        return torch.cuda
+
+    def get_benchmarker(self):
+        return _do_bench
+
+    def get_empty_cache_for_benchmark(self):
+        import torch
+        return torch.empty(1 << 20, dtype=torch.int32)
+
+    def clear_cache(self, cache) -> None:
+        cache.zero_()
+
+
+def _patch_testing(module, state) -> None:
+    if getattr(module, "do_bench", None) is not _do_bench:
+        state.setdefault("do_bench", getattr(module, "do_bench", None))
+        module.do_bench = _do_bench
+
+
+def _patch_driver(module, state) -> None:
+    config = getattr(module, "driver", None)
+    if config is not None and hasattr(config, "set_active") and "driver" not in state:
+        state["driver"] = config
+        config.set_active(_Driver(state["arch"]))
+
+
+_PATCHES = {"triton.testing": _patch_testing, "triton.runtime.driver": _patch_driver}
+
+
+class _Hook:
+    """After ``import triton.testing`` / ``triton.runtime.driver``: patch them (CPU mode only)."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def find_spec(self, name, path=None, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _PatchingLoader(spec.loader, patch, self.state)
+                return spec
+        return None
+
+
+class _PatchingLoader:
+    def __init__(self, loader, patch, state):
+        self._loader, self._patch, self._state = loader, patch, state
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._patch(module, self._state)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def install(arch: str) -> dict:
+    state = {"arch": arch, "interpret": os.environ.get("TRITON_INTERPRET")}
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    state["hook"] = hook = _Hook(state)
+    sys.meta_path.insert(0, hook)
+    for name, patch in _PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name], state)
+    return state
+
+
+def uninstall(state: dict) -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if f is not state["hook"]]
+    testing = sys.modules.get("triton.testing")
+    if testing is not None and state.get("do_bench") is not None:
+        testing.do_bench = state["do_bench"]
+    if "driver" in state:
+        state["driver"]._active = None   # the real driver again, created when next asked for
+    if state["interpret"] is None:
+        os.environ.pop("TRITON_INTERPRET", None)
