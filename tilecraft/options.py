@@ -102,6 +102,7 @@ class PassConfigKey(str, enum.Enum):
     TC_OVERLAP_PINGPONG = "tc.overlap_pingpong"
     TC_WIDEN_K_TILES = "tc.widen_k_tiles"
     TC_PERSISTENT_TILES = "tc.persistent_tiles"
+    TC_CPU_THREADS = "tc.cpu_threads"
 
     def __str__(self):
         return self.value
@@ -115,6 +116,10 @@ SATISFIED = "satisfied"
 
 def _cuda_only(kind):
     return None if kind in (None, "cuda") else f"not applicable on the {kind} target (CUDA compilers only)"
+
+
+def _cpu_only(kind):
+    return None if kind in (None, "cpu") else f"not applicable on the {kind} target (the CPU target only)"
 
 
 def _opt(key, default, kind, owner, meaning, status=HONOURED, check=None):
@@ -181,6 +186,12 @@ class Options:
                                  "faster)", check=lambda v: _choice(v, (True, False, "auto")))
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
+    cpu_threads: Any = _opt("tc.cpu_threads", "auto", "choice", "transform/cpu_threads.py",
+                            "CPU target: blocks run with their CUDA threads emulated (one fiber per thread, the "
+                            "CUDA lowering's per-thread code): \"auto\" where the program needs it (thread "
+                            "indices, warp shuffles, warp groups waiting on each other), True for every kernel "
+                            "(checks the thread-level lowering without a GPU), False never (such programs are "
+                            "refused)", status=_cpu_only, check=lambda v: _choice(v, (True, False, "auto")))
     # ---- TileLang keys tilecraft honours ----
     disable_wgmma: bool = _opt("tl.disable_wgmma", False, bool, "transform/infer_layouts.py",
                                "never use wgmma (wins over tc.use_wgmma)")

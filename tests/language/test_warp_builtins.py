@@ -1,6 +1,6 @@
 """TileLang's warp-level and smaller builtins (language/warp.py, language/lowlevel.py): lane / warp
-indices, shuffles and warp reductions compiled for sm_80 / sm_90a and refused on the CPU target at
-their line; `T.dp4a`, `T.__ldg`, `T.loop_break` and `T.address_of` on the CPU target against numpy;
+indices, shuffles and warp reductions compiled for sm_80 / sm_90a and run on the CPU target (its
+threads emulated) against torch; `T.dp4a`, `T.__ldg`, `T.loop_break` and `T.address_of` on the CPU target against numpy;
 misuse refused.  GPU twin (every value against torch): tests/gpu/test_warp_builtins_gpu.py."""
 from __future__ import annotations
 
@@ -90,15 +90,25 @@ def test_warp_builtins_compile(target):
         assert s in src, s
 
 
-def test_warp_builtins_are_refused_on_the_cpu_target_at_their_line():
+def test_warp_builtins_run_on_the_cpu_target():
+    """Every builtin's value in every thread, the block's threads emulated (tests/cpu/test_threads.py)."""
+    x, b = torch.randn(THREADS), torch.randint(-(1 << 30), 1 << 30, (THREADS,), dtype=torch.int32)
+    out, bits, idx = torch.empty(9, THREADS), torch.empty(3, THREADS, dtype=torch.int32), torch.empty(3, THREADS, dtype=torch.int32)
+    tilelang.compile(warp_program(), target="cpu")(x, b, out, bits, idx)
+    want_out, want_bits, want_idx = warp_reference(x, b)
+    torch.testing.assert_close(out, want_out)
+    assert torch.equal(bits, want_bits) and torch.equal(idx, want_idx)
+
+
+def test_a_warp_reduction_of_uniform_values_on_the_cpu_target():
     @T.prim_func
     def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
         with T.Kernel(1, threads=32) as bx:
             for i in T.serial(32):
                 Y[i] = T.warp_reduce_sum(X[i])
-    with pytest.raises(TilecraftError) as e:
-        tilelang.compile(main, target="cpu")
-    assert "CPU target" in str(e.value) and "Y[i] = T.warp_reduce_sum(X[i])" in str(e.value), str(e.value)
+    x = torch.randn(32)
+    y = tilelang.compile(main, out_idx=[1], target="cpu")(x)
+    torch.testing.assert_close(y, x * 32)
 
 
 @pytest.mark.parametrize("body, message", [

@@ -142,8 +142,10 @@ def is_wgmma_plan(plan) -> bool:
 
 
 class _Inference:
-    def __init__(self, kernel: Kernel, use_wgmma: bool = False, forced_panels: frozenset = frozenset()):
+    def __init__(self, kernel: Kernel, use_wgmma: bool = False, forced_panels: frozenset = frozenset(),
+                 tensor_cores: bool = True):
         self.use_wgmma = use_wgmma
+        self.tensor_cores = tensor_cores   # False: the CPU target's thread-level mode (scalar dot products)
         self.forced_panels = forced_panels  # panel-row tiles an mma.sync gemm of another T.ws branch reads
         self.mma_panels: set = set()        # the ones this context's mma.sync gemms read
         self.kernel = kernel
@@ -192,6 +194,11 @@ class _Inference:
                 self._note(g, f"wgmma, {self.threads // 128} warpgroup(s)")
                 self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
                          f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
+                continue
+            if not self.tensor_cores:
+                self.plans[g] = None
+                self._note(g, "scalar dot products (the CPU target's thread-level mode: each thread computes its "
+                              "accumulator elements)")
                 continue
             if not mma_capable(g, self.threads):
                 self.plans[g] = None
@@ -460,11 +467,12 @@ class _Inference:
 def infer_layouts(func: PrimFunc, target) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
     use_wgmma = options_of(func).wgmma and target.has("wgmma")
+    tensor_cores = target.has("mma_sync")   # every CUDA arch here; not the CPU target's thread-level mode
     for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
         contexts = thread_contexts(kernel)  # T.ws branches: their own threads (warp_groups.py)
         forced: frozenset = frozenset()
         while True:  # a panel-row tile read on mma.sync in one branch keeps it off wgmma in every branch
-            runs = [(_Inference(k, use_wgmma, forced), body) for k, body in contexts]
+            runs = [(_Inference(k, use_wgmma, forced, tensor_cores), body) for k, body in contexts]
             results = [inf.run(body) for inf, body in runs]
             found = frozenset().union(*(inf.mma_panels for inf, _ in runs)) if runs else frozenset()
             if found <= forced:

@@ -215,11 +215,24 @@ class _ThreadIndexUse(Visitor):
             Visitor.generic(self, node)
 
 
-def check_no_thread_indices(func: PrimFunc) -> None:
+def thread_level_use(func: PrimFunc) -> TilecraftError | None:
+    """The error naming the first thread-level construct this tile-level lowering cannot run (a
+    thread index, a warp shuffle), or None: the CPU target then emulates the block's threads
+    (transform/cpu_threads.py)."""
     checker = _ThreadIndexUse()
-    checker.visit(func.body)
+    try:
+        checker.visit(func.body)
+    except TilecraftError as e:
+        return e
     if checker.first_let is not None:  # bound but never used: the binding is the culprit
-        raise TilecraftError(THREAD_INDEX_ON_CPU, checker.first_let)
+        return TilecraftError(THREAD_INDEX_ON_CPU, checker.first_let)
+    return None
+
+
+def check_no_thread_indices(func: PrimFunc) -> None:
+    err = thread_level_use(func)
+    if err is not None:
+        raise err
 
 
 def lower_tile_ops_cpu(func: PrimFunc, target) -> PrimFunc:

@@ -24,15 +24,17 @@ CPU_PIPELINE = [
 ]
 
 
-def pipeline_for(target) -> list:
+def pipeline_for(target, func: PrimFunc | None = None) -> list:
     if target.kind == "cpu":
-        return CPU_PIPELINE
+        # a program written at the level of CUDA threads: its blocks' threads emulated
+        from .cpu_threads import CPU_THREADS_PIPELINE, needs_threads
+        return CPU_THREADS_PIPELINE if func is not None and needs_threads(func, target) else CPU_PIPELINE
     from .cuda_pipeline import CUDA_PIPELINE
     return CUDA_PIPELINE
 
 
 def run_pipeline(func: PrimFunc, target, trace: list | None = None) -> PrimFunc:
-    for p in pipeline_for(target):
+    for p in pipeline_for(target, func):
         func = p(func, target)
         if trace is not None:
             trace.append((p.__name__, func))

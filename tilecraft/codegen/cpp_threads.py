@@ -1,0 +1,246 @@
+"""CPU target, thread-level mode: CUDA-lowered IR → C++ whose blocks run one fiber per CUDA thread.
+
+For the programs transform/cpu_threads.py picks (thread indices, warp shuffles, concurrent warp
+groups).  The IR is what the CUDA passes made of the program (per-thread code over `tc_tid`,
+fragments as per-thread register arrays, shared buffers at `plan_shared_memory`'s offsets), and it
+prints as the CPU printer prints expressions and types (codegen/cpp.py), with:
+
+- each `T.Kernel` an OpenMP loop over its blocks, as on the tile path; a block runs the kernel body
+  as a lambda once per thread, each thread a fiber (device/include/tilecraft_cpu_threads.h, its
+  stack sized from the thread's register arrays), its shared memory one buffer per OpenMP thread;
+- barriers (`__syncthreads`, a `T.ws` branch's named barrier, `T.sync_threads(id, n)`), warp
+  exchanges (shuffles, warp reductions, `__syncwarp`) and mbarrier waits as calls that switch
+  fibers; each names its site (file:line and source) for the deadlock report;
+- the CUDA lowering's memory intrinsics (cp.async, vector loads and stores, fences) by the CUDA
+  spelling, implemented in the header as plain copies; atomics, prints, asserts, externs and the
+  random generator by the tile path's CPU emitters.  Anything else (tensor-core, TMA instructions:
+  this mode plans no gemm on them) is refused at its line.
+
+A false `T.device_assert` returns -1 and a deadlock -2 from the entry; `tc_error_text(rc)` says why.
+"""
+from __future__ import annotations
+
+from ..errors import TilecraftError
+from ..ir import Alloc, Kernel, collect
+from ..ir import intrinsics as I
+from ..ir.func import PrimFunc
+from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
+from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters this mode reuses)
+from .c_printer import paste_imports
+from .cpp import ENTRY, CppPrinter
+
+TARGET = "cpu_threads"
+_STACK_BASE = 64 * 1024   # bytes per fiber besides its register arrays (frames, header calls)
+
+# intrinsics printed by the tile path's CPU emitters (codegen/cpp.py) or by their CUDA spelling,
+# which tilecraft_cpu_threads.h implements
+_CPU_SPELLING = (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore, *I.RNG, I.DeviceAssert, I.Extern,
+                 I.Print, I.PrintElem)
+_CUDA_SPELLING = (I.CpAsyncZfill, I.CpAsyncPipelinedZfill, I.CpAsyncCommit, I.CpAsyncWait, I.CpAsyncWaitAll,
+                  I.VecLoadZfill, I.VecStore, I.FenceProxyAsyncShared, I.MbarInit, I.MbarArrive)
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class CppThreadsPrinter(CppPrinter):
+    _cache: dict = {}
+
+    def __init__(self, func: PrimFunc):
+        super().__init__(func)
+        self.smem = func.lowering.smem_offsets
+        self.span = None            # the innermost statement being printed with a span
+        self.group_barrier = None   # inside a T.ws branch: its named barrier (id, threads)
+        self.lane_barriers: dict = {}
+
+    # ---- where each wait is, for the deadlock report ----------------------------------------------
+    def stmt(self, s):
+        if s is None or getattr(s, "span", None) is None:
+            return super().stmt(s)
+        saved, self.span = self.span, s.span
+        try:
+            super().stmt(s)
+        finally:
+            self.span = saved
+
+    def site(self) -> str:
+        sp = self.span
+        if sp is None:
+            return _c_string("(no source line)")
+        src = f" ({sp.source_line.strip()})" if sp.source_line else ""
+        return _c_string(f"{sp.short()}{src}")
+
+    # ---- statements and expressions ------------------------------------------------------------
+    def visit_Var(self, e):
+        return self.name(e)   # thread indices are this fiber's
+
+    def loop_pragma(self, s):
+        return None
+
+    def visit_IntrinsicCall(self, e):
+        cls = type(e.intrinsic)
+        fn = I.EMITTERS.get((cls, TARGET))
+        if fn is None and cls in _CPU_SPELLING:
+            fn = I.EMITTERS.get((cls, "cpu"))
+        if fn is None and cls in _CUDA_SPELLING:
+            fn = I.EMITTERS.get((cls, "cuda"))
+        if fn is None:
+            raise TilecraftError(f"{e.intrinsic.describe()} is not available in the CPU target's thread-level mode "
+                                 f"(a program whose blocks' threads are emulated); use the CUDA target", self.span)
+        return fn(self, e)
+
+    def visit_Alloc(self, s):
+        b = s.buffer
+        t = self.type_name(b.dtype)
+        if b.scope == "shared":
+            self.doc.line(f"{t}* {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
+        else:
+            self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
+        if s.init is not None:
+            self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
+
+    def visit_Sync(self, s):
+        if self.group_barrier is not None:   # a T.ws branch: only its threads reach the barrier
+            bid, n = self.group_barrier
+            self.doc.line(f"tc::simt::barrier({bid}, {n}, {self.site()});")
+        else:
+            self.doc.line(f"tc::simt::sync_threads({self.site()});")
+
+    def visit_WarpGroupScope(self, s):
+        """As the CUDA printer: the branch's threads, and its named barrier for the barriers inside."""
+        from .cuda import CudaPrinter
+        lo, hi = s.bounds(self.kernel.num_threads)
+        what = f"threads [{lo}, {hi})" if s.lanes else f"T.ws{tuple(s.groups)}"
+        self.doc.line(f"if (tc_tid >= {lo} && tc_tid < {hi}) {{  // {what}")
+        self.doc.indent()
+        outer = self.group_barrier
+        self.group_barrier = (CudaPrinter.scope_barrier_id(self, s), hi - lo)
+        self.stmt(s.body)
+        self.group_barrier = outer
+        self.doc.dedent()
+        self.doc.line("}")
+
+    def visit_WarpSpecialize(self, s):
+        raise TilecraftError("internal: automatic warp specialization in the CPU target's thread-level mode", s.span)
+
+    def visit_Annotate(self, s):
+        pass
+
+    def visit_Kernel(self, k: Kernel):
+        outer = self.kernel
+        self.kernel = k
+        for v in (*k.block_vars, *k.thread_vars):
+            self.nonneg.add(v)
+        grid = [self.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
+        regs = sum(a.buffer.numel * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
+                   if a.buffer.scope != "shared")
+        stack = _STACK_BASE + 2 * regs
+        smem = int(self.func.lowering.smem_bytes)
+        d = self.doc
+        d.line("{")
+        d.indent()
+        d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
+        d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
+        d.line("#pragma omp parallel if(tc_nblocks > 1)")
+        d.line("{")
+        d.indent()
+        d.line(f"tc::simt::Block tc_block({k.num_threads}, {stack});  // one fiber per CUDA thread")
+        d.line(f"std::vector<unsigned char> tc_smem_store({smem} + 128);")
+        d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.data() + 127) & ~(uintptr_t)127);")
+        d.line("#pragma omp for schedule(dynamic, 1)")
+        d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
+        d.indent()
+        d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
+        names = [self.name(v) for v in k.block_vars]
+        exprs = ["(int)(tc_b % tc_gx)", "(int)((tc_b / tc_gx) % tc_gy)", "(int)(tc_b / (tc_gx * tc_gy))"]
+        for n, ex in zip(names, exprs):
+            d.line(f"const int {n} = {ex};")
+        d.line("auto tc_thread = [&]() {")
+        d.indent()
+        d.line("const int tc_tid = tc::simt::tid();")
+        tx, ty, _ = (tuple(k.threads) + (1, 1))[:3]
+        decomp = [f"tc_tid % {tx}", f"tc_tid / {tx} % {ty}", f"tc_tid / {tx * ty}"]
+        for v, ex in zip(k.thread_vars, decomp):
+            d.line(f"const int {self.name(v)} = {ex}; (void){self.name(v)};")
+        if collect(k.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)):
+            d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: this thread's generator")
+        self.stmt(k.body)
+        d.dedent()
+        d.line("};")
+        d.line("const int tc_rc = tc_block.run([](void* tc_f) { (*(decltype(tc_thread)*)tc_f)(); }, &tc_thread);")
+        ids = ", ".join(names + ["0"] * (3 - len(names)))
+        d.line(f"if (tc_rc != 0) tc::simt::record(tc_rc, tc_block, {ids});")
+        d.dedent()
+        d.line("}")
+        d.dedent()
+        d.line("}")
+        d.dedent()
+        d.line("}")
+        self.kernel = outer
+
+
+def generate_cpp_threads(func: PrimFunc) -> str:
+    p = CppThreadsPrinter(func)
+    if func.lowering.swizzled(SWIZZLE_SM80) or func.lowering.swizzled(SWIZZLE_SM90):  # planned for tensor cores only
+        raise TilecraftError("internal: a swizzled shared tile in the CPU target's thread-level mode", func.span)
+    d = p.doc
+    d.line(f"// generated by tilecraft from {func.name} (CPU target, threads emulated: one fiber per CUDA thread)")
+    d.line('#include "tilecraft_cpu.h"')
+    d.line('#include "tilecraft_cpu_threads.h"')
+    d.line("")
+    paste_imports(d, func)
+    d.line(f'extern "C" int {ENTRY}(void** tc_args, const int64_t* tc_dims) {{')
+    d.indent()
+    for i, b in enumerate(func.params):
+        d.line(f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
+    for i, s in enumerate(func.symbols):
+        d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
+        d.line(f"(void){p.name(s)};")
+    d.line("tc::cpu_assert_text() = nullptr;")
+    d.line("tc::simt::reset();")
+    p.stmt(func.body)
+    d.line("return tc::simt::failure_code();")
+    d.dedent()
+    d.line("}")
+    d.line("")
+    d.line('extern "C" const char* tc_error_text(int tc_rc) {')
+    d.line("  return tc_rc == -1 ? tc::cpu_assert_text() : tc::simt::failure_text();")
+    d.line("}")
+    return d.text()
+
+
+# ---- the waits: each names its site --------------------------------------------------------------
+
+def _args(p, call) -> list:
+    return [p.expr(a) for a in call.args]
+
+
+@I.register_emitter(I.Shfl, TARGET)
+def _shfl(p, call):
+    value, lane, *width = _args(p, call)
+    return f"tc::simt::shfl_{call.intrinsic.kind}({value}, {lane}, {width[0] if width else 32}, {p.site()})"
+
+
+@I.register_emitter(I.ShflXorReduce, TARGET)
+def _shfl_xor_reduce(p, call):
+    r = call.intrinsic
+    masks = ", ".join(str(m) for m in r.lane_masks)
+    return f"tc::simt::shfl_xor_reduce<{intrinsics_cuda._COMBINER[r.op]}, {masks}>({_args(p, call)[0]}, {p.site()})"
+
+
+@I.register_emitter(I.SyncWarp, TARGET)
+def _sync_warp(p, call):
+    return f"tc::simt::sync_warp({p.site()})"
+
+
+@I.register_emitter(I.NamedBarrierSync, TARGET)
+def _named_barrier(p, call):
+    r = call.intrinsic
+    return f"tc::simt::barrier({r.barrier_id}, {r.threads}, {p.site()})"
+
+
+@I.register_emitter(I.MbarWaitParity, TARGET)
+def _mbar_wait(p, call):
+    bar, parity = _args(p, call)
+    return f"tc::simt::mbar_wait_parity({bar}, (int)({parity}), {p.site()})"

@@ -1,0 +1,361 @@
+// tilecraft CPU target, thread-level mode: a block's CUDA threads emulated as fibers.
+//
+// A kernel that uses thread-level constructs (thread indices, warp shuffles and reductions, named
+// barriers, mbarriers that warp groups wait on concurrently; transform/cpu_threads.py) is lowered
+// by the CUDA passes to per-thread code, and each block runs it once per thread: one fiber (its own
+// stack, a hand-written context switch) per CUDA thread, all of a block's fibers on the OpenMP
+// thread that runs the block.  A fiber runs until it must wait -- a block or named barrier, a warp
+// exchange (shuffles, warp reductions, __syncwarp: every lane of the warp must arrive), an mbarrier
+// phase that has not completed -- and then yields to the block's scheduler, which resumes, in
+// thread order, every fiber whose wait is over.  When no live fiber can go on, the block is
+// deadlocked: the kernel stops with a message naming each wait (what, which threads, the line),
+// never a hang.  Included after tilecraft_cpu.h (its types, math, atomics, asserts).
+#pragma once
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <string>
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "the CPU target's thread-level mode needs x86-64 or AArch64 (tilecraft_cpu_threads.h: the fiber switch)"
+#endif
+
+// tc_simt_switch(save, to): store this fiber's stack pointer in *save, continue on stack `to`.
+// Only the callee-saved registers are kept (the call is an ordinary function call to the compiler).
+extern "C" void tc_simt_switch(void** save, void* to);
+#if defined(__x86_64__)
+__asm__(
+    ".text\n.p2align 4\n.globl tc_simt_switch\n.hidden tc_simt_switch\n.type tc_simt_switch,@function\n"
+    "tc_simt_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n.size tc_simt_switch,.-tc_simt_switch\n");
+#else
+__asm__(
+    ".text\n.p2align 4\n.globl tc_simt_switch\n.hidden tc_simt_switch\n.type tc_simt_switch,%function\n"
+    "tc_simt_switch:\n"
+    "  sub sp, sp, #176\n"
+    "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
+    "  stp x25, x26, [sp, #48]\n  stp x27, x28, [sp, #64]\n  stp x29, x30, [sp, #80]\n"
+    "  stp d8, d9, [sp, #96]\n  stp d10, d11, [sp, #112]\n  stp d12, d13, [sp, #128]\n  stp d14, d15, [sp, #144]\n"
+    "  mov x9, sp\n  str x9, [x0]\n  mov sp, x1\n"
+    "  ldp x19, x20, [sp, #0]\n  ldp x21, x22, [sp, #16]\n  ldp x23, x24, [sp, #32]\n"
+    "  ldp x25, x26, [sp, #48]\n  ldp x27, x28, [sp, #64]\n  ldp x29, x30, [sp, #80]\n"
+    "  ldp d8, d9, [sp, #96]\n  ldp d10, d11, [sp, #112]\n  ldp d12, d13, [sp, #128]\n  ldp d14, d15, [sp, #144]\n"
+    "  add sp, sp, #176\n  ret\n.size tc_simt_switch,.-tc_simt_switch\n");
+#endif
+
+namespace tc {
+// the CUDA emitters spell the fixed-width integers as tc::int8_t and co. (NVRTC has no <cstdint>)
+using ::int8_t; using ::int16_t; using ::int64_t; using ::uint8_t; using ::uint16_t; using ::uint32_t;
+using ::uint64_t;
+
+namespace simt {
+
+enum Wait : int { RUNNING = 0, BARRIER, WARP, MBARRIER, DONE };
+
+struct Fiber {
+  void* sp;
+  int wait;            // Wait
+  const void* obj;     // the barrier / warp / mbarrier waited on
+  uint64_t value;      // the generation (barriers, warps) or parity (mbarriers) waited for
+  const char* site;    // "file.py:12 (source line)" of the wait
+  int bar_id, bar_count;
+};
+
+struct Barrier { int arrived; uint64_t gen; };
+
+struct Warp {
+  int arrived, size;
+  uint64_t gen;
+  uint64_t slot[2][32];  // the lanes' values of the last two exchanges (by generation parity)
+};
+
+struct Block;
+static thread_local Block* g_block = nullptr;
+
+struct Block {
+  int n = 0, live = 0, cur = 0;
+  void* sched_sp = nullptr;
+  Fiber* f = nullptr;
+  Warp* warps = nullptr;
+  Barrier bars[16];
+  char* stacks = nullptr;
+  size_t stack_bytes = 0, mapped = 0;
+  void (*fn)(void*) = nullptr;
+  void* ctx = nullptr;
+  const char* assert_where = nullptr;
+  std::string error;
+
+  Block(int threads, size_t stack) : n(threads) {
+    stack_bytes = (stack + 4095) & ~(size_t)4095;
+    f = new Fiber[n];
+    warps = new Warp[(n + 31) / 32];
+    mapped = (stack_bytes + 4096) * (size_t)n;
+    void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    stacks = m == MAP_FAILED ? nullptr : (char*)m;
+    // a guard page below each stack: an overflow faults instead of overwriting a neighbour
+    for (int t = 0; stacks && t < n; ++t) mprotect(stacks + (stack_bytes + 4096) * (size_t)t, 4096, PROT_NONE);
+  }
+  ~Block() {
+    if (stacks) munmap(stacks, mapped);
+    delete[] f;
+    delete[] warps;
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  bool ready(const Fiber& x) const {
+    switch (x.wait) {
+      case RUNNING: return true;
+      case BARRIER: return ((const Barrier*)x.obj)->gen != x.value;
+      case WARP: return ((const Warp*)x.obj)->gen != x.value;
+      case MBARRIER: return (int)((*(const uint64_t*)x.obj >> 40) & 1) != (int)x.value;
+      default: return false;
+    }
+  }
+
+  static void entry();
+  void describe_deadlock();
+
+  // Runs one block: fn(ctx) once per thread.  0 on success; -1 a false T.device_assert
+  // (assert_where); -2 a deadlock or another failure (error).
+  int run(void (*body)(void*), void* arg) {
+    if (!stacks) { error = "could not map the fibers' stacks"; return -2; }
+    fn = body; ctx = arg; assert_where = nullptr; error.clear();
+    for (auto& b : bars) b = Barrier{0, 0};
+    for (int w = 0; w < (n + 31) / 32; ++w) {
+      warps[w].arrived = 0; warps[w].gen = 0;
+      warps[w].size = n - 32 * w < 32 ? n - 32 * w : 32;
+    }
+    for (int t = 0; t < n; ++t) {
+      char* top = stacks + (stack_bytes + 4096) * (size_t)(t + 1);
+      void** sp = (void**)top;
+#if defined(__x86_64__)
+      *--sp = nullptr;                  // entry's return address (it never returns)
+      *--sp = (void*)&Block::entry;     // where tc_simt_switch's ret goes
+      for (int i = 0; i < 6; ++i) *--sp = nullptr;
+      --sp;                              // mxcsr and the x87 control word: the scheduler's
+      uint32_t csr; uint16_t cw;
+      __asm__ volatile("stmxcsr %0" : "=m"(csr));
+      __asm__ volatile("fnstcw %0" : "=m"(cw));
+      std::memcpy((char*)sp, &csr, 4);
+      std::memcpy((char*)sp + 4, &cw, 2);
+#else
+      sp -= 22;
+      for (int i = 0; i < 22; ++i) sp[i] = nullptr;
+      sp[11] = (void*)&Block::entry;     // x30: where ret goes
+#endif
+      f[t] = Fiber{sp, RUNNING, nullptr, 0, nullptr, 0, 0};
+    }
+    live = n;
+    Block* outer = g_block;
+    g_block = this;
+    int rc = 0;
+    for (;;) {
+      bool progress = false, alive = false;
+      for (int t = 0; t < n; ++t) {
+        Fiber& x = f[t];
+        if (x.wait == DONE) continue;
+        alive = true;
+        if (!ready(x)) continue;
+        x.wait = RUNNING;
+        cur = t;
+        tc_simt_switch(&sched_sp, x.sp);
+        progress = true;
+        if (assert_where != nullptr) { rc = -1; break; }
+      }
+      if (rc || !alive) break;
+      if (!progress) { describe_deadlock(); rc = -2; break; }
+    }
+    g_block = outer;
+    return rc;
+  }
+
+  // the running fiber waits (`kind` on `obj` for `value`) and gives the OS thread back
+  void block_on(int kind, const void* obj, uint64_t value, const char* site, int bar_id = 0, int count = 0) {
+    Fiber& x = f[cur];
+    x.wait = kind; x.obj = obj; x.value = value; x.site = site; x.bar_id = bar_id; x.bar_count = count;
+    tc_simt_switch(&x.sp, sched_sp);
+  }
+
+  // a fiber's end: __syncthreads no longer waits for it
+  void exited() {
+    --live;
+    Barrier& b = bars[0];
+    if (b.arrived > 0 && b.arrived >= live) { b.arrived = 0; ++b.gen; }
+  }
+};
+
+inline void Block::entry() {
+  Block* b = g_block;
+  try {
+    b->fn(b->ctx);
+  } catch (const AssertFailed& e) {
+    b->assert_where = e.where;
+  }
+  b->f[b->cur].wait = DONE;
+  b->exited();
+  void* dead;
+  tc_simt_switch(&dead, b->sched_sp);
+  __builtin_unreachable();
+}
+
+inline void Block::describe_deadlock() {
+  std::string out = "deadlock: every live thread of the block waits, and no wait can end:";
+  int t = 0;
+  while (t < n) {
+    const Fiber& x = f[t];
+    if (x.wait == DONE) { ++t; continue; }
+    int u = t + 1;
+    while (u < n && f[u].wait == x.wait && f[u].obj == x.obj && f[u].site == x.site && f[u].value == x.value) ++u;
+    char buf[512];
+    const char* where = x.site ? x.site : "?";
+    if (x.wait == BARRIER && x.bar_id == 0) {
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at the block barrier (__syncthreads) at %s: %d of the %d "
+                    "live threads arrived", t, u - 1, where, bars[0].arrived, live);
+    } else if (x.wait == BARRIER) {
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at named barrier %d (%d threads) at %s: %d arrived",
+                    t, u - 1, x.bar_id, x.bar_count, where, ((const Barrier*)x.obj)->arrived);
+    } else if (x.wait == WARP) {
+      const Warp* w = (const Warp*)x.obj;
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d (warp %d) wait for the rest of their warp at %s (a shuffle, warp "
+                    "reduction or __syncwarp needs all %d lanes): %d lanes arrived", t, u - 1, (int)(w - warps),
+                    where, w->size, w->arrived);
+    } else {
+      const uint64_t word = *(const uint64_t*)x.obj;
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait on an mbarrier for its phase of parity %d at %s: "
+                    "%llu phases completed, the running one has %llu of %llu arrivals", t, u - 1,
+                    (int)x.value, where, (unsigned long long)(word >> 40),
+                    (unsigned long long)((word >> 20) & 0xFFFFF), (unsigned long long)(word & 0xFFFFF));
+    }
+    out += buf;
+    t = u;
+  }
+  error = out;
+}
+
+inline int tid() { return g_block->cur; }
+
+// ---- barriers -------------------------------------------------------------------------------------
+inline void barrier(int id, int count, const char* site) {  // count 0: every live thread (__syncthreads)
+  Block& b = *g_block;
+  Barrier& br = b.bars[id];
+  const int expect = count ? count : b.live;
+  if (++br.arrived >= expect) { br.arrived = 0; ++br.gen; return; }
+  b.block_on(BARRIER, &br, br.gen, site, id, count);
+}
+inline void sync_threads(const char* site) { barrier(0, 0, site); }
+
+// every lane of this thread's warp deposits `bits`; returns the warp's deposits once all arrived
+inline const uint64_t* warp_exchange(uint64_t bits, const char* site) {
+  Block& b = *g_block;
+  Warp& w = b.warps[b.cur / 32];
+  const int par = (int)(w.gen & 1);
+  w.slot[par][b.cur % 32] = bits;
+  if (++w.arrived == w.size) { w.arrived = 0; ++w.gen; }
+  else b.block_on(WARP, &w, w.gen, site);
+  return w.slot[par];
+}
+inline void sync_warp(const char* site) { warp_exchange(0, site); }
+
+template <class T> inline uint64_t to_bits(T v) { uint64_t u = 0; std::memcpy(&u, &v, sizeof(T)); return u; }
+template <class T> inline T from_bits(uint64_t u) { T v; std::memcpy(&v, &u, sizeof(T)); return v; }
+
+// `src(lane)`: the lane whose value this lane receives (its own where the shuffle leaves the group)
+template <class T, class Src> inline T shuffle(T v, const char* site, Src src) {
+  const uint64_t* all = warp_exchange(to_bits(v), site);
+  return from_bits<T>(all[src(g_block->cur % 32)]);
+}
+template <class T> inline T shfl_xor(T v, int mask, int width, const char* site) {
+  return shuffle(v, site, [&](int l) { int s = l ^ mask; return s < (l / width + 1) * width ? s : l; });
+}
+template <class T> inline T shfl_down(T v, int delta, int width, const char* site) {
+  return shuffle(v, site, [&](int l) { return l % width + delta < width ? l + delta : l; });
+}
+template <class T> inline T shfl_up(T v, int delta, int width, const char* site) {
+  return shuffle(v, site, [&](int l) { return l % width >= delta ? l - delta : l; });
+}
+template <class T> inline T shfl_idx(T v, int src, int width, const char* site) {
+  return shuffle(v, site, [&](int l) { return l / width * width + ((src % width) + width) % width; });
+}
+
+// the butterflies of tc::shfl_xor_reduce, computed for every lane from one exchange: each step
+// v = op(v, lane ^ mask's v), in the GPU's order, so the results are the GPU's
+template <class Op, int... Masks, class T> inline T shfl_xor_reduce(T v, const char* site) {
+  const uint64_t* all = warp_exchange(to_bits(v), site);
+  const int size = g_block->warps[g_block->cur / 32].size;
+  T vals[32], next[32];
+  for (int l = 0; l < size; ++l) vals[l] = from_bits<T>(all[l]);
+  const Op op;
+  for (int m : {Masks...}) {
+    for (int l = 0; l < size; ++l) next[l] = (l ^ m) < size ? (T)op(vals[l], vals[l ^ m]) : vals[l];
+    for (int l = 0; l < size; ++l) vals[l] = next[l];
+  }
+  return vals[g_block->cur % 32];
+}
+
+// ---- the kernel's failure: the first failing block's (entry's return value, tc_error_text) --------
+inline int& failure_code() { static int code = 0; return code; }
+inline std::string& failure_string() { static std::string text; return text; }
+inline const char* failure_text() { return failure_string().c_str(); }
+inline void reset() { failure_code() = 0; failure_string().clear(); }
+inline bool failed() { return __atomic_load_n(&failure_code(), __ATOMIC_RELAXED) != 0; }
+inline void record(int rc, const Block& b, int bx, int by, int bz) {
+#pragma omp critical(tc_simt_failure)
+  {
+    if (failure_code() == 0) {
+      if (rc == -1) {
+        cpu_assert_record(b.assert_where);
+      } else {
+        char where[96];
+        std::snprintf(where, sizeof where, "block (%d, %d, %d): ", bx, by, bz);
+        failure_string() = where + b.error;
+      }
+      __atomic_store_n(&failure_code(), rc, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+// ---- mbarriers (the word's layout: tilecraft_cpu.h, cpu_mbar_*) ------------------------------------
+inline void mbar_wait_parity(uint64_t* bar, int parity, const char* site) {
+  if ((int)((*bar >> 40) & 1) != (parity & 1)) return;  // that phase has completed
+  g_block->block_on(MBARRIER, bar, (uint64_t)(parity & 1), site);
+}
+
+}  // namespace simt
+
+inline void mbar_init(uint64_t* bar, int count) { cpu_mbar_init(bar, count); }
+inline void mbar_arrive(uint64_t* bar) { cpu_mbar_arrive(bar, 1); }
+
+struct SumOp { template <class T> T operator()(T a, T b) const { return a + b; } };
+struct MaxOp { template <class T> T operator()(T a, T b) const { return tc::max(a, b); } };
+struct MinOp { template <class T> T operator()(T a, T b) const { return tc::min(a, b); } };
+struct BitAndOp { template <class T> T operator()(T a, T b) const { return a & b; } };
+struct BitOrOp { template <class T> T operator()(T a, T b) const { return a | b; } };
+struct BitXorOp { template <class T> T operator()(T a, T b) const { return a ^ b; } };
+
+// ---- the CUDA lowering's memory intrinsics, done at once (one thread runs at a time) ---------------
+template <int N> inline void cp_async_zfill(void* smem, const void* gmem, bool pred = true) {
+  if (pred) std::memcpy(smem, gmem, N); else std::memset(smem, 0, N);
+}
+template <int N> inline void cp_async_pipelined_zfill(void* smem, const void* gmem, bool pred = true) {
+  cp_async_zfill<N>(smem, gmem, pred);
+}
+inline void cp_async_commit() {}
+inline void cp_async_wait_all() {}
+template <int N> inline void cp_async_wait() {}
+inline void fence_proxy_async_shared() {}
+template <class D, class S, int V> inline void vec_load_zfill(D* d, const S* p, bool pred = true) {
+  for (int i = 0; i < V; ++i) d[i] = pred ? (D)(p[i]) : (D)(0.0f);
+}
+template <class D, class S, int V> inline void vec_store(D* p, const S* s) {
+  D t[V];
+  for (int i = 0; i < V; ++i) t[i] = (D)(s[i]);
+  for (int i = 0; i < V; ++i) p[i] = t[i];
+}
+
+}  // namespace tc

@@ -1,0 +1,61 @@
+"""The CPU target's thread-level mode: which programs need their blocks' threads emulated, and the
+passes that lower them.
+
+The CPU target's reference path (transform/pipeline.py, CPU_PIPELINE) runs every statement over
+its whole tile on one thread per block.  A program written at the level of CUDA threads has no
+meaning there: it reads the thread index (`T.get_thread_binding`, `T.thread_binding`, lane and
+warp indices) beyond the `if tx < 128:` branches that the tile path turns into warp-group branches,
+exchanges registers between lanes (`T.shfl_*`, `T.warp_reduce_*`, `T.tvm_thread_allreduce`,
+`T.sync_warp`), or has `T.ws` branches whose mbarrier waits only concurrently running warp groups
+can satisfy.  Such a program is lowered here as for CUDA -- the same passes, so fragments are
+per-thread registers with the layout inference's mapping, tile ops are spread over the threads,
+barriers are where the CUDA path puts them -- for a machine without tensor cores, cp.async or TMA
+(`Target("cpu").has(...)` is False for each: gemms are per-thread dot products, copies are plain),
+and codegen/cpp_threads.py prints it as C++ whose blocks run one fiber per CUDA thread
+(device/include/tilecraft_cpu_threads.h).  Every other program keeps the tile path and its code.
+"""
+from __future__ import annotations
+
+from ..ir import Kernel, collect
+from ..ir import intrinsics as I
+from ..ir.func import PrimFunc
+from .concurrent_waits import needs_concurrent_warp_groups
+from .cuda_pipeline import CUDA_PIPELINE
+
+ATTR = "cpu_threads"   # on a lowered function: print it with codegen/cpp_threads.py
+
+
+def needs_threads(func: PrimFunc, target) -> str | None:
+    """Why `func` needs its blocks' threads emulated on the CPU target, or None."""
+    from ..options import options_of
+    mode = options_of(func).cpu_threads
+    if func.body is None or mode is False:
+        return None
+    if mode is True:
+        return "pass_configs: tc.cpu_threads is True"
+    for c in collect(func.body, lambda n: isinstance(n, I.IntrinsicCall)):
+        if c.intrinsic.thread_level:
+            return f"{c.intrinsic.describe()}: lanes of a warp exchange values"
+    from .lower_manual_sync_cpu import lower_manual_sync_cpu
+    from .lower_tile_ops_cpu import thread_level_use
+    tile_path = lower_manual_sync_cpu(func, target)
+    if thread_level_use(tile_path) is not None:
+        return "the program reads the thread index"
+    for k in collect(tile_path.body, lambda n: isinstance(n, Kernel)):
+        why = needs_concurrent_warp_groups(k)
+        if why is not None:
+            return why
+    return None
+
+
+def mark_cpu_threads(func: PrimFunc, target) -> PrimFunc:
+    return func.with_attr(ATTR, True)
+
+
+CPU_THREADS_PIPELINE = [
+    # Mark the function first: the C++ printer emulates the threads of what these passes produce.
+    mark_cpu_threads,
+    # The CUDA passes, in their order and for their reasons (cuda_pipeline.py), on a target with
+    # no tensor cores, cp.async or TMA.
+    *CUDA_PIPELINE,
+]
