@@ -132,14 +132,17 @@ def thread_binding_on_cpu():
     return main
 
 
+NO_THREADS = {"tc.cpu_threads": False}   # else the CPU target runs it with its threads emulated
+
+
 def test_thread_binding_on_cpu_target_is_a_clear_error():
     with pytest.raises(tilecraft.TilecraftError, match="CPU target"):
-        tilelang.compile(thread_binding_on_cpu(), target="cpu")
+        tilelang.compile(thread_binding_on_cpu(), target="cpu", pass_configs=NO_THREADS)
 
 
 def test_thread_binding_on_cpu_target_names_user_line():
     with pytest.raises(tilecraft.TilecraftError) as ei:
-        tilelang.compile(thread_binding_on_cpu(), target="cpu")
+        tilelang.compile(thread_binding_on_cpu(), target="cpu", pass_configs=NO_THREADS)
     check_error(ei.value, HERE, "thread-binding", r"CPU target")
 
 

@@ -206,9 +206,10 @@ def test_a_buffer_passed_to_an_extern_needs_access_ptr():
         build()
 
 
-def test_thread_level_program_is_refused_on_the_cpu_target():
+def test_thread_level_program_is_refused_on_the_cpu_target_without_thread_emulation():
+    """It runs there with its threads emulated (tests/cpu/test_threads.py); tc.cpu_threads=False refuses it."""
     with pytest.raises(TilecraftError, match="thread indices"):
-        tilelang.compile(gemv_program(64, 512, "uint"), target="cpu")
+        tilelang.compile(gemv_program(64, 512, "uint"), target="cpu", pass_configs={"tc.cpu_threads": False})
 
 
 def test_unsupported_decoder_settings_say_what_is_there():

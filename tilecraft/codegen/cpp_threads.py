@@ -121,6 +121,20 @@ class CppThreadsPrinter(CppPrinter):
         self.doc.dedent()
         self.doc.line("}")
 
+    def visit_While(self, s):
+        """A loop on memory that other threads write (a flag, a counter) lets them run each iteration."""
+        from ..ir import Load
+        if not collect(s.cond, lambda n: (isinstance(n, Load) and n.buffer.scope in ("shared", "global")) or
+                       (isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.AtomicLoad))):
+            return super().visit_While(s)
+        self.doc.line(f"while ({self.expr(s.cond)}) {{")
+        self.doc.indent()
+        self.doc.line(f"tc::simt::poll({self.site()});")
+        self.stmt(s.body)
+        self.doc.dedent()
+        self.doc.line("}")
+        self.doc.line("tc::simt::poll_end();")
+
     def visit_WarpSpecialize(self, s):
         raise TilecraftError("internal: automatic warp specialization in the CPU target's thread-level mode", s.span)
 

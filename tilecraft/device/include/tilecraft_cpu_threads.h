@@ -13,6 +13,7 @@
 #pragma once
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -21,16 +22,15 @@
 #endif
 
 // tc_simt_switch(save, to): store this fiber's stack pointer in *save, continue on stack `to`.
-// Only the callee-saved registers are kept (the call is an ordinary function call to the compiler).
+// Only the callee-saved registers are kept (the call is an ordinary function call to the compiler);
+// the floating-point control state is the block's, shared by its fibers (none of them changes it).
 extern "C" void tc_simt_switch(void** save, void* to);
 #if defined(__x86_64__)
 __asm__(
     ".text\n.p2align 4\n.globl tc_simt_switch\n.hidden tc_simt_switch\n.type tc_simt_switch,@function\n"
     "tc_simt_switch:\n"
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
     "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
-    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n.size tc_simt_switch,.-tc_simt_switch\n");
 #else
@@ -55,7 +55,11 @@ using ::uint64_t;
 
 namespace simt {
 
-enum Wait : int { RUNNING = 0, BARRIER, WARP, MBARRIER, DONE };
+enum Wait : int { RUNNING = 0, BARRIER, WARP, MBARRIER, POLL, DONE };
+
+// a block whose live fibers only spin in `while` loops on memory (poll) for this long, with no barrier,
+// warp exchange, mbarrier arrival or exit among them, is deadlocked too
+static constexpr double SPIN_SECONDS = 8.0;
 
 struct Fiber {
   void* sp;
@@ -64,6 +68,7 @@ struct Fiber {
   uint64_t value;      // the generation (barriers, warps) or parity (mbarriers) waited for
   const char* site;    // "file.py:12 (source line)" of the wait
   int bar_id, bar_count;
+  const char* spin;    // inside a `while` loop on memory: its site (poll), else nullptr
 };
 
 struct Barrier { int arrived; uint64_t gen; };
@@ -89,6 +94,10 @@ struct Block {
   void* ctx = nullptr;
   const char* assert_where = nullptr;
   std::string error;
+  // progress: barriers, warp exchanges and mbarrier arrivals completed outside `while` loops on
+  // memory, such loops ended, fibers exited
+  uint64_t events = 0;
+  void event() { if (f[cur].spin == nullptr) ++events; }
 
   Block(int threads, size_t stack) : n(threads) {
     stack_bytes = (stack + 4095) & ~(size_t)4095;
@@ -114,6 +123,7 @@ struct Block {
       case BARRIER: return ((const Barrier*)x.obj)->gen != x.value;
       case WARP: return ((const Warp*)x.obj)->gen != x.value;
       case MBARRIER: return (int)((*(const uint64_t*)x.obj >> 40) & 1) != (int)x.value;
+      case POLL: return true;
       default: return false;
     }
   }
@@ -132,31 +142,30 @@ struct Block {
       warps[w].size = n - 32 * w < 32 ? n - 32 * w : 32;
     }
     for (int t = 0; t < n; ++t) {
-      char* top = stacks + (stack_bytes + 4096) * (size_t)(t + 1);
+      // tops staggered by a few cache lines: equal offsets within a page would put every fiber's
+      // hot frames in the same cache sets
+      char* top = stacks + (stack_bytes + 4096) * (size_t)(t + 1) - 64 * (size_t)(t % 61);
       void** sp = (void**)top;
 #if defined(__x86_64__)
       *--sp = nullptr;                  // entry's return address (it never returns)
       *--sp = (void*)&Block::entry;     // where tc_simt_switch's ret goes
       for (int i = 0; i < 6; ++i) *--sp = nullptr;
-      --sp;                              // mxcsr and the x87 control word: the scheduler's
-      uint32_t csr; uint16_t cw;
-      __asm__ volatile("stmxcsr %0" : "=m"(csr));
-      __asm__ volatile("fnstcw %0" : "=m"(cw));
-      std::memcpy((char*)sp, &csr, 4);
-      std::memcpy((char*)sp + 4, &cw, 2);
 #else
       sp -= 22;
       for (int i = 0; i < 22; ++i) sp[i] = nullptr;
       sp[11] = (void*)&Block::entry;     // x30: where ret goes
 #endif
-      f[t] = Fiber{sp, RUNNING, nullptr, 0, nullptr, 0, 0};
+      f[t] = Fiber{sp, RUNNING, nullptr, 0, nullptr, 0, 0, nullptr};
     }
     live = n;
     Block* outer = g_block;
     g_block = this;
     int rc = 0;
+    uint64_t idle_rounds = 0;
+    std::chrono::steady_clock::time_point idle_since;
     for (;;) {
-      bool progress = false, alive = false;
+      bool progress = false, alive = false, spinning = false;
+      const uint64_t before = events;
       for (int t = 0; t < n; ++t) {
         Fiber& x = f[t];
         if (x.wait == DONE) continue;
@@ -170,6 +179,19 @@ struct Block {
       }
       if (rc || !alive) break;
       if (!progress) { describe_deadlock(); rc = -2; break; }
+      // every live fiber spins in a `while` loop on memory or waits, and nothing else happens
+      for (int t = 0; t < n && !spinning; ++t) spinning = f[t].wait != DONE && f[t].spin != nullptr;
+      if (spinning && events == before) {
+        if (idle_rounds++ == 0) idle_since = std::chrono::steady_clock::now();
+        if ((idle_rounds & 1023) == 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count() > SPIN_SECONDS) {
+          describe_deadlock();
+          rc = -2;
+          break;
+        }
+      } else {
+        idle_rounds = 0;
+      }
     }
     g_block = outer;
     return rc;
@@ -185,6 +207,8 @@ struct Block {
   // a fiber's end: __syncthreads no longer waits for it
   void exited() {
     --live;
+    ++events;
+    f[cur].spin = nullptr;
     Barrier& b = bars[0];
     if (b.arrived > 0 && b.arrived >= live) { b.arrived = 0; ++b.gen; }
   }
@@ -211,10 +235,14 @@ inline void Block::describe_deadlock() {
     const Fiber& x = f[t];
     if (x.wait == DONE) { ++t; continue; }
     int u = t + 1;
-    while (u < n && f[u].wait == x.wait && f[u].obj == x.obj && f[u].site == x.site && f[u].value == x.value) ++u;
+    while (u < n && f[u].wait == x.wait && f[u].obj == x.obj && f[u].site == x.site && f[u].value == x.value &&
+           f[u].spin == x.spin) ++u;
     char buf[512];
     const char* where = x.site ? x.site : "?";
-    if (x.wait == BARRIER && x.bar_id == 0) {
+    if (x.wait == POLL) {
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d spin in the while loop at %s, and for %.0f s no thread did "
+                    "anything but spin or wait", t, u - 1, where, SPIN_SECONDS);
+    } else if (x.wait == BARRIER && x.bar_id == 0) {
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at the block barrier (__syncthreads) at %s: %d of the %d "
                     "live threads arrived", t, u - 1, where, bars[0].arrived, live);
     } else if (x.wait == BARRIER) {
@@ -233,6 +261,10 @@ inline void Block::describe_deadlock() {
                     (unsigned long long)((word >> 20) & 0xFFFFF), (unsigned long long)(word & 0xFFFFF));
     }
     out += buf;
+    if (x.spin != nullptr && x.wait != POLL) {
+      std::snprintf(buf, sizeof buf, " (inside the while loop at %s)", x.spin);
+      out += buf;
+    }
     t = u;
   }
   error = out;
@@ -245,7 +277,7 @@ inline void barrier(int id, int count, const char* site) {  // count 0: every li
   Block& b = *g_block;
   Barrier& br = b.bars[id];
   const int expect = count ? count : b.live;
-  if (++br.arrived >= expect) { br.arrived = 0; ++br.gen; return; }
+  if (++br.arrived >= expect) { br.arrived = 0; ++br.gen; b.event(); return; }
   b.block_on(BARRIER, &br, br.gen, site, id, count);
 }
 inline void sync_threads(const char* site) { barrier(0, 0, site); }
@@ -256,11 +288,22 @@ inline const uint64_t* warp_exchange(uint64_t bits, const char* site) {
   Warp& w = b.warps[b.cur / 32];
   const int par = (int)(w.gen & 1);
   w.slot[par][b.cur % 32] = bits;
-  if (++w.arrived == w.size) { w.arrived = 0; ++w.gen; }
+  if (++w.arrived == w.size) { w.arrived = 0; ++w.gen; b.event(); }
   else b.block_on(WARP, &w, w.gen, site);
   return w.slot[par];
 }
 inline void sync_warp(const char* site) { warp_exchange(0, site); }
+
+// an iteration of a `while` loop whose condition reads memory: other threads run (CUDA's threads
+// would be running meanwhile), so a loop that waits for another thread's store ends
+inline void poll(const char* site) {
+  g_block->f[g_block->cur].spin = site;
+  g_block->block_on(POLL, nullptr, 0, site);
+}
+inline void poll_end() {  // after the loop
+  Block& b = *g_block;
+  if (b.f[b.cur].spin != nullptr) { b.f[b.cur].spin = nullptr; ++b.events; }
+}
 
 template <class T> inline uint64_t to_bits(T v) { uint64_t u = 0; std::memcpy(&u, &v, sizeof(T)); return u; }
 template <class T> inline T from_bits(uint64_t u) { T v; std::memcpy(&v, &u, sizeof(T)); return v; }
@@ -329,7 +372,10 @@ inline void mbar_wait_parity(uint64_t* bar, int parity, const char* site) {
 }  // namespace simt
 
 inline void mbar_init(uint64_t* bar, int count) { cpu_mbar_init(bar, count); }
-inline void mbar_arrive(uint64_t* bar) { cpu_mbar_arrive(bar, 1); }
+inline void mbar_arrive(uint64_t* bar) {
+  cpu_mbar_arrive(bar, 1);
+  simt::g_block->event();
+}
 
 struct SumOp { template <class T> T operator()(T a, T b) const { return a + b; } };
 struct MaxOp { template <class T> T operator()(T a, T b) const { return tc::max(a, b); } };
