@@ -230,6 +230,11 @@ inline void Block::entry() {
 
 inline void Block::describe_deadlock() {
   std::string out = "deadlock: every live thread of the block waits, and no wait can end:";
+  // a fiber in a spin loop whose wait inside it is over is spinning too
+  for (int i = 0; i < n; ++i)
+    if (f[i].wait != DONE && f[i].wait != POLL && f[i].spin != nullptr && ready(f[i])) {
+      f[i].wait = POLL; f[i].site = f[i].spin; f[i].obj = nullptr; f[i].value = 0;
+    }
   int t = 0;
   while (t < n) {
     const Fiber& x = f[t];
