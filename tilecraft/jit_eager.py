@@ -38,6 +38,7 @@ from .ir import Expr, Span, Var, const
 from .ir.dtype import DType
 from .language.eager import EagerScope, OutputSpec, eager_scope
 from .language.types import TensorSpec
+from .jit_eager_args import CallBinding, _is_const
 
 
 def _is_kernel_with(stmt) -> bool:
@@ -83,7 +84,7 @@ class Built:
     inputs: tuple         # tensor parameter names, in kernel order (outputs excluded)
 
 
-class EagerJit:
+class EagerJit(CallBinding):
     """Builds, caches and runs the kernels of one eager-style jit function (module docstring)."""
 
     def __init__(self, fn, compile_kwargs: dict):
@@ -241,15 +242,22 @@ class EagerJit:
                 try:
                     exec(compile(mod, self.file, "exec"), ns)  # noqa: S102 - the user's own statements
                 except TilecraftError as e:
+                    if scope.probing and isinstance(e, TypeError):  # a KernelValueError: Python needed an int
+                        if isinstance(stmt, ast.Assert):
+                            continue
+                        if not scope.sentinel:
+                            raise _NeedsInts(stmt, e) from None
                     raise e.with_span(self._span(stmt)) from None
                 except Exception as e:  # noqa: BLE001 - the user's statement failed: name it
-                    if scope.probing and isinstance(stmt, ast.Assert) and isinstance(e, TypeError):
+                    if scope.probing and isinstance(stmt, ast.Assert) and isinstance(e, (TypeError, AssertionError)):
                         continue  # an assert on a T.const: checked when the values are bound
+                    if scope.probing and not scope.sentinel and scope.consts and \
+                            isinstance(e, (TypeError, ValueError, AttributeError)):
+                        raise _NeedsInts(stmt, e) from None
                     hint = None
-                    if scope.probing and isinstance(e, TypeError) and scope.consts:
-                        hint = (f"while tilecraft learns which tensor dimension binds each T.const "
-                                f"({', '.join(scope.consts)}), they are symbols: Python code before the kernel "
-                                f"can compute sizes from them but cannot branch on their values")
+                    if scope.sentinel:
+                        hint = (f"this ran while tilecraft learns which tensor dimension binds each T.const "
+                                f"({', '.join(scope.consts)}), each standing for a large placeholder int")
                     raise self._error(stmt, f"{type(e).__name__}: {e}", hint=hint) from None
             for name in self.runtime:
                 if name not in specs and name in self.sig_tensors:
@@ -264,12 +272,16 @@ class EagerJit:
         if p is not None:
             return p
         scope = EagerScope()
-        _, decls = self._run(statics, scope)
+        try:
+            _, decls = self._run(statics, scope)
+        except _NeedsInts:  # Python code that needs ints: probe with a distinct large int per name
+            scope = EagerScope(sentinel=True)
+            _, decls = self._run(statics, scope)
         specs = {n: d for n, d in decls.items() if isinstance(d, TensorSpec)}
         binders = {}
         for name, var in scope.consts.items():
             binders[name] = next(((t, d) for t in self.runtime if t in specs
-                                  for d, s in enumerate(specs[t].shape) if s is var), None)
+                                  for d, s in enumerate(specs[t].shape) if _is_const(s, var)), None)
         decl = {s.target.id: s for s in self.prelude if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
         decl.update({a.arg: a for a in self.node.args.args + self.node.args.kwonlyargs if a.arg in self.sig_tensors})
         p = Probe(dict(scope.consts), binders, specs, decl,
@@ -277,63 +289,6 @@ class EagerJit:
         self._probes[key] = p
         return p
 
-    def const_values(self, probe: Probe, tensors, extra) -> dict:
-        values = {}
-        for name, where in probe.binders.items():
-            if name in extra:
-                values[name] = extra[name]
-                continue
-            if where is not None and where[0] in tensors:
-                t, d = where
-                shape = self._shape_of(tensors[t], t, probe)
-                if d >= len(shape):
-                    raise self._rank_error(probe, t, shape)
-                values[name] = int(shape[d])
-                continue
-            how = (f"it is dimension {where[1]} of {where[0]}: pass {where[0]}, or" if where else
-                   "no tensor parameter has it as a dimension:")
-            raise TilecraftError(f"{self.fn.__name__}: no value for T.const {name!r}: {how} give it as a keyword "
-                                 f"({name}=...)", self._span(probe.lines.get(where[0]) if where else self.node))
-        for name, v in values.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise TilecraftError(f"{self.fn.__name__}: T.const {name} must be a non-negative int, got {v!r}",
-                                     self._span(self.node))
-        return values
-
-    @staticmethod
-    def _shape_of(t, name, probe):
-        shape = getattr(t, "shape", None)
-        if shape is None:
-            raise TypeError(f"parameter {name!r} is declared as {probe.specs[name]!r} but got a {type(t).__name__}")
-        return tuple(shape)
-
-    def _rank_error(self, probe, t, shape):
-        spec = probe.specs[t]
-        return TilecraftError(f"{self.fn.__name__}: tensor {t} is declared with {len(spec.shape)} dimensions "
-                              f"{_show(spec.shape)} but the call passes one of shape {tuple(shape)}",
-                              self._span(probe.lines[t]))
-
-    def check_shapes(self, probe: Probe, tensors, values, extra):
-        """Each tensor's sizes against the T.const values bound elsewhere (a clear message naming the
-        tensor, the dimension and both values, at the line declaring the tensor)."""
-        for t, spec in probe.specs.items():
-            if t not in tensors:
-                continue
-            shape = self._shape_of(tensors[t], t, probe)
-            if len(shape) != len(spec.shape):
-                raise self._rank_error(probe, t, shape)
-            for d, s in enumerate(spec.shape):
-                name = next((n for n, v in probe.consts.items() if v is s), None)
-                if name is None or int(shape[d]) == values[name]:
-                    continue
-                where = probe.binders[name]
-                src = (f"given as {name}={values[name]}" if name in extra else
-                       f"bound to {values[name]} by dimension {where[1]} of {where[0]}")
-                raise TilecraftError(
-                    f"{self.fn.__name__}: dimension {d} of tensor {t} is the T.const {name}, {src}, but {t} has "
-                    f"{int(shape[d])} there (shape {tuple(shape)})", self._span(probe.lines[t]))
-
-    # ---- building ---------------------------------------------------------------------------
     def build(self, statics, values, scalars=None):
         """(PrimFunc, input names, out_idx) for these compile-time values, const and scalar values."""
         scope = EagerScope(values=dict(values))
@@ -457,38 +412,10 @@ class EagerJit:
         values = self.const_values(probe, tensors, extra)
         return self.build(statics, values, scalars)[0]
 
-    def scalar_values(self, probe: Probe, tensors) -> dict:
-        """The values of the scalar parameters (`s: T.int32`), taken out of `tensors`.  TileLang passes
-        them at run time; tilecraft compiles each distinct value in as a constant of its dtype (the
-        same results; a new kernel per value, said once in a PerformanceWarning)."""
-        out = {}
-        for name, d in probe.scalars.items():
-            if name not in tensors:
-                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} ({d}) needs a value: tilecraft "
-                                     f"compiles it into the kernel (give {name}=... to .compile too)",
-                                     self._span(self._decl_node(name)))
-            v = tensors.pop(name)
-            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
-                v = v.item()
-            ok = isinstance(v, (int, float)) and (not d.is_int or (isinstance(v, int) and not isinstance(v, bool))
-                                                  or d.is_bool)
-            if not ok:
-                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} is declared {d}, got {v!r}",
-                                     self._span(self._decl_node(name)))
-            out[name] = v
-        if out and not self._warned_scalars:
-            import warnings
-            from .errors import PerformanceWarning
-            self._warned_scalars = True
-            warnings.warn(f"{self.fn.__name__}: scalar parameter(s) {', '.join(out)} are compiled into the kernel as "
-                          f"constants: each distinct value compiles a new kernel (tilecraft has no run-time scalar "
-                          f"kernel parameters yet)", PerformanceWarning, stacklevel=4)
-        return out
+
+class _NeedsInts(Exception):
+    """A statement before the kernel failed with the T.consts as symbols (it branches on them)."""
 
 
 def _freeze_scalars(scalars: dict) -> tuple:
     return tuple(sorted((k, type(v).__name__, v) for k, v in scalars.items()))
-
-
-def _show(shape) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

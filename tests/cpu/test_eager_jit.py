@@ -264,3 +264,31 @@ def test_autotune_an_eager_function_with_a_dynamic_size():
     torch.testing.assert_close(k(r2, g2), r2 * g2)
     # a call tunes on its own tensors when no inputs are set
     torch.testing.assert_close(mul3(r2, g2), r2 * g2)
+
+
+@tilelang.jit(target="cpu")
+def tail_sum(X, blk: int = 8):
+    M, N = T.const("M, N")
+    if N >= 16:  # Python branching on a T.const before the kernel: probed with placeholder ints
+        width = 16
+    else:
+        width = N
+    X: T.Tensor((M, N), T.float32)
+    Y = T.empty((M,), T.float32)
+    with T.Kernel(T.ceildiv(M, blk), threads=32) as bx:
+        for i in T.serial(blk):
+            if bx * blk + i < M:
+                acc = T.alloc_var(T.float32)
+                acc = 0.0
+                for j in T.serial(width):
+                    acc += X[bx * blk + i, N - width + j]
+                Y[bx * blk + i] = acc
+    return Y
+
+
+def test_python_code_branching_on_a_const_before_the_kernel():
+    for n in (5, 40):
+        x = torch.randn(20, n)
+        torch.testing.assert_close(tail_sum(x), x[:, -min(n, 16):].sum(dim=1), rtol=1e-5, atol=1e-5)
+    with pytest.raises(TilecraftError, match="dimension 1 of tensor X is the T.const N"):
+        tail_sum.compile(torch.randn(4, 8), N=9)

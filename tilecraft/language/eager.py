@@ -34,7 +34,8 @@ class EagerScope:
     """One run of an eager function's statements: `values` is None while probing (each T.const is a
     symbol), else the ints the consts are bound to."""
     values: dict | None = None
-    consts: dict = field(default_factory=dict)     # name -> Var (probe) or int (bound), declaration order
+    sentinel: bool = False  # probing with each T.const a distinct large int instead of a symbol
+    consts: dict = field(default_factory=dict)     # name -> Var / sentinel int (probe) or int (bound), in order
     outputs: list = field(default_factory=list)    # OutputSpec, creation order
 
     @property
@@ -78,6 +79,12 @@ def shape_entry_ok(s) -> bool:
     return isinstance(s, Var) or (probing() and isinstance(s, Expr))
 
 
+# Stand-ins for the T.consts when the statements before the kernel need ints (`range(M)`, `if M > 64`):
+# primes near 2**20 apart, so a tensor size equal to one of them is that name, not an expression.
+_SENTINELS = (1048573, 1048583, 1048589, 1048601, 1048609, 1048613, 1048627, 1048633, 1048661, 1048681,
+              1048703, 1048709, 1048717, 1048721, 1048759, 1048783, 1048793, 1048799, 1048807, 1048829)
+
+
 def split_names(names: str) -> list:
     """`"M, N, K"` / `"M N K"` / `"M"` -> the names (TileLang's spelling of several at once)."""
     return [n for n in re.split(r"[,\s]+", names.strip()) if n]
@@ -100,7 +107,7 @@ def const(names: str, dtype="int32"):
         if scope.probing:
             v = scope.consts.get(n)
             if v is None:
-                v = scope.consts[n] = Var(n, d)
+                v = scope.consts[n] = _SENTINELS[len(scope.consts)] if scope.sentinel else Var(n, d)
         else:
             v = scope.values[n]
             scope.consts[n] = v

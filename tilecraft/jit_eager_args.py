@@ -1,0 +1,114 @@
+"""Binding an eager jit call's arguments to what the probe learned (jit_eager.py): the `T.const`
+values (an explicit keyword, else the tensor dimension that binds the name), each tensor's sizes
+checked against them (a message naming the tensor, the dimension and both values, at the line
+declaring the tensor), and the scalar parameters' values (compiled in as constants)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import TilecraftError
+from .ir import Var
+
+if TYPE_CHECKING:
+    from .jit_eager import Probe
+
+
+class CallBinding:
+    """The argument side of `EagerJit` (a mixin: it uses the jit's `fn`, `_span`, `_decl_node`)."""
+
+    def const_values(self, probe: Probe, tensors, extra) -> dict:
+        values = {}
+        for name, where in probe.binders.items():
+            if name in extra:
+                values[name] = extra[name]
+                continue
+            if where is not None and where[0] in tensors:
+                t, d = where
+                shape = self._shape_of(tensors[t], t, probe)
+                if d >= len(shape):
+                    raise self._rank_error(probe, t, shape)
+                values[name] = int(shape[d])
+                continue
+            how = (f"it is dimension {where[1]} of {where[0]}: pass {where[0]}, or" if where else
+                   "no tensor parameter has it as a dimension:")
+            raise TilecraftError(f"{self.fn.__name__}: no value for T.const {name!r}: {how} give it as a keyword "
+                                 f"({name}=...)", self._span(probe.lines.get(where[0]) if where else self.node))
+        for name, v in values.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise TilecraftError(f"{self.fn.__name__}: T.const {name} must be a non-negative int, got {v!r}",
+                                     self._span(self.node))
+        return values
+
+    @staticmethod
+    def _shape_of(t, name, probe):
+        shape = getattr(t, "shape", None)
+        if shape is None:
+            raise TypeError(f"parameter {name!r} is declared as {probe.specs[name]!r} but got a {type(t).__name__}")
+        return tuple(shape)
+
+    def _rank_error(self, probe, t, shape):
+        spec = probe.specs[t]
+        return TilecraftError(f"{self.fn.__name__}: tensor {t} is declared with {len(spec.shape)} dimensions "
+                              f"{_show(spec.shape)} but the call passes one of shape {tuple(shape)}",
+                              self._span(probe.lines[t]))
+
+    def check_shapes(self, probe: Probe, tensors, values, extra):
+        """Each tensor's sizes against the T.const values bound elsewhere (a clear message naming the
+        tensor, the dimension and both values, at the line declaring the tensor)."""
+        for t, spec in probe.specs.items():
+            if t not in tensors:
+                continue
+            shape = self._shape_of(tensors[t], t, probe)
+            if len(shape) != len(spec.shape):
+                raise self._rank_error(probe, t, shape)
+            for d, s in enumerate(spec.shape):
+                name = next((n for n, v in probe.consts.items() if _is_const(s, v)), None)
+                if name is None or int(shape[d]) == values[name]:
+                    continue
+                where = probe.binders[name]
+                src = (f"given as {name}={values[name]}" if name in extra else
+                       f"bound to {values[name]} by dimension {where[1]} of {where[0]}")
+                raise TilecraftError(
+                    f"{self.fn.__name__}: dimension {d} of tensor {t} is the T.const {name}, {src}, but {t} has "
+                    f"{int(shape[d])} there (shape {tuple(shape)})", self._span(probe.lines[t]))
+
+    # ---- building ---------------------------------------------------------------------------
+
+    def scalar_values(self, probe: Probe, tensors) -> dict:
+        """The values of the scalar parameters (`s: T.int32`), taken out of `tensors`.  TileLang passes
+        them at run time; tilecraft compiles each distinct value in as a constant of its dtype (the
+        same results; a new kernel per value, said once in a PerformanceWarning)."""
+        out = {}
+        for name, d in probe.scalars.items():
+            if name not in tensors:
+                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} ({d}) needs a value: tilecraft "
+                                     f"compiles it into the kernel (give {name}=... to .compile too)",
+                                     self._span(self._decl_node(name)))
+            v = tensors.pop(name)
+            if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+                v = v.item()
+            ok = isinstance(v, (int, float)) and (not d.is_int or (isinstance(v, int) and not isinstance(v, bool))
+                                                  or d.is_bool)
+            if not ok:
+                raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} is declared {d}, got {v!r}",
+                                     self._span(self._decl_node(name)))
+            out[name] = v
+        if out and not self._warned_scalars:
+            import warnings
+            from .errors import PerformanceWarning
+            self._warned_scalars = True
+            warnings.warn(f"{self.fn.__name__}: scalar parameter(s) {', '.join(out)} are compiled into the kernel as "
+                          f"constants: each distinct value compiles a new kernel (tilecraft has no run-time scalar "
+                          f"kernel parameters yet)", PerformanceWarning, stacklevel=4)
+        return out
+
+
+def _is_const(size, const) -> bool:
+    """Whether a probed tensor size is exactly this T.const (its symbol, or its sentinel int)."""
+    if isinstance(const, Var):
+        return size is const
+    return isinstance(size, int) and not isinstance(size, bool) and size == const
+
+
+def _show(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
