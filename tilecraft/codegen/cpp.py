@@ -89,7 +89,8 @@ class CppPrinter(CPrinter):
         d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
         # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
         # costs more than such a kernel does
-        d.line("#pragma omp parallel if(tc_nblocks > 1)")
+        # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/cpu_threads.py)
+        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::cpu_threads(tc_nblocks))")
         d.line("{")
         d.indent()
         for b in big:
@@ -186,6 +187,14 @@ def _atomic(p: CppPrinter, call) -> str:
 
 for _cls in (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore):
     I.register_emitter(_cls, "cpu")(_atomic)
+
+
+@I.register_emitter(I.CpuGemm, "cpu")
+def _cpu_gemm(p: CppPrinter, call) -> str:
+    g = call.intrinsic
+    a, b, c = (p.expr(x) for x in call.args)
+    return (f"tc::gemm_f32acc({g.m}, {g.n}, {g.k}, {a}, {g.a_strides[0]}, {g.a_strides[1]}, "
+            f"{b}, {g.b_strides[0]}, {g.b_strides[1]}, {c}, {g.c_strides[0]}, {g.c_strides[1]})")
 
 
 @I.register_emitter(I.NamedBarrierSync, "cpu")

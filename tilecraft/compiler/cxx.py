@@ -43,8 +43,9 @@ def include_dir() -> str:
 
 def _pch_key(cxx: str) -> str:
     from .cache import toolchain_key
-    header = (Path(include_dir()) / HEADER).read_bytes()
-    h = hashlib.sha256(repr((toolchain_key(None), cxx, CFLAGS)).encode() + b"\0" + header)
+    h = hashlib.sha256(repr((toolchain_key(None), cxx, CFLAGS)).encode())
+    for path in sorted(Path(include_dir()).glob("tilecraft_cpu*.h")):  # the header and those it includes
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:32]
 
 
@@ -78,7 +79,8 @@ def _build_pch(cxx: str, root: Path, final: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
         shutil.copy(Path(include_dir()) / HEADER, tmp / HEADER)
-        proc = subprocess.run([cxx, *CFLAGS, "-x", "c++-header", str(tmp / HEADER), "-o", str(tmp / (HEADER + ".gch"))],
+        proc = subprocess.run([cxx, *CFLAGS, "-I", include_dir(), "-x", "c++-header", str(tmp / HEADER),
+                               "-o", str(tmp / (HEADER + ".gch"))],
                               capture_output=True, text=True, timeout=300)
         if proc.returncode == 0 and (tmp / (HEADER + ".gch")).is_file():
             os.replace(tmp, final)

@@ -19,7 +19,10 @@ from .torch_op import compiled_call
 
 class _CpuLauncher:
     def __init__(self, artifact: Artifact, nparams: int, symbols: list):
+        from .cpu_threads import configure, load_openmp
+        load_openmp()  # a passive wait policy, before the first kernel loads libgomp
         self.lib = ctypes.CDLL(artifact.binary_path)
+        configure(self.lib)
         self.fn = getattr(self.lib, artifact.meta["entry"])
         self.fn.restype = ctypes.c_int
         # No argtypes: the two ctypes arrays are passed as pointers to their storage (what the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
-                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, Visitor, binary,
+                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, View, Visitor, binary,
                   cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
@@ -62,20 +62,72 @@ def _operand(region: Region, row, col, transposed):
 
 @register(Gemm)
 def lower_gemm(op: Gemm, names):
+    """`C += op(A) @ op(B)`: for each C element, the products summed in k order in the accumulator
+    type (float32 for any float C but float64), each product and sum rounded to it, and C rounded
+    once per T.gemm call -- a float16 / bfloat16 C is not rounded after every multiply-add (the
+    CUDA target's fallback rounds once per call too; a tensor core once per k16 step).  The
+    float32 cases run as one call of the CPU micro-kernel (`tc::gemm_f32acc`, same semantics)."""
     m, n, k = op.mnk
     c_buf = op.c.buffer
     acc_t = gemm_accumulator_dtype(c_buf.dtype)
-    i, kk, j = names.var(), names.var(), names.var()
-    c_idx = region_indices(op.c, [i, j])
-    a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
-    b = cast(_b_operand(op, kk, j), acc_t)
-    update = Store(c_buf, c_idx, cast(binary("+", cast(Load(c_buf, c_idx), acc_t), binary("*", a, b)), c_buf.dtype))
-    loops = For(i, const(0), const(m), "serial",
-                For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
+    zero = None
     if op.clear_accum:
         zero = tile_loops((m, n), names, lambda ix: Store(c_buf, region_indices(op.c, ix), cast(0, c_buf.dtype)))
-        return seq(zero, loops)
-    return loops
+    fast = _micro_kernel_call(op, acc_t, names)
+    if fast is not None:
+        return seq(zero, fast)
+    if acc_t == c_buf.dtype:
+        return seq(zero, _gemm_loops(op, op.c, acc_t, names))
+    # a lower-precision C: accumulate the call in an acc_t tile, round into C once at the end
+    acc = Buffer(f"gacc{names.var().name}", (m, n), acc_t, "local")
+    whole = Region.whole(acc)
+    load = tile_loops((m, n), names, lambda ix: Store(acc, tuple(ix), cast(Load(c_buf, region_indices(op.c, ix)), acc_t)))
+    back = tile_loops((m, n), names, lambda ix: Store(c_buf, region_indices(op.c, ix), cast(Load(acc, tuple(ix)), c_buf.dtype)))
+    return seq(zero, Alloc(acc), load, _gemm_loops(op, whole, acc_t, names), back)
+
+
+def _gemm_loops(op: Gemm, c: Region, acc_t, names):
+    m, n, k = op.mnk
+    i, kk, j = names.var(), names.var(), names.var()
+    c_idx = region_indices(c, [i, j])
+    a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
+    b = cast(_b_operand(op, kk, j), acc_t)
+    update = Store(c.buffer, c_idx, cast(binary("+", cast(Load(c.buffer, c_idx), acc_t), binary("*", a, b)), c.buffer.dtype))
+    return For(i, const(0), const(m), "serial",
+               For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
+
+
+def _tile_strides(region: Region):
+    """(stride of the region's first non-unit dim, of its second) in elements of its row-major
+    buffer; None unless the region is a 2-D tile of an on-chip buffer."""
+    if region.buffer.scope == "global" or len(region.squeezed_shape()) != 2:
+        return None
+    shape = region.buffer.shape
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return tuple(strides[d] for d, e in enumerate(region.extents) if e != 1)
+
+
+def _micro_kernel_call(op: Gemm, acc_t, names):
+    """`tc::gemm_f32acc(...)` when the gemm's accumulator is float32, its operands are 2-D tiles of
+    distinct on-chip buffers that no T.view renames, and A and B are floats or 8-bit integers."""
+    bufs = (op.a.buffer, op.b.buffer, op.c.buffer)
+    if acc_t != dt.float32 or len({id(b) for b in bufs}) != 3 or any(id(b) in names.viewed for b in bufs):
+        return None
+    if not all(b.dtype.is_float and b.dtype.bits <= 32 or b.dtype.name in ("int8", "uint8") for b in bufs[:2]):
+        return None
+    sa, sb, sc = (_tile_strides(r) for r in (op.a, op.b, op.c))
+    if sa is None or sb is None or sc is None:
+        return None
+    m, n, k = op.mnk
+    a_strides = (sa[1], sa[0]) if op.trans_a else sa
+    b_strides = (sb[1], sb[0]) if op.trans_b else sb
+    intr = I.CpuGemm(m, n, k, a_strides, b_strides, sc)
+    return I.evaluate(intr, Ref(op.a.buffer, op.a.starts), Ref(op.b.buffer, op.b.starts),
+                      Ref(op.c.buffer, op.c.starts), span=op.span)
 
 
 def _b_operand(op: Gemm, kk, j):
@@ -150,10 +202,19 @@ def lower_print(op: Print, names):
     return I.evaluate(I.Print(), op.msg, op.value, span=op.span)
 
 
-class _Lower(Mutator):
-    def __init__(self):
+class _LowerNames(_Names):
+    """Fresh loop variables, and what a lowering must know of the whole function: the ids of the
+    buffers a T.view renames or that rename another (their bytes have two names)."""
+
+    def __init__(self, viewed: set):
         super().__init__()
-        self.names = _Names()
+        self.viewed = viewed
+
+
+class _Lower(Mutator):
+    def __init__(self, viewed: set):
+        super().__init__()
+        self.names = _LowerNames(viewed)
 
     def generic(self, node):
         fn = CPU_LOWERING.get(type(node))
@@ -237,4 +298,7 @@ def check_no_thread_indices(func: PrimFunc) -> None:
 
 def lower_tile_ops_cpu(func: PrimFunc, target) -> PrimFunc:
     check_no_thread_indices(func)
-    return func.with_body(_Lower().visit(func.body))
+    viewed = set()
+    for v in collect(func.body, lambda n: isinstance(n, View)):
+        viewed.update(id(b) for b in (v.buffer, v.base) if isinstance(b, Buffer))
+    return func.with_body(_Lower(viewed).visit(func.body))

@@ -25,7 +25,28 @@
 #endif
 #endif
 
+// x86 with F16C (-march=native): 16-bit float conversions by the hardware's vcvtph2ps / vcvtps2ph,
+// bit-for-bit the software conversions below (which the other machines use), and vectorizable
+#if defined(__F16C__) && defined(__FLT16_MAX__)
+#define TC_F16C 1
+#else
+#define TC_F16C 0
+#endif
+
+// The OpenMP threads a kernel's blocks run on (set by the runtime when the library is loaded,
+// runtime/cpu_threads.py: torch.get_num_threads(), bounded by the CPUs); 0: OpenMP's default.
+extern "C" {
+__attribute__((visibility("default"))) int tc_num_threads = 0;
+int omp_get_max_threads(void);
+}
+
 namespace tc {
+
+// threads for a grid of `nblocks` blocks: no more than the blocks
+static inline int cpu_threads(int64_t nblocks) {
+  const int t = tc_num_threads > 0 ? tc_num_threads : omp_get_max_threads();
+  return nblocks < (int64_t)t ? (int)(nblocks < 1 ? 1 : nblocks) : t;
+}
 
 static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
@@ -43,6 +64,13 @@ struct half_t {
     uint32_t x = f2u(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t absx = x & 0x7fffffffu;
+#if TC_F16C
+    if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  // the one canonical NaN, as below
+    _Float16 hv = (_Float16)f;  // vcvtps2ph: the same round-to-nearest-even as the bit manipulation below
+    uint16_t hb;
+    std::memcpy(&hb, &hv, 2);
+    return hb;
+#endif
     if (absx >= 0x7f800000u) return (uint16_t)(sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
     if (absx < 0x38800000u) {  // subnormal or zero in half
@@ -60,6 +88,13 @@ struct half_t {
     return (uint16_t)(sign | h);
   }
   static float to_float(uint16_t h) {
+#if TC_F16C
+    if ((h & 0x7c00u) != 0x7c00u) {  // vcvtph2ps (exact); infinities and NaNs keep their bits below
+      _Float16 hv;
+      std::memcpy(&hv, &h, 2);
+      return (float)hv;
+    }
+#endif
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
@@ -229,8 +264,10 @@ static inline double floormod(double a, double b) { return a - std::floor(a / b)
 
 template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
 template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
-static inline float max(float a, float b) { return std::fmax(a, b); }
-static inline float min(float a, float b) { return std::fmin(a, b); }
+// fmax / fmin (a NaN operand yields the other one), spelled so that they inline and vectorize; between
+// equal zeros (C leaves the choice open) the second operand, as x86's maxss / minss choose
+static inline float max(float a, float b) { return a != a ? b : b != b ? a : a > b ? a : b; }
+static inline float min(float a, float b) { return a != a ? b : b != b ? a : a < b ? a : b; }
 static inline double max(double a, double b) { return std::fmax(a, b); }
 static inline double min(double a, double b) { return std::fmin(a, b); }
 
@@ -406,3 +443,5 @@ static inline void cpu_assert_record(const char* where) {
 }
 
 }  // namespace tc
+
+#include "tilecraft_cpu_gemm.h"

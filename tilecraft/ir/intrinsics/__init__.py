@@ -16,6 +16,7 @@ from .atomic import ATOMICS, ORDERS, AtomicAdd, AtomicLoad, AtomicMax, AtomicMin
 from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, GENERIC_PROXY, HOOK, MBARRIER_PHASE, MSG,
                    PRED, PTR, READ, READ_WRITE, TMA, VALUE, WGMMA, WGMMA_GROUPS, WRITE, Effects, Intrinsic, IntrinsicCall,
                    IntrinsicError, Operand, emitter, register_emitter)
+from .cpu_gemm import CpuGemm
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
 from .debug import DeviceAssert, Print, PrintElem
 from .extern import ACCESS_MODES, Extern

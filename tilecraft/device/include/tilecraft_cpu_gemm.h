@@ -1,0 +1,106 @@
+// tilecraft CPU target: the tile GEMM `C += op(A) @ op(B)` with float32 accumulation.
+//
+// Semantics (the reference every other path is held to; codegen/cpp.py emits the call for a
+// T.gemm whose accumulator type is float32, transform/lower_tile_ops_cpu.py):
+//   for each (i, j):  acc = float(C[i, j]);  for k = 0 .. K-1 in order:  acc = acc + a(i,k) * b(k,j);
+//                     C[i, j] = TC(acc)
+// each product and each sum rounded to float32 (no fused multiply-add: -ffp-contract=off), and C
+// rounded once per call: a float32 C is bitwise what the scalar triple loop gives; a float16 /
+// bfloat16 / fp8 C is rounded once per T.gemm call, as the CUDA target's fallback does (not per
+// multiply-add).
+//
+// Speed: A and B are converted to float32 once per call into packed panels (A: MR rows k-major,
+// B: NR columns k-major, zero-padded), then a register-blocked micro-kernel (MR x NR accumulators
+// in GCC vector registers: AVX2 with -march=native) walks K for each MR x NR tile of C.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+
+namespace tc {
+
+typedef float f32x8 __attribute__((vector_size(32)));
+
+// per-thread packing storage, grown on demand (blocks run on OpenMP threads)
+struct GemmScratch {
+  float* p = nullptr;
+  int64_t n = 0;
+  float* get(int64_t want) {
+    if (want > n) {
+      std::free(p);
+      p = (float*)std::aligned_alloc(64, (size_t)((want * 4 + 63) / 64 * 64));
+      n = want;
+    }
+    return p;
+  }
+  ~GemmScratch() { std::free(p); }
+};
+static inline GemmScratch& gemm_scratch(int which) {
+  static thread_local GemmScratch s[2];
+  return s[which];
+}
+
+constexpr int GEMM_MR = 4, GEMM_NR = 16;  // 8 accumulators + 2 B vectors + A + products: 16 AVX registers
+
+// one MR x NR tile of C over all K: ap = K x MR (k-major), bp = K x NR (k-major), ct = MR x NR
+static inline void gemm_micro(int64_t K, const float* __restrict__ ap, const float* __restrict__ bp,
+                              float* __restrict__ ct) {
+  f32x8 c00, c01, c10, c11, c20, c21, c30, c31;
+  __builtin_memcpy(&c00, ct + 0, 32); __builtin_memcpy(&c01, ct + 8, 32);
+  __builtin_memcpy(&c10, ct + 16, 32); __builtin_memcpy(&c11, ct + 24, 32);
+  __builtin_memcpy(&c20, ct + 32, 32); __builtin_memcpy(&c21, ct + 40, 32);
+  __builtin_memcpy(&c30, ct + 48, 32); __builtin_memcpy(&c31, ct + 56, 32);
+  for (int64_t k = 0; k < K; ++k) {
+    f32x8 b0, b1;
+    __builtin_memcpy(&b0, bp + k * GEMM_NR, 32);
+    __builtin_memcpy(&b1, bp + k * GEMM_NR + 8, 32);
+    const float* a = ap + k * GEMM_MR;
+    const f32x8 a0 = a[0] - (f32x8){}, a1 = a[1] - (f32x8){};  // broadcasts (x - 0 is x, -0 included)
+    c00 += a0 * b0; c01 += a0 * b1;
+    c10 += a1 * b0; c11 += a1 * b1;
+    const f32x8 a2 = a[2] - (f32x8){}, a3 = a[3] - (f32x8){};
+    c20 += a2 * b0; c21 += a2 * b1;
+    c30 += a3 * b0; c31 += a3 * b1;
+  }
+  __builtin_memcpy(ct + 0, &c00, 32); __builtin_memcpy(ct + 8, &c01, 32);
+  __builtin_memcpy(ct + 16, &c10, 32); __builtin_memcpy(ct + 24, &c11, 32);
+  __builtin_memcpy(ct + 32, &c20, 32); __builtin_memcpy(ct + 40, &c21, 32);
+  __builtin_memcpy(ct + 48, &c30, 32); __builtin_memcpy(ct + 56, &c31, 32);
+}
+
+// C (M x N, element (i, j) at C[i * crs + j * ccs]) += A (a(i, k) at A[i * ars + k * acs]) @
+// B (b(k, j) at B[k * brs + j * bcs]); the strides fold T.gemm's transposes and regions in.
+template <class TA, class TB, class TC>
+static void gemm_f32acc(int64_t M, int64_t N, int64_t K, const TA* A, int64_t ars, int64_t acs,
+                        const TB* B, int64_t brs, int64_t bcs, TC* C, int64_t crs, int64_t ccs) {
+  const int64_t mb = (M + GEMM_MR - 1) / GEMM_MR, nb = (N + GEMM_NR - 1) / GEMM_NR;
+  float* __restrict__ ap = gemm_scratch(0).get(mb * GEMM_MR * K);
+  float* __restrict__ bp = gemm_scratch(1).get(nb * GEMM_NR * K);
+  for (int64_t ib = 0; ib < mb; ++ib)
+    for (int64_t k = 0; k < K; ++k)
+      for (int r = 0; r < GEMM_MR; ++r) {
+        const int64_t i = ib * GEMM_MR + r;
+        ap[(ib * K + k) * GEMM_MR + r] = i < M ? (float)A[i * ars + k * acs] : 0.0f;
+      }
+  for (int64_t jb = 0; jb < nb; ++jb)
+    for (int64_t k = 0; k < K; ++k)
+      for (int c = 0; c < GEMM_NR; ++c) {
+        const int64_t j = jb * GEMM_NR + c;
+        bp[(jb * K + k) * GEMM_NR + c] = j < N ? (float)B[k * brs + j * bcs] : 0.0f;
+      }
+  alignas(32) float ct[GEMM_MR * GEMM_NR];
+  for (int64_t jb = 0; jb < nb; ++jb) {
+    const int64_t nc = N - jb * GEMM_NR < GEMM_NR ? N - jb * GEMM_NR : GEMM_NR;
+    for (int64_t ib = 0; ib < mb; ++ib) {
+      const int64_t mr = M - ib * GEMM_MR < GEMM_MR ? M - ib * GEMM_MR : GEMM_MR;
+      TC* c0 = C + ib * GEMM_MR * crs + jb * GEMM_NR * ccs;
+      for (int r = 0; r < GEMM_MR; ++r)
+        for (int c = 0; c < GEMM_NR; ++c)
+          ct[r * GEMM_NR + c] = (r < mr && c < nc) ? (float)c0[r * crs + c * ccs] : 0.0f;
+      gemm_micro(K, ap + ib * K * GEMM_MR, bp + jb * K * GEMM_NR, ct);
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t c = 0; c < nc; ++c) c0[r * crs + c * ccs] = TC(ct[r * GEMM_NR + c]);
+    }
+  }
+}
+
+}  // namespace tc
