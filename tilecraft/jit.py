@@ -89,12 +89,15 @@ class JITFactory:
     `.compile(*args, **kwargs)` (the kernel, without running it), `.get_tir(...)`,
     `.get_kernel_source(...)`, `.get_profiler(...)` and `.par_compile(configs)`."""
 
-    def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False, **extra):
+    def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False, target_host=None, **extra):
         self.fn = fn
         self.out_idx = out_idx
         self.target = target
+        self.target_host = target_host  # accepted: the host side is tilecraft's own launcher
         self.verbose = verbose
         self.execution_backend = extra.get("execution_backend")
+        self.compile_flags = extra.get("compile_flags")
+        self.debug_root_path = extra.get("debug_root_path")
         self.compile_kwargs = {"out_idx": out_idx, "target": target,
                                "pass_configs": jit_options(pass_configs, **extra)}
         self.pass_configs = self.compile_kwargs["pass_configs"]
@@ -108,6 +111,11 @@ class JITFactory:
     def func(self):
         """The decorated Python function (TileLang's `JITImpl.func`)."""
         return self.fn
+
+    @property
+    def func_source(self) -> str:
+        """The decorated function's source text (TileLang's `JITImpl.func_source`)."""
+        return inspect.getsource(self.fn)
 
     @property
     def mode(self) -> str:
@@ -231,7 +239,7 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, execution_
     `execution_backend`, `compile_flags`, `debug_root_path`: see `jit_options`."""
     def wrap(fn):
         return JITFactory(fn, out_idx=out_idx, target=target, pass_configs=pass_configs, verbose=verbose,
-                          execution_backend=execution_backend, compile_flags=compile_flags,
+                          target_host=target_host, execution_backend=execution_backend, compile_flags=compile_flags,
                           debug_root_path=debug_root_path)
     if func is not None:
         return wrap(func)
