@@ -289,6 +289,8 @@ def viewed_bases(func) -> frozenset:
 def view_line(p: CPrinter, s) -> str:
     """The declaration of a `View`: the base's pointer, cast when the element type changes."""
     t = p.type_name(s.buffer.dtype)
+    if not isinstance(s.base, Buffer):  # T.make_tensor: an address the program holds as an int64
+        return f"{t}* {p.name(s.buffer)} = reinterpret_cast<{t}*>(static_cast<unsigned long long>({p.expr(s.base)}));  // a tensor at an address"
     if s.buffer.dtype == s.base.dtype:
         return f"{t}* {p.name(s.buffer)} = {p.name(s.base)};  // a view"
     return f"{t}* {p.name(s.buffer)} = reinterpret_cast<{t}*>({p.name(s.base)});  // a view of {s.base.dtype} bytes"

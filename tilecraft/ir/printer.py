@@ -143,6 +143,9 @@ class Printer(_Dispatch):
         self.emit("break")
 
     def visit_View(self, s):
+        if not hasattr(s.base, "name") or not hasattr(s.base, "shape"):
+            self.emit(f"{s.buffer.name} = T.make_tensor({self.expr(s.base)}, {tuple(s.buffer.shape)}, \"{s.buffer.dtype}\")")
+            return
         self.emit(f"{s.buffer.name} = T.Tensor({tuple(s.buffer.shape)}, \"{s.buffer.dtype}\", {s.base.name}.data)")
 
     def visit_Annotate(self, s):

@@ -86,7 +86,7 @@ class View(Stmt):
     `T.Tensor(shape, dtype, base.data)`, the same elements and dtype) or a shared tile (`T.view`,
     any element type that fits in its bytes; both start at the same byte)."""
     buffer: Buffer
-    base: Buffer
+    base: object  # a Buffer, or an int64 expression holding an address (`T.make_tensor(ptrs[i], ...)`)
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from .math import (exp, exp2, exp10, log, log2, log10, log1p, sqrt, rsqrt, tanh,
                    bitwise_xor, shift_left, shift_right, sinh, cosh, asin, acos, atan, asinh, acosh, atanh,
                    nearbyint, hypot, copysign, nextafter, clz, popcount)
 from .conv import c2d_im2col  # noqa: E402
-from .views import view  # noqa: E402
+from .views import view, make_tensor  # noqa: E402
 from .math import __exp, __exp10, __log, __log2, __log10, __tan, __cos, __sin  # noqa: F401
 from .annotations import (use_swizzle, annotate_layout, make_swizzled_layout, annotate_l2_hit_ratio,
                           annotate_safe_value, annotate_padding, no_set_max_nreg)
@@ -57,3 +57,4 @@ from .blackwell import *  # noqa: E402,F401,F403 - sm_100 / sm_120 constructs, r
 from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reducer  # noqa: E402
 from .misc import Var, Ramp, Broadcast, align_up  # noqa: E402
 im2col = c2d_im2col  # TileLang's newer name, same arguments
+ptr = int64  # T.ptr: a tensor of addresses (`tensor.data_ptr()` values, a torch int64 tensor); see T.make_tensor

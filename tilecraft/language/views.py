@@ -69,3 +69,28 @@ def view(buffer, shape=None, dtype=None):
     view_buf = Buffer(b.fresh_name(b.pending_name or f"{buffer.name}_view"), shape, d, buffer.scope, span=b.span)
     b.emit(View(view_buf, base, span=b.span))
     return view_buf
+
+
+def make_tensor(ptr, shape, dtype="float32"):
+    """`T.make_tensor(ptrs[i], shape, dtype)`: the row-major tensor of `shape` and `dtype` at the address
+    `ptr` holds, e.g. one entry of a `T.Tensor([n], T.ptr)` table of `tensor.data_ptr()` values (a
+    grouped GEMM over separate tensors).  The address must be a tensor on the kernel's device, large
+    enough for `shape`, and must not overlap the kernel's tensor parameters (they are `__restrict__`)."""
+    from ..ir import Expr, as_expr
+    b = require_kernel("T.make_tensor")
+    p = as_expr(ptr) if isinstance(ptr, (int, Expr)) else None
+    if p is None or not p.dtype.is_int or p.dtype.bits != 64:
+        raise error(f"T.make_tensor: the address is a 64-bit integer (an element of a T.Tensor(..., T.ptr) "
+                    f"table), got {ptr!r}")
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    if not shape or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
+        raise error(f"T.make_tensor: the shape must be positive compile-time ints, got {shape!r}")
+    try:
+        d = dt.dtype(dtype)
+    except TilecraftError as e:
+        raise error(f"T.make_tensor: {e.message}") from None
+    buf = Buffer(b.fresh_name(getattr(b, "pending_name", None) or "tensor"), shape, d, "global", span=b.span)
+    b.emit(View(buf, p, span=b.span))
+    return buf
