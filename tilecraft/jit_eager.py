@@ -56,7 +56,15 @@ def is_kernel_body_jit(fn) -> bool:
         node = _function_ast(fn)[0]
     except TilecraftError:
         return False
-    return any(_is_kernel_with(s) for s in node.body)
+    return any(_is_kernel_with(s) for s in node.body) or any(_declares_eagerly(s) for s in node.body)
+
+
+def _declares_eagerly(stmt) -> bool:
+    """`A: T.Tensor(...)` (no value) or a top-level call of T.const / T.empty: only the eager style has them."""
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is None and _looks_like_tensor(stmt.annotation):
+        return True
+    value = getattr(stmt, "value", None)
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("const", "empty")
 
 
 def _looks_like_tensor(node) -> bool:
@@ -94,7 +102,11 @@ class EagerJit(CallBinding):
         self.node, self.file, self.line_offset, self.source = _function_ast(fn)
         self.lines = self.source.splitlines()
         body = self.node.body
-        first = next(i for i, s in enumerate(body) if _is_kernel_with(s))
+        # the statements before the first one holding a `with T.Kernel` (an `if` on a Python value may)
+        first = next((i for i, s in enumerate(body) if any(_is_kernel_with(n) for n in ast.walk(s))), None)
+        if first is None:
+            raise self._error(self.node, f"{fn.__name__}: an eager @tilelang.jit function (T.const, T.empty, tensors "
+                                         f"declared in its body) holds its kernel: a `with T.Kernel(...)` in its body")
         self.prelude, rest = body[:first], body[first:]
         returns = [s for s in rest if isinstance(s, ast.Return)]
         if len(returns) > 1:
@@ -113,7 +125,6 @@ class EagerJit(CallBinding):
         self.sig_scalars = {n: self._signature_value(n) for n, a in sig_ann.items()
                             if self._signature_kind(n, a) == "scalar"}
         self.runtime = [n for n in self.param_names if n in declared or n in self.sig_tensors or n in self.sig_scalars]
-        self.sig_ann = sig_ann
         self._probes: dict = {}
         self._warned_scalars = False
         self._kernels: dict = {}

@@ -292,3 +292,25 @@ def test_python_code_branching_on_a_const_before_the_kernel():
         torch.testing.assert_close(tail_sum(x), x[:, -min(n, 16):].sum(dim=1), rtol=1e-5, atol=1e-5)
     with pytest.raises(TilecraftError, match="dimension 1 of tensor X is the T.const N"):
         tail_sum.compile(torch.randn(4, 8), N=9)
+
+
+@tilelang.jit(target="cpu")
+def scale_by_flag(A, double: bool = True):
+    n = T.const("n")
+    A: T.Tensor((n,), T.float32)
+    B = T.empty((n,), T.float32)
+    if double:  # a Python branch around the kernels: it picks one at compile time
+        with T.Kernel(1, threads=32):
+            for i in T.serial(n):
+                B[i] = A[i] * 2
+    else:
+        with T.Kernel(1, threads=32):
+            for i in T.serial(n):
+                B[i] = A[i] * 3
+    return B
+
+
+def test_kernels_under_a_python_branch():
+    a = torch.randn(5)
+    torch.testing.assert_close(scale_by_flag(a), a * 2)
+    torch.testing.assert_close(scale_by_flag(a, False), a * 3)
