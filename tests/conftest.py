@@ -72,9 +72,11 @@ def _cxx() -> str:
 
 
 def _timing() -> str:
-    if os.environ.get("TILECRAFT_TIMING_TESTS") == "1" or not _gpu():
+    """Assertions on measured times flake on a loaded machine, which CI's is: they run only when asked
+    for (TILECRAFT_TIMING_TESTS=1); compile-time goals are rows of benchmarks/bench.py's compile group."""
+    if os.environ.get("TILECRAFT_TIMING_TESTS") == "1":
         return ""
-    return "a timing assertion: runs on a GPU machine or with TILECRAFT_TIMING_TESTS=1"
+    return "a timing assertion: runs only with TILECRAFT_TIMING_TESTS=1 (CI's machine is loaded)"
 
 
 REQUIREMENTS = {
@@ -84,7 +86,7 @@ REQUIREMENTS = {
     "nvcc": (_nvcc, "needs nvcc"),
     "sass": (_sass, "reads SASS with cuobjdump and nvdisasm"),
     "cxx": (_cxx, "needs a C++ compiler"),
-    "timing": (_timing, "asserts on measured times (GPU tier, or TILECRAFT_TIMING_TESTS=1)"),
+    "timing": (_timing, "asserts on measured times (only with TILECRAFT_TIMING_TESTS=1)"),
 }
 _PROBED: dict = {}
 

@@ -63,8 +63,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
         raise e.with_traceback(None) from None
     except (NotImplementedError, AssertionError, KeyError, AttributeError, IndexError) as e:
         raise InternalCompilerError(
-            f"internal compiler error while compiling {func.name} for {tgt}: {type(e).__name__}: {e}",
-            func.span, hint="this is a tilecraft bug; please report it with the program") from e
+            f"compiler bug while compiling {func.name} for {tgt}: {type(e).__name__}: {e}",
+            func.span, hint="this is a mistake in tilecraft, not in your program; please report it with the "
+                            "program") from e
 
 
 def _freeze(value):

@@ -55,7 +55,9 @@ class Target:
             return False
         return {
             "mma_sync": self.sm >= 80, "cp_async": self.sm >= 80, "ldmatrix": self.sm >= 75,
-            "wgmma": self.arch.endswith("a") and self.sm >= 90, "tma": self.sm >= 90,
+            # wgmma is sm_90a's alone (Blackwell's tensor cores are driven by tcgen05, which tilecraft has no
+            # path for yet: sm_100a / sm_120 take the portable mma.sync path, and get_plan() says so)
+            "wgmma": self.arch == "sm_90a", "tma": self.sm >= 90,
         }.get(feature, False)
 
     def pass_config_defaults(self, configs: dict) -> dict:

@@ -290,18 +290,6 @@ def test_cxx_layout_function_matches_the_model_at_compile_time():
     assert not any(op.startswith("STG") for op in ops), ops
 
 
-def test_nvrtc_compile_time_of_a_gemm_sm90_kernel():
-    import time
-    _need_nvrtc()
-    src = module_source([Sm90Case(128, 128, 64, 2)])
-    compile_cuda_nvrtc(src, "sm_90a")  # warm
-    t0 = time.perf_counter()
-    compile_cuda_nvrtc(src, "sm_90a")
-    dt = time.perf_counter() - t0
-    print(f"\nNVRTC compile of one gemm_ss_sm90 128x128x64 kernel (sm_90a): {dt * 1e3:.0f} ms")
-    assert dt < 5.0
-
-
 def test_tc_no_wgmma_skips_the_wrappers_and_gemm_says_so():
     _need_nvrtc()
     body = ('extern "C" __global__ void k(float* out) {\n'

@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -66,18 +65,6 @@ def test_softmax_uses_16_byte_accesses_and_no_barrier(arch):
     ops = k.get_sass()
     assert "LDG.E.128" in ops and "STG.E.128" in ops
     assert "BAR.SYNC" not in ops, "rows live inside one warp: no shared-memory exchange"
-
-
-def test_cold_compile_of_the_pipelined_gemm_is_fast(monkeypatch, tmp_path):
-    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path))
-    func = gemm.matmul.fn(4096, 4096, 4096, block_M=128, block_N=128, block_K=32, num_stages=3)
-    build(func, "sm_80")  # warm NVRTC itself (library load), not our cache: the key differs below
-    func = gemm.matmul.fn(4096, 4096, 4096, block_M=128, block_N=128, block_K=64, num_stages=3)
-    t0 = time.perf_counter()
-    build(func, "sm_90a")
-    seconds = time.perf_counter() - t0
-    print(f"cold compile (parse excluded) of the pipelined GEMM: {seconds * 1000:.0f} ms")
-    assert seconds < 2.0  # goal is 1 s on the GPU host; CI's 2 slow cores get some slack
 
 
 @pytest.mark.nvcc

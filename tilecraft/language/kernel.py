@@ -37,14 +37,23 @@ def Kernel(*grid, threads=128, is_cpu=False, prelude=None):  # noqa: N802 - Tile
     if len(grid) > 3:
         raise error(f"T.Kernel takes at most 3 grid extents, got {len(grid)}")
     for g in grid:
-        if not isinstance(g, (int, Expr)):
-            raise error(f"T.Kernel grid extents must be integers, got {g!r}")
+        _check_extent(g, "a T.Kernel grid extent")
+        if _reads_memory(g):
+            raise error(f"T.Kernel grid extent {_text(g)} reads a tensor element: the grid is fixed when the "
+                        f"kernel is launched, before any element is read",
+                        hint="pass the size as a factory argument or a shape symbol (T.dynamic / T.symbolic)")
         if isinstance(g, int) and g <= 0:
             raise error(f"T.Kernel grid extent must be positive, got {g}")
+    if threads is None:   # TileLang's meaning: the default block of 128 threads
+        threads = 128
+    if isinstance(threads, bool) or not isinstance(threads, (int, list, tuple)):
+        raise error(f"T.Kernel threads must be a positive int or a list of up to 3 ints, got {threads!r} "
+                    f"({type(threads).__name__})")
     if isinstance(threads, int):
         threads = (threads,)
     threads = tuple(threads)
-    if not 1 <= len(threads) <= 3 or not all(isinstance(t, int) and t > 0 for t in threads):
+    if not 1 <= len(threads) <= 3 or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0
+                                             for t in threads):
         raise error(f"T.Kernel threads must be a positive int or a list of up to 3 ints, got {threads!r}")
     total = 1
     for t in threads:
@@ -63,9 +72,35 @@ class LoopSpec:
     annotations: tuple = ()
 
 
+def _text(x) -> str:
+    from ..ir.printer import to_text
+    return to_text(x) if isinstance(x, Expr) else repr(x)
+
+
+def _reads_memory(x) -> bool:
+    """`x` reads a buffer element (a tensor, a tile or a T.alloc_var): known only while the kernel runs."""
+    from ..ir import Load, collect
+    return isinstance(x, Expr) and bool(collect(x, lambda n: isinstance(n, Load)))
+
+
 def _check_extent(x, what):
     if isinstance(x, bool) or not isinstance(x, (int, Expr)):
         raise error(f"{what} must be an integer, got {x!r}")
+    if isinstance(x, Expr) and not x.dtype.is_int:
+        raise error(f"{what} must be an integer, got {_text(x)} of type {x.dtype}",
+                    hint="a loop runs a whole number of times; cast with T.cast(x, 'int32') if that is meant")
+    return x
+
+
+def _check_parallel_extent(x):
+    _check_extent(x, "a T.Parallel extent")
+    if isinstance(x, int) and x < 0:
+        raise error(f"a T.Parallel extent must not be negative, got {x}")
+    if _reads_memory(x):
+        raise error(f"a T.Parallel extent must be known when the kernel is launched (a constant or a shape "
+                    f"symbol), got {_text(x)}, which reads a buffer element",
+                    hint="a T.Parallel loop is spread over the block's threads by its extent; loop over a "
+                         "data-dependent count with T.serial")
     return x
 
 
@@ -78,7 +113,7 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
             warn_once(("T.Parallel", name), f"T.Parallel({name}=...) is ignored: tilecraft maps the loop's "
                                             f"iterations to threads itself; results do not change")
     for e in extents:
-        _check_extent(e, "a T.Parallel extent")
+        _check_parallel_extent(e)
     return LoopSpec("parallel", tuple(extents))
 
 
@@ -99,6 +134,8 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
         start, stop = 0, start
     _check_extent(start, "T.Pipelined start")
     _check_extent(stop, "T.Pipelined stop")
+    if isinstance(start, int) and isinstance(stop, int) and stop < start:
+        raise error(f"T.Pipelined runs from {start} to {stop}: a negative number of iterations")
     if not isinstance(num_stages, int) or num_stages < 0:
         raise error(f"T.Pipelined num_stages must be a non-negative int, got {num_stages!r}")
     for name, value in (("order", order), ("stage", stage), ("group", group), ("sync", sync)):

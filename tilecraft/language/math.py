@@ -172,7 +172,23 @@ def _positive_int(b) -> bool:
     return isinstance(b, Const) and b.dtype.is_int and b.value > 0
 
 
+def _divisor(name, a, b):
+    """Refuse a divisor that is 0 when the kernel is built (an integer division by zero traps on the
+    CPU target and is undefined on the GPU)."""
+    zero = (isinstance(b, (int, float)) and not isinstance(b, bool) and b == 0 and (_py(a) or isinstance(b, int))) \
+        or (isinstance(b, Const) and b.dtype.is_int and b.value == 0)
+    if zero:
+        from .builder import error
+        raise error(f"T.{name}({_show(a)}, {_show(b)}): division by zero")
+
+
+def _show(x):
+    from ..ir.printer import to_text
+    return to_text(x) if isinstance(x, Expr) else repr(x)
+
+
 def ceildiv(a, b):
+    _divisor("ceildiv", a, b)
     if _py(a, b):
         return -(-a // b)
     a_int = not isinstance(a, float) and (not isinstance(a, Expr) or a.dtype.is_int)
@@ -186,14 +202,17 @@ def ceildiv(a, b):
 
 
 def floordiv(a, b):
+    _divisor("floordiv", a, b)
     return a // b if _py(a, b) else binary("//", a, b)
 
 
 def floormod(a, b):
+    _divisor("floormod", a, b)
     return a % b if _py(a, b) else binary("%", a, b)
 
 
 def truncdiv(a, b):
+    _divisor("truncdiv", a, b)
     if _py(a, b):
         if isinstance(a, int) and isinstance(b, int):
             q = _pyabs(a) // _pyabs(b)   # exact for big ints (no float round trip)
@@ -205,6 +224,7 @@ def truncdiv(a, b):
 def truncmod(a, b):
     """Remainder of the division rounded toward zero (C's `%`, `fmod` for floats): the result
     takes the sign of the dividend, unlike T.floormod / Python's `%`."""
+    _divisor("truncmod", a, b)
     if _py(a, b):
         if isinstance(a, int) and isinstance(b, int):
             r = _pyabs(a) % _pyabs(b)

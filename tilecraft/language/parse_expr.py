@@ -21,6 +21,9 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv
 _PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
           "//": operator.floordiv, "%": operator.mod, "&": operator.and_, "|": operator.or_,
           "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
+_PYTHON_ONLY = {ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
+                ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression",
+                ast.Lambda: "a lambda"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -52,6 +55,13 @@ class ExprMixin:
         except TilecraftError:
             raise
         except Exception as e:  # noqa: BLE001 - reported at the user's line
+            kind = _PYTHON_ONLY.get(type(node))
+            if kind is not None:
+                raise self.error(node, f"{kind} in a kernel body is run by Python when the kernel is built, where "
+                                       f"buffers are tiles, not values, so it cannot read or compute kernel values "
+                                       f"({type(e).__name__}: {e})",
+                                 hint="write a loop instead: `for i in T.unroll(n):` (or T.Parallel) and "
+                                      "index the buffer inside it") from None
             raise self.error(node, f"{type(e).__name__}: {e}") from None
 
     def expr_Constant(self, node):
@@ -98,7 +108,11 @@ class ExprMixin:
                 raise self.error(node, f"cannot use the tile {x.name if isinstance(x, Buffer) else x.buffer.name} "
                                        f"in arithmetic; index an element, e.g. {getattr(x, 'name', 'buf')}[i, j]")
         if isinstance(a, Load) is False and isinstance(a, Expr) is False and isinstance(b, Expr) is False:
-            return _PYOPS[op](a, b)
+            try:
+                return _PYOPS[op](a, b)
+            except ZeroDivisionError:
+                raise self.error(node, f"division by zero: {ast.unparse(node)} (the divisor is 0 when the "
+                                       f"kernel is built)") from None
         if op == "**":
             if isinstance(b, int) and b in (1, 2, 3):
                 out = a

@@ -17,7 +17,7 @@ import inspect
 import textwrap
 import threading
 
-from ..errors import TilecraftError
+from ..errors import InternalCompilerError, TilecraftError
 from ..ir import (Buffer, Evaluate, Expr, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
                   as_expr, cast, const, dtype as dt)
 from ..ir.intrinsics import Extern, IntrinsicCall
@@ -57,6 +57,7 @@ class Macro:
         return parser.inline_macro(self, args, kwargs)
 
 
+MACRO_DEPTH = 64  # nested calls of one T.macro: deeper is a recursion without a compile-time base case
 _TLS = threading.local()  # per thread: the parsers active in it (threads may parse at once)
 
 
@@ -82,6 +83,20 @@ def _python_env(fn, caller_locals=None) -> dict:
             except ValueError:  # an enclosing variable not assigned yet
                 pass
     return env
+
+
+def _compiler_frame(e: BaseException) -> str | None:
+    """`file:line (function)` of the innermost frame of `e` when that frame is tilecraft's own code."""
+    import os
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return None
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    inner = frames[-1]
+    if not os.path.abspath(inner.filename).startswith(pkg + os.sep):
+        return None
+    return f"{os.path.relpath(inner.filename, os.path.dirname(pkg))}:{inner.lineno} ({inner.name})"
 
 
 def _function_ast(fn):
@@ -202,7 +217,15 @@ class Parser(ExprMixin, LoopMixin):
             method(node)
         except TilecraftError as e:
             raise e.with_span(self.span(node)) from None
-        except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, AttributeError) as e:
+        except (IndexError, KeyError, AttributeError, ZeroDivisionError, RecursionError) as e:
+            bug = _compiler_frame(e)
+            if bug is None:   # raised by the user's own Python (a helper, an index into a list)
+                raise self.error(node, f"{type(e).__name__}: {e}") from None
+            raise InternalCompilerError(
+                f"compiler bug: {type(e).__name__}: {e} (in {bug}) while parsing {self.func_name}",
+                self.span(node), hint="this is a mistake in tilecraft, not in your program; please report it "
+                                      "with the program") from None
+        except (TypeError, ValueError) as e:
             raise self.error(node, f"{type(e).__name__}: {e}") from None
 
     def stmt_Expr(self, node):
@@ -401,6 +424,13 @@ class Parser(ExprMixin, LoopMixin):
 
     # ---- macros -----------------------------------------------------------------------------
     def inline_macro(self, m: Macro, args, kwargs):
+        depth = sum(1 for p in _active_parsers() if p.fn is m.fn)
+        if depth >= MACRO_DEPTH:
+            raise TilecraftError(
+                f"T.macro {m.__name__} calls itself {depth} times deep: a macro is inlined at each call while the "
+                f"kernel is built, so a macro that calls itself must stop on a Python value (a base case on a "
+                f"compile-time argument) within {MACRO_DEPTH} levels", self.builder.span or caller_span(),
+                hint="recurse on a Python int that shrinks at each call, or write a loop")
         sub = Parser(m.fn)
         sub.builder = self.builder
         sub.let_spans = self.let_spans

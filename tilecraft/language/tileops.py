@@ -196,10 +196,15 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     if pol not in ("Square", "FullRow", "FullCol"):
         raise error(f"T.gemm: unknown policy {policy!r}; use T.GemmWarpPolicy.Square/FullRow/FullCol")
     op = Gemm(a, bb, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum), span=b.span)
-    m, n, k = op.mnk
     a2 = a.squeezed_shape() if len(a.squeezed_shape()) == 2 else a.extents
     b2 = bb.squeezed_shape() if len(bb.squeezed_shape()) == 2 else bb.extents
     c2 = c.squeezed_shape() if len(c.squeezed_shape()) == 2 else c.extents
+    for r, shape in ((a, a2), (bb, b2), (c, c2)):
+        if 1 in tuple(shape) or len(r.squeezed_shape()) != 2:
+            raise error(f"T.gemm: {_describe(r)} has a dimension of 1 ({tuple(shape)}); T.gemm multiplies 2-D tiles "
+                        f"of at least 2 x 2 elements",
+                        hint="a matrix-vector product: a T.Parallel loop over the products and T.reduce_sum")
+    m, n, k = op.mnk
     kb = b2[1] if transpose_B else b2[0]
     ta = "transpose_A=True" if transpose_A else "A as (M, K)"
     tb = "transpose_B=True" if transpose_B else "B as (K, N)"
@@ -247,6 +252,9 @@ def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotation
         raise error(f"T.reduce_{kind}: a bitwise reduction takes integer tiles, got {src.name} ({src.dtype}) -> "
                     f"{dst.name} ({dst.dtype})")
     nd = src.ndim
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise error(f"T.reduce_{kind}: dim must be a Python int (the dimension of {src.name} to reduce), got "
+                    f"{dim!r} ({type(dim).__name__})")
     d = dim + nd if dim < 0 else dim
     if not 0 <= d < nd:
         raise error(f"T.reduce_{kind}: dim={dim} is out of range for {src.name} with {nd} dimensions")

@@ -12,9 +12,13 @@ from .shift_parallel_anchors import shift_parallel_anchors
 from .pipeline_copies import pipeline_copies
 from .stage_epilogue import stage_epilogue
 from .stage_gemm_operands import stage_gemm_operands
+from .validate import validate
 from .widen_k_tiles import widen_k_tiles
 
 CUDA_PIPELINE = [
+    # A valid program within the target's limits, or an error at the user's line, before any
+    # lowering can loop or crash on it (transform/validate/).
+    validate,
     # Errors first, while tile ops still carry the user's intent and line.
     check_regions,
     # The program's own mbarriers and register budgets become intrinsics; a kernel that

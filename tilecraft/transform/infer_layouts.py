@@ -482,6 +482,9 @@ def infer_layouts(func: PrimFunc, target) -> PrimFunc:
             layouts.update(lay)
             plans.update(pl)
             notes += inf.notes
+    if plans and target.sm >= 100:
+        notes.append(f"{target.arch}: the gemms take the portable tensor-core path (mma.sync); tilecraft has no "
+                     f"Blackwell (tcgen05) path yet")
     return (func.with_body(_PlanGemms(plans).visit(func.body))
             .with_lowering(fragment_layouts=layouts, plan_notes=func.lowering.plan_notes + tuple(notes)))
 

@@ -1,0 +1,30 @@
+"""Validation right after parsing: a program is valid and computes what it says, or it is refused
+at its line with what is wrong -- before any lowering pass can loop, crash or leak an internal
+exception on a user's mistake.
+
+Before and after: the parsed IR, unchanged (these rules only check).  One file per concern, each a
+`rule(func, target)` that raises `TilecraftError` at the offending statement:
+- extents.py    loop extents (TileLang's symbolic-T.Parallel rule, CUDA's constant extents) and grid sizes
+- operators.py  operators on dtypes that have none (`<<` on a float), integer division by a constant 0,
+                gemm operand and accumulator dtypes
+- accesses.py   global accesses -- loads, stores and atomics alike -- that can never be inside their tensor
+- limits.py     the target's limits (threads per block, grid dimensions, shared memory, CPU tile sizes)
+                and the compiler's own budget (registers a fragment takes per thread)
+The language functions (language/kernel.py, math.py, tileops.py) refuse what is wrong in a single call
+(a float extent, `T.ceildiv(N, 0)`, `threads=128.0`) at parse time; these rules need the whole program.
+"""
+from __future__ import annotations
+
+from ...ir.func import PrimFunc
+from .accesses import check_accesses
+from .extents import check_extents
+from .limits import check_limits
+from .operators import check_operators
+
+RULES = (check_extents, check_operators, check_accesses, check_limits)
+
+
+def validate(func: PrimFunc, target) -> PrimFunc:
+    for rule in RULES:
+        rule(func, target)
+    return func
