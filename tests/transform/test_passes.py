@@ -168,7 +168,7 @@ def test_check_regions_rejects_shared_index_past_the_end():
 
 
 def test_pipeline_order_and_trace():
-    assert [p.__name__ for p in CPU_PIPELINE] == ["check_regions", "lower_manual_sync_cpu", "lower_tile_ops_cpu",
+    assert [p.__name__ for p in CPU_PIPELINE] == ["validate", "check_regions", "lower_manual_sync_cpu", "lower_tile_ops_cpu",
                                                  "legalize_global_access"]
     trace = []
     out = run_pipeline(tile_copy(30, 60, 16, 32), CPU, trace)
