@@ -38,7 +38,7 @@ from .ir import Expr, Span, Var, const
 from .ir.dtype import DType
 from .language.eager import EagerScope, OutputSpec, eager_scope
 from .language.types import TensorSpec
-from .jit_eager_args import CallBinding, _is_const
+from .jit_eager_args import AffineDims, CallBinding, _is_const
 
 
 def _is_kernel_with(stmt) -> bool:
@@ -301,19 +301,20 @@ class EagerJit(CallBinding):
         return p
 
     def build(self, statics, values, scalars=None):
-        """(PrimFunc, input names, out_idx) for these compile-time values, const and scalar values."""
+        """(PrimFunc, input names, out_idx, size relations) for these compile-time values, const and
+        scalar values."""
         scope = EagerScope(values=dict(values))
         ns, decls = self._run(statics, scope, scalars or {})
-        specs = {n: d for n, d in decls.items() if isinstance(d, TensorSpec)}
-        for name, spec in specs.items():
-            self._check_bound_shape(spec.shape, probe_node=self._decl_node(name), what=f"tensor {name}")
+        affine = AffineDims()
+        specs = {n: TensorSpec(affine.plain(d.shape, f"tensor {n}", self._span(self._decl_node(n))), d.dtype)
+                 for n, d in decls.items() if isinstance(d, TensorSpec)}
         outputs = self._returned(ns, scope)
         inputs = [n for n in self.runtime if n in specs]  # tensors only: scalars are compiled in
         order = inputs + [o.name for o in outputs]
-        for o in outputs:
-            self._check_bound_shape(o.shape, o.span, what=f"output {o.name}")
         all_specs = dict(specs)
-        all_specs.update({o.name: TensorSpec(o.shape, o.dtype) for o in outputs})
+        all_specs.update({o.name: TensorSpec(affine.plain(o.shape, f"output {o.name}", o.span), o.dtype)
+                          for o in outputs})
+        relations = affine.check_bound([specs[n].shape for n in inputs])
         fdef = copy.copy(self.node)
         fdef.decorator_list = []
         fdef.returns = None
@@ -334,7 +335,7 @@ class EagerJit(CallBinding):
         parser.env = ns
         func = parser.parse()
         nin = len(inputs)
-        return func, tuple(inputs), list(range(nin, nin + len(outputs)))
+        return func, tuple(inputs), list(range(nin, nin + len(outputs))), relations
 
     def _decl_node(self, name):
         for s in self.prelude:
@@ -347,14 +348,6 @@ class EagerJit(CallBinding):
             if o.name == name and o.span is not None:
                 return o.span.line - self.line_offset
         return getattr(self._decl_node(name), "lineno", self.node.lineno)
-
-    def _check_bound_shape(self, shape, span=None, probe_node=None, what="tensor"):
-        for s in shape:
-            if isinstance(s, Expr) and not isinstance(s, Var):
-                where = span if span is not None else self._span(probe_node)
-                raise TilecraftError(f"{self.fn.__name__}: {what} has the size {s} in its shape: a size is an int, "
-                                     f"a T.const or a T.dynamic symbol, not an expression of T.dynamic symbols",
-                                     where, hint="declare the size as its own T.dynamic name (or make it a T.const)")
 
     def _returned(self, ns, scope) -> list:
         """The T.empty outputs in the order the function returns them (every one, once)."""
@@ -400,11 +393,14 @@ class EagerJit(CallBinding):
         key = (self._key(statics), tuple(sorted(values.items())), _freeze_scalars(scalars))
         built = self._kernels.get(key)
         if built is None:
-            func, inputs, out_idx = self.build(statics, values, scalars)
+            func, inputs, out_idx, relations = self.build(statics, values, scalars)
             from .jit import compile as compile_func
             kw = dict(self.compile_kwargs)
             kw["out_idx"] = out_idx or None
-            built = Built(compile_func(func, **kw), inputs)
+            kernel = compile_func(func, **kw)
+            if relations:
+                kernel._relations = relations  # sizes that are expressions of others: checked per call
+            built = Built(kernel, inputs)
             with self._lock:
                 self._kernels[key] = built
         return built, tensors

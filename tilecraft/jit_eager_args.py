@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import TilecraftError
-from .ir import Var
+from .ir import Expr, Var
 
 if TYPE_CHECKING:
     from .jit_eager import Probe
@@ -112,3 +112,46 @@ def _is_const(size, const) -> bool:
 
 def _show(shape) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class AffineDims:
+    """Tensor sizes that are affine expressions of T.dynamic symbols (`seq_len * heads`, `n + 1`):
+    each distinct expression becomes a size symbol of its own, bound from the tensor like any other,
+    and the kernel checks at every call that it equals the expression of the other symbols
+    (`JITKernel._relations`).  Every symbol in such an expression must also be a plain size of an
+    input tensor (that is where its value comes from)."""
+
+    def __init__(self):
+        self.fresh: dict = {}       # (constant, ((symbol name, coefficient), ...)) -> Var
+        self.relations: list = []   # (size symbol name, constant, terms, text)
+
+    def plain(self, shape, where: str, span):
+        from .ir.analysis import linear
+        out = []
+        for s in shape:
+            if isinstance(s, Expr) and not isinstance(s, Var):
+                lin = linear(s)
+                if lin is None or not lin[1] or not all(isinstance(a, Var) for a in lin[1]):
+                    raise TilecraftError(f"{where} has the size {s}: a size is an int, a T.const, a T.dynamic symbol "
+                                         f"or an affine expression of them (a * n + b)", span)
+                key = (lin[0], tuple(sorted((a.name, k) for a, k in lin[1].items())))
+                v = self.fresh.get(key)
+                if v is None:
+                    text = " + ".join(f"{k} * {a}" if k != 1 else a for a, k in key[1]) + (f" + {key[0]}" if key[0] else "")
+                    name = "_".join(f"{a}_x{k}" if k != 1 else a for a, k in key[1]) + (f"_p{key[0]}" if key[0] else "")
+                    v = self.fresh[key] = Var(name.replace("-", "m"), s.dtype)
+                    self.relations.append((v.name, key[0], key[1], text, {a.name: a for a in lin[1]}, span))
+                out.append(v)
+            else:
+                out.append(s)
+        return tuple(out)
+
+    def check_bound(self, input_shapes):
+        """Every symbol of an expression is a plain size of some input (else it has no value)."""
+        plain = {s.name for shape in input_shapes for s in shape if isinstance(s, Var)}
+        for name, _, terms, text, _, span in self.relations:
+            missing = [a for a, _ in terms if a not in plain]
+            if missing:
+                raise TilecraftError(f"the size {text} needs the value of {missing[0]}, which is not a size of any input "
+                                     f"tensor by itself", span, hint=f"declare some input's size as {missing[0]} alone")
+        return tuple((name, c, terms, text) for name, c, terms, text, _, _ in self.relations)

@@ -314,3 +314,30 @@ def test_kernels_under_a_python_branch():
     a = torch.randn(5)
     torch.testing.assert_close(scale_by_flag(a), a * 2)
     torch.testing.assert_close(scale_by_flag(a, False), a * 3)
+
+
+@tilelang.jit(target="cpu")
+def head_weighted(Q, W):
+    heads = T.const("heads")
+    seq_len = T.dynamic("seq_len")
+    Q: T.Tensor([seq_len * heads, 8], T.float32)  # a size that is an expression of a T.dynamic symbol
+    W: T.Tensor([seq_len, heads], T.float32)
+    O = T.empty([seq_len, 8], T.float32)
+    with T.Kernel(seq_len, threads=32) as s:
+        for d in T.serial(8):
+            acc = T.alloc_var(T.float32)
+            acc = 0.0
+            for h in T.serial(heads):
+                acc += Q[s * heads + h, d] * W[s, h]
+            O[s, d] = acc
+    return O
+
+
+def test_a_size_that_is_an_expression_of_a_dynamic_symbol():
+    for seq in (6, 11):
+        q, w = torch.randn(seq * 3, 8), torch.randn(seq, 3)
+        ref = torch.einsum("shd,sh->sd", q.view(seq, 3, 8), w)
+        torch.testing.assert_close(head_weighted(q, w), ref, rtol=1e-5, atol=1e-5)
+    assert len(head_weighted._kernels) == 1
+    with pytest.raises(ValueError, match=r"a size declared as 3 \* seq_len is 17, but 3 \* seq_len = 18 with seq_len=6"):
+        head_weighted(torch.randn(17, 8), torch.randn(6, 3))

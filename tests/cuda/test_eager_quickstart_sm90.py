@@ -61,3 +61,28 @@ def test_quickstart_takes_the_tma_wgmma_path_on_sm90a(which):
     assert "TMA tile loads" in plan and "mbarrier" in plan, plan
     assert [tuple(p.shape) for p in kernel.func.params] == [(1024, 1024)] * 3 and kernel.out_idx == [2]
     assert "wgmma" in kernel.get_kernel_source()
+
+
+def head_weighted(Q, W):
+    heads = T.const("heads")
+    seq_len = T.dynamic("seq_len")
+    Q: T.Tensor([seq_len * heads, 64], T.float16)
+    W: T.Tensor([seq_len, heads], T.float32)
+    O = T.empty([seq_len, 64], T.float32)
+    with T.Kernel(T.ceildiv(seq_len, 16), threads=128) as s:
+        q = T.alloc_shared((16 * heads, 64), T.float16)
+        T.copy(Q[s * 16 * heads, 0], q)
+        for i, d in T.Parallel(16, 64):
+            acc = T.alloc_var(T.float32)
+            acc = 0.0
+            for h in T.serial(heads):
+                acc += q[i * heads + h, d] * W[s * 16 + i, h]
+            O[s * 16 + i, d] = acc
+    return O
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_size_expression_of_a_dynamic_symbol_compiles_for_cuda(arch):
+    kernel = tilelang.jit(target={"kind": "cuda", "arch": arch})(head_weighted).compile(heads=4)
+    assert kernel._relations == (("seq_len_x4", 0, (("seq_len", 4),), "4 * seq_len"),)
+    assert [p.shape for p in kernel.params] == [("seq_len_x4", 64), ("seq_len", 4), ("seq_len", 64)]

@@ -69,14 +69,16 @@ def probing() -> bool:
 
 
 def shape_entry_ok(s) -> bool:
-    """A tensor size: a non-negative int or a symbol; while probing, any expression of the consts
-    (`M // block_M`), which only the bound run must reduce to an int."""
+    """A tensor size: a non-negative int or a symbol; in an eager function also an expression (of the
+    T.consts while probing: `M // block_M`; of T.dynamic symbols: `seq_len * heads`)."""
     from ..ir import Expr
     if isinstance(s, bool):
         return False
     if isinstance(s, int):
         return s >= 0
-    return isinstance(s, Var) or (probing() and isinstance(s, Expr))
+    # within an eager function, any expression: the jit turns affine ones of T.dynamic symbols into
+    # sizes it checks at each call (jit_eager_args.AffineDims) and refuses the rest
+    return isinstance(s, Var) or (_SCOPE.get() is not None and isinstance(s, Expr))
 
 
 # Stand-ins for the T.consts when the statements before the kernel need ints (`range(M)`, `if M > 64`):

@@ -78,6 +78,10 @@ class JITKernel:
     signature); under `torch.compile` every call goes through the kernel's custom op
     (runtime/torch_op.py)."""
 
+    # sizes declared as affine expressions of other symbols (the eager jit's `seq_len * heads`):
+    # (size symbol, constant, ((symbol, coefficient), ...), text), checked at each call
+    _relations: tuple = ()
+
     def __init__(self, func, artifact: Artifact, out_idx=None, target=None, pass_configs=None):
         self.func = func
         self.artifact = artifact
@@ -181,6 +185,11 @@ class JITKernel:
                 checker.fail(ValueError, p, f"is on {t.device} but an earlier argument is on {device}; "
                                             f"every tensor of one call must be on the same device")
             tensors.append(t)
+        for name, c, terms, text in self._relations:
+            want = c + sum(k * symbols[a] for a, k in terms)
+            if symbols.get(name, want) != want:
+                raise ValueError(f"{self.name}: a size declared as {text} is {symbols[name]}, but {text} = {want} "
+                                 f"with {', '.join(f'{a}={symbols[a]}' for a, _ in terms)}")
         outputs = []
         for i, p in enumerate(self.params):
             if p.is_output:
