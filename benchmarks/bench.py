@@ -704,6 +704,15 @@ def main(argv=None):
     for r in launch:
         text += (f"{r['kernel']}: {r['achieved']:.2f} us vs torch.add {r['ref_ms'] * 1e3:.2f} us = "
                  f"{r['speed']:.2f}x the time ({'SLOWER' if r['speed'] > 1 else 'at or below torch'})\n")
+    # rounds that disagree: the machine's load (or clock) changed while the row was timed
+    noisy = [f"{r['kernel']} {r['size']} ({r['speed_range'][0]:.2f}-{r['speed_range'][1]:.2f}x)" for r in rows
+             if r.get("speed_range") and r["speed"] and (r["speed_range"][1] - r["speed_range"][0]) / r["speed"] > 0.25]
+    if noisy:
+        text += ("WARNING: the rounds of these rows disagree by more than 25% of the ratio (the load changed "
+                 "while timing; rerun on a quiet machine before trusting them): " + "; ".join(noisy) + "\n")
+    if on_cpu():
+        from tilecraft.demo import load_note
+        text += "\n".join(load_note("cpu")) + "\n"
     slug = re.sub(r"[^a-z0-9]+", "_", env["gpu"].lower()).strip("_")
     stem = f"{datetime.date.today().isoformat()}_{slug}{'_quick' if args.quick else ''}"
     outs = ([] if on_cpu() else [os.path.join(ROOT, "benchmarks", "results")]) + (

@@ -117,15 +117,46 @@ def verdict(speed: float) -> str:
     return f"SLOWER: {speed:.2f}x (torch {1 / speed:.2f}x faster)"
 
 
-def _time(fn, device: str) -> float:
+SPREAD_WARN = 0.25  # (p90 - p10) / median of one row's calls above this: the timing is not steady
+
+
+def _time_spread(fn, device: str) -> tuple:
+    """(median ms, spread) of fn's calls: spread = (90th - 10th percentile) / median."""
     cpu = device == "cpu"
-    return do_bench(fn, warmup=5 if cpu else 25, rep=20 if cpu else 100, return_mode="median", device=device)
+    lo, med, hi = do_bench(fn, warmup=5 if cpu else 25, rep=20 if cpu else 100, quantiles=[0.1, 0.5, 0.9],
+                           device=device)
+    return med, (hi - lo) / med if med > 0 else 0.0
+
+
+def _time(fn, device: str) -> float:
+    return _time_spread(fn, device)[0]
 
 
 def fastest(candidates, device: str) -> tuple:
     """(name, ms) of the fastest torch candidate, each timed in this run."""
     timed = [(name, _time(fn, device)) for name, fn in candidates]
     return min(timed, key=lambda t: t[1])
+
+
+def load_note(device: str) -> list:
+    """What the CPU target's times mean here, and the machine's load (empty on a GPU)."""
+    if device != "cpu":
+        return []
+    import os
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    lines = ["CPU target: the reference semantics (each program as the GPU would run it, checked against "
+             "torch); its times are this host's and compare the reference implementation with torch on "
+             "this CPU, not what a GPU would do."]
+    if load is not None:
+        busy = load > 0.75 * cores
+        lines.append(f"machine load: {load:.1f} (1-minute average) on {cores} cores"
+                     + (" -- LOADED: other processes take CPU time from both sides; times are inflated "
+                        "and ratios noisy" if busy else ""))
+    return lines
 
 
 def host_launch_us(device: str) -> tuple:
@@ -160,7 +191,7 @@ def _run(tgt, verbose: bool, only: list | None) -> list:
         if only and not any(o.lower() in name.lower() for o in only):
             continue
         row = {"kernel": name, "size": size, "check": "", "compile_s": None, "ms": None, "torch_ref": "",
-               "torch_ms": None, "speed": None, "verdict": "", "rate": ""}
+               "torch_ms": None, "speed": None, "verdict": "", "rate": "", "spread": None}
         rows.append(row)
         t0 = time.perf_counter()
         try:
@@ -169,7 +200,7 @@ def _run(tgt, verbose: bool, only: list | None) -> list:
             err = _rel(kern(*args), accurate())
             ok = err < tol and math.isfinite(err)
             row["check"] = f"{'PASS' if ok else 'FAIL'} {err:.1e}"
-            row["ms"] = _time(lambda: kern(*args), device)
+            row["ms"], row["spread"] = _time_spread(lambda: kern(*args), device)
             row["torch_ref"], row["torch_ms"] = fastest(candidates, device)
             row["speed"] = row["torch_ms"] / row["ms"]
             row["verdict"] = verdict(row["speed"])
@@ -207,6 +238,13 @@ def format_table(rows, launch, device: str) -> str:
               if r["speed"] is not None and r["speed"] < 1.0]
     if slower:
         lines.append("slower than torch here: " + "; ".join(slower))
+    noisy = [f"{r['kernel']} ({r['spread']:.0%})" for r in rows
+             if r.get("spread") is not None and r["spread"] > SPREAD_WARN]
+    if noisy:
+        lines.append(f"WARNING: large spread between runs (10th-90th percentile over the median above "
+                     f"{SPREAD_WARN:.0%}): " + "; ".join(noisy) + " -- the load changed while timing; "
+                     f"rerun on a quiet machine before trusting these ratios")
+    lines += load_note(device)
     if isinstance(launch, tuple):
         ours, ref = launch
         word = "at or below torch's" if ours <= ref else "SLOWER than torch's"
