@@ -4,8 +4,8 @@ bound by name (`T.thread_binding`) and TVM's cross-thread reduction (`T.comm_red
 `T.tvm_thread_allreduce` inside `with T.attr(reducer, "reduce_scope", ...)`).
 
 All of it is thread-level code, as in TileLang: every thread of the block runs each statement.  The
-CUDA targets compile it; the CPU target (one thread runs each statement over whole tiles) refuses a
-program that reads a thread index, at its line, and runs an extern call once per block.
+CUDA targets compile it; the CPU target runs a program that reads a thread index with its blocks'
+threads emulated (transform/cpu_threads.py), and otherwise runs an extern call once per block.
 
     kr = T.thread_binding(0, 32, thread="threadIdx.x")      # the block's threadIdx.x (extent 32)
     T.import_source(DECODER_SOURCE)                         # pasted before the kernel, verbatim

@@ -1,7 +1,8 @@
 """TileLang's warp-level builtins: lane and warp indices, shuffles, warp reductions, `T.sync_warp`.
 
 Thread-level code, as in TileLang: each thread evaluates them with its own values.  The CUDA targets
-compile them (device/include/tilecraft/reduce.h); the CPU target refuses them at their line.  The
+compile them (device/include/tilecraft/reduce.h); the CPU target runs them with the block's threads
+emulated (transform/cpu_threads.py, one fiber per thread: all lanes reach a shuffle, then exchange).  The
 shuffles use the full mask, so all 32 lanes of the warp must reach them together (never under a
 branch that splits a warp).
 

@@ -9,9 +9,11 @@ its whole tile, in program order:
 - an mbarrier is simulated (tilecraft_cpu.h): an arrival counts once for every thread that runs
   it (all the block's threads outside a branch, the branch's inside one), and a wait checks that
   the phase it names has completed.  A wait that only a later statement could satisfy means the
-  program needs its warp groups to run at the same time; it has no sequential meaning, so the
-  kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py) instead of
-  hanging or computing something else;
+  program needs its warp groups to run at the same time; it has no sequential meaning.  Such
+  programs are found before this pass (concurrent_waits.py) and run with their threads emulated
+  (cpu_threads.py); the check stays for what that analysis leaves here (a simulation over its
+  budget): the kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py)
+  instead of hanging or computing something else;
 - register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once);
 - an `if` on the thread index around tile work (`if tx < 32: ... else: ...`) is a branch of those
   threads, as on CUDA (thread_range_branches.py): each branch runs once, in program order.

@@ -1,4 +1,6 @@
 """The pass pipelines, one flat list per target.  Each pass is `fn(func, target) -> func`.
+The CPU target has a second list for programs written at the level of CUDA threads: the CUDA passes,
+whose per-thread code runs with the block's threads emulated (cpu_threads.py says which programs).
 
 Order matters and each position has a reason:
 """

@@ -95,7 +95,7 @@ class Intrinsic:
     family: ClassVar[str] = ""
     operands: ClassVar[tuple] = ()
     effects: ClassVar[Effects] = GENERIC
-    thread_level: ClassVar[bool] = False   # lanes exchange registers: no meaning on the CPU target
+    thread_level: ClassVar[bool] = False   # lanes exchange registers: the CPU target emulates the threads
 
     def __post_init__(self):
         self.check()

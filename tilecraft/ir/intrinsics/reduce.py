@@ -1,7 +1,8 @@
 """Warp shuffles and reductions by xor shuffles (device/include/tilecraft/reduce.h).
 
 All of them are thread-level: the lanes of a warp exchange registers, which has no meaning on the
-CPU target (one thread runs each statement over a whole tile), so they declare `thread_level`."""
+CPU target's tile path (one thread runs each statement over a whole tile), so they declare
+`thread_level`: the CPU target then emulates the block's threads (transform/cpu_threads.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
