@@ -277,8 +277,8 @@ class EagerJit(CallBinding):
                     specs[name] = spec if isinstance(spec, TensorSpec) else self._eval(arg.annotation, ns, arg)
         return ns, specs
 
-    def probe(self, statics) -> Probe:
-        key = self._key(statics)
+    def probe(self, statics, key=None) -> Probe:
+        key = self._key(statics) if key is None else key
         p = self._probes.get(key)
         if p is not None:
             return p
@@ -386,11 +386,12 @@ class EagerJit(CallBinding):
     def kernel_for(self, args, kwargs, need_tensors: bool):
         """(Built, tensors given) for a call or a compile."""
         statics, tensors, extra = self.bind(args, kwargs, need_tensors)
-        probe = self.probe(statics)
+        static_key = self._key(statics)
+        probe = self.probe(statics, static_key)
         scalars = self.scalar_values(probe, tensors)
         values = self.const_values(probe, tensors, extra)
         self.check_shapes(probe, tensors, values, extra)
-        key = (self._key(statics), tuple(sorted(values.items())), _freeze_scalars(scalars))
+        key = (static_key, tuple(sorted(values.items())), _freeze_scalars(scalars))
         built = self._kernels.get(key)
         if built is None:
             func, inputs, out_idx, relations = self.build(statics, values, scalars)
