@@ -4,6 +4,7 @@ checked against them (a message naming the tensor, the dimension and both values
 declaring the tensor), and the scalar parameters' values (compiled in as constants)."""
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 from .errors import TilecraftError
@@ -34,9 +35,13 @@ class CallBinding:
             raise TilecraftError(f"{self.fn.__name__}: no value for T.const {name!r}: {how} give it as a keyword "
                                  f"({name}=...)", self._span(probe.lines.get(where[0]) if where else self.node))
         for name, v in values.items():
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise TilecraftError(f"{self.fn.__name__}: T.const {name} must be a non-negative int, got {v!r}",
-                                     self._span(self.node))
+            try:
+                values[name] = v = operator.index(v)  # numpy / torch integers too
+            except TypeError:
+                v = None
+            if v is None or isinstance(v, bool) or v < 0:
+                raise TilecraftError(f"{self.fn.__name__}: T.const {name} must be a non-negative int, got "
+                                     f"{extra.get(name)!r}", self._span(self.node))
         return values
 
     @staticmethod
