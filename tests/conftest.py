@@ -11,6 +11,7 @@
   | `nvcc`         | the nvcc compiler                                 |
   | `sass`         | cuobjdump and nvdisasm, to read SASS              |
   | `cxx`          | a C++ compiler (the CPU target)                   |
+  | `big_memory`   | ~3 GiB of free host memory (2^31-element tensors) |
 
   A test whose requirement is missing is skipped at collection with the reason; nothing else
   skips for want of a tool.  Each requirement is probed once per session.
@@ -71,6 +72,20 @@ def _cxx() -> str:
     return "" if shutil.which(env.cxx()) else f"needs a C++ compiler ({env.cxx()!r} not found)"
 
 
+def _big_memory() -> str:
+    """Tests of tensors past 2^31 elements hold ~2-2.5 GiB: skipped when the host has less than
+    3.5 GiB available, or with TILECRAFT_SKIP_BIG_MEMORY=1 (a CI machine shared by other jobs)."""
+    if os.environ.get("TILECRAFT_SKIP_BIG_MEMORY") == "1":
+        return "TILECRAFT_SKIP_BIG_MEMORY=1: tensors past 2^31 elements (~2.5 GiB) not run"
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) for line in f if line.split()[1:]}
+        avail = info["MemAvailable"] * 1024
+    except (OSError, KeyError, ValueError):
+        return "needs ~3.5 GiB of free memory (cannot read /proc/meminfo)"
+    return "" if avail >= 3.5 * 2 ** 30 else f"needs ~3.5 GiB of free memory, {avail / 2 ** 30:.1f} GiB available"
+
+
 def _timing() -> str:
     """Assertions on measured times flake on a loaded machine, which CI's is: they run only when asked
     for (TILECRAFT_TIMING_TESTS=1); compile-time goals are rows of benchmarks/bench.py's compile group."""
@@ -86,6 +101,7 @@ REQUIREMENTS = {
     "nvcc": (_nvcc, "needs nvcc"),
     "sass": (_sass, "reads SASS with cuobjdump and nvdisasm"),
     "cxx": (_cxx, "needs a C++ compiler"),
+    "big_memory": (_big_memory, "holds tensors past 2^31 elements (~2.5 GiB of host memory)"),
     "timing": (_timing, "asserts on measured times (only with TILECRAFT_TIMING_TESTS=1)"),
 }
 _PROBED: dict = {}

@@ -15,6 +15,7 @@ from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.functor import _Dispatch
+from ..ir.index_width import wide_dims, wide_offset, widen, widening_cast
 from ..ir.tileop import TileOp
 from .names import CNames
 
@@ -65,6 +66,7 @@ class CPrinter(_Dispatch):
         self.doc = Doc()
         self.nonneg: set = set()   # Vars known to be >= 0 (loop / block / thread indices)
         self.name = CNames()       # every Var and Buffer is printed through this: unique C names
+        self.let_values: dict = {}  # let-bound Var -> its value (64-bit index arithmetic looks through lets)
 
     # ---- hooks ------------------------------------------------------------------------------
     def type_name(self, d: dt.DType) -> str:
@@ -182,7 +184,20 @@ class CPrinter(_Dispatch):
     def intrinsic(self, e) -> str:
         raise NotImplementedError(f"intrinsic {e.op} has no printer for this target")
 
+    def widened_cast(self, e) -> str | None:
+        """A cast of 32-bit index arithmetic to int64, printed as that arithmetic in int64 (no wrap
+        before the cast: ir/index_width.py); None for any other cast."""
+        if not widening_cast(e):
+            return None
+        w = widen(e.value, self.let_values)
+        if isinstance(w, E.Cast) and w.value is e.value:
+            return None
+        return self.expr(w)
+
     def visit_Cast(self, e):
+        wide = self.widened_cast(e)
+        if wide is not None:
+            return wide
         src, dst = e.value.dtype, e.dtype
         inner = self.expr(e.value)
         if src.is_float and src.bits < 32 and not (dst.is_float and dst.bits < 32):
@@ -198,18 +213,24 @@ class CPrinter(_Dispatch):
         return self.buffer_ref(e.buffer, self.offset(e.buffer, e.indices))
 
     def offset(self, buf: Buffer, indices) -> str:
-        """Row-major linear offset; 64-bit arithmetic only when the buffer may exceed 2^31."""
+        """Row-major linear offset; 64-bit arithmetic only where the buffer may exceed 2^31 elements
+        (ir/index_width.py): an index into a dimension that may is computed in int64 throughout, and
+        the offset of a buffer that may is summed in int64."""
+        long_dims = wide_dims(buf)
         if len(indices) == 1:
-            return self.expr(indices[0])
-        wide = not buf.is_static or buf.numel >= 2 ** 31
+            return self.expr(widen(indices[0], self.let_values) if long_dims[0] else indices[0])
+        wide = wide_offset(buf)
         terms = []
         stride_exprs = buf.strides()
-        for idx, stride in zip(indices, stride_exprs):
+        for idx, stride, long_dim in zip(indices, stride_exprs, long_dims):
             if isinstance(idx, E.Const) and idx.value == 0:
                 continue
-            i = self.expr(idx)
-            if wide:
-                i = f"({self.type_name(dt.int64)})({i})"
+            if long_dim:
+                i = self.expr(widen(idx, self.let_values))
+            else:
+                i = self.expr(idx)
+                if wide:
+                    i = f"({self.type_name(dt.int64)})({i})"
             if isinstance(stride, int):
                 terms.append(i if stride == 1 else f"{i} * {stride}")
             else:
@@ -230,6 +251,7 @@ class CPrinter(_Dispatch):
         self.doc.line(f"{self.buffer_ref(s.buffer, self.offset(s.buffer, s.indices))} = {self.expr(s.value)};")
 
     def visit_Let(self, s):
+        self.let_values[s.var] = s.value
         self.doc.line(f"const {self.type_name(s.var.dtype)} {self.name(s.var)} = {self.expr(s.value)};")
 
     def loop_pragma(self, s) -> str | None:

@@ -50,6 +50,9 @@ class CudaPrinter(CPrinter):
         return s
 
     def visit_Cast(self, e):
+        wide = self.widened_cast(e)
+        if wide is not None:
+            return wide
         return f"tc::cast<{self.type_name(e.dtype)}>({self.expr(e.value)})"
 
     def visit_Binary(self, e):

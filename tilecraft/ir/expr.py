@@ -275,6 +275,8 @@ def as_expr(value, like: DType | None = None, span: Span | None = None) -> Expr:
     if isinstance(value, bool):
         return const(value, dt.bool_, span)
     if isinstance(value, int):
+        if like is not None and like.kind == "int" and like.bits <= 32 and not -2**31 <= value < 2**31:
+            return const(value, dt.int64, span)  # a shape or bound past int32 (ir/index_width.py)
         if like is not None and not like.is_bool:
             return const(value, like, span)
         return const(value, None, span)

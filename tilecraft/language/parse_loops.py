@@ -8,6 +8,7 @@ import builtins
 
 from ..errors import TilecraftError
 from ..ir import Break, Expr, For, If, Load, Var, While, as_expr, binary, cast, collect, const, dtype as dt
+from ..ir.index_width import wide_extent
 from .kernel import LoopSpec, PersistentSpec, serial
 
 
@@ -43,8 +44,9 @@ class LoopMixin:
         self.loop_kinds = getattr(self, "loop_kinds", []) + [spec.kind]
         loop_vars = []
         try:
-            for n in names:
-                v = Var(self.builder.fresh_name(n.id))
+            for n, extent in zip(names, spec.extents):
+                # a loop that may pass 2^31 iterations counts in int64 (ir/index_width.py)
+                v = Var(self.builder.fresh_name(n.id), dt.int64 if wide_extent(extent) else dt.int32)
                 loop_vars.append(v)
                 index = v if spec.step == 1 and (isinstance(spec.start, int) and spec.start == 0) \
                     else binary("+", binary("*", v, spec.step), spec.start)

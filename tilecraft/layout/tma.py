@@ -20,10 +20,11 @@ def box_offset(swizzle: int, elem_bytes: int, box_cols: int, row: int, col: int)
 
 def tma_tensor_ok(tensor, tile) -> bool:
     """Whether `tensor` (a global buffer) can have a tensor map that loads the 2-D shared `tile`:
-    2 to 5 static dims, 2- or 4-byte elements of the tile's type, rows a multiple of 16 bytes, and a
+    2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements of the tile's type, rows a multiple of 16 bytes, and a
     box plan for the tile's shape (the copied region and the tile's layout are checked apart)."""
     if (not 2 <= tensor.ndim <= 5 or tile.ndim != 2 or not all(isinstance(x, int) for x in tensor.shape)
-            or tensor.dtype != tile.dtype or tensor.dtype.bytes not in (2, 4) or (tensor.shape[-1] * tensor.dtype.bytes) % 16):
+            or tensor.dtype != tile.dtype or tensor.dtype.bytes not in (2, 4) or (tensor.shape[-1] * tensor.dtype.bytes) % 16
+            or any(s >= 2 ** 31 for s in tensor.shape)):  # TMA coordinates are int32
         return False
     try:
         sm90_tile_boxes(tile.shape[0], tile.shape[1], tile.dtype.bytes)

@@ -19,8 +19,9 @@ it).  Here each index of a Load, Store or Ref inside an unrolled loop is
    `Let` just before the loop (one per distinct expression).
 
 The values of every index are unchanged (tests/cuda/test_hoist_invariants.py checks the rewrite
-numerically); only their spelling moves.  Indices with a cast or a non-int32 part are left alone,
-so 64-bit address arithmetic keeps its widths.
+numerically); only their spelling moves.  Indices with a cast or a non-int32 part, and indices into
+a dimension that may exceed 2^31 elements, are left alone, so 64-bit address arithmetic keeps its
+widths.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from dataclasses import replace
 from math import gcd
 
 from ..ir import For, Let, Var, collect, seq
+from ..ir.index_width import wide_dims
 from ..ir import dtype as dt
 from ..ir.analysis import from_linear, linear
 from ..ir.expr import Binary, BuiltinVar, Const, Expr, Load, Ref, Unary, binary, const
@@ -145,7 +147,9 @@ class _Indices(Mutator):
                 t = binary("*", i, stride)
                 flat = t if flat is None else binary("+", flat, t)
             return (self.index(flat),)
-        new = tuple(self.index(i) for i in idx)
+        # an index into a dimension that may exceed 2^31 stays whole: the printer computes it in
+        # int64 (ir/index_width.py), which an int32 Let of its invariant part would defeat
+        new = tuple(i if long_dim else self.index(i) for i, long_dim in zip(idx, wide_dims(buf)))
         return idx if all(a is b for a, b in zip(new, idx)) else new
 
     def visit_Load(self, e):
