@@ -95,9 +95,10 @@ class CppPrinter(CPrinter):
         d.indent()
         for b in big:
             store = self.name.fresh(f"{self.name(b)}_storage")
-            d.line(f"std::vector<{self.type_name(b.dtype)}> {store}({b.numel});")
+            t = self.type_name(b.dtype)
+            d.line(f"tc::Storage {store}({b.numel} * sizeof({t}));  // zeroed, freed when the thread's loop ends")
             restrict = "" if b in viewed_bases(self.func) else " __restrict__"
-            d.line(f"{self.type_name(b.dtype)}*{restrict} {self.name(b)} = {store}.data();")
+            d.line(f"{t}*{restrict} {self.name(b)} = ({t}*){store}.p;")
         d.line("#pragma omp for schedule(dynamic, 1)")
         d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
         d.indent()

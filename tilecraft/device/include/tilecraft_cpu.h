@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -232,6 +233,16 @@ struct Philox4x32 {
 inline void rng_init(Philox4x32& g, uint64_t seed, uint64_t seq, uint64_t off) { g.init(seed, seq, off); }
 inline uint32_t rng_rand(Philox4x32& g) { return g.next(); }
 
+
+// Per-thread storage of a kernel's large on-chip buffers (codegen/cpp.py): zeroed bytes, aligned
+// for any scalar; not a std::vector, whose instantiation per element type costs compile time.
+struct Storage {
+  void* p;
+  explicit Storage(size_t bytes) : p(std::calloc(bytes ? bytes : 1, 1)) {}
+  ~Storage() { std::free(p); }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
 
 // T.reinterpret: the bits of `x` as a `To` of the same size.
 template <class To, class From> static inline To bit_cast(const From& x) {
