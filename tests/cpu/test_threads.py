@@ -21,6 +21,7 @@ from tilecraft.errors import TilecraftError
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "cuda"))
 sys.path.insert(0, os.path.join(HERE, "..", "language"))
+sys.path.insert(0, HERE)
 THIS = os.path.basename(__file__)
 THREADS = {"tc.cpu_threads": True}
 FIBERS = "one fiber per CUDA thread"
@@ -293,3 +294,12 @@ def test_1024_threads_per_block():
     y, s = warp_scan(n, 1024)(x)
     torch.testing.assert_close(y, x.view(-1, 32).cumsum(1).view(-1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(s, x.view(-1, 1024).sum(1), rtol=1e-5, atol=1e-3)
+
+
+def test_swizzle_annotations_as_cuda_threads():
+    """A shared tile a layout annotation swizzles is addressed through the sm80 swizzle in this mode."""
+    from test_kernels import annotated_copy
+    k = tilelang.compile(annotated_copy.fn(40, 64, 16, 32), out_idx=[-1], target="cpu", pass_configs=THREADS)
+    assert "tc::swizzle_offset<32, 2>" in k.get_kernel_source()
+    a = torch.randn(40, 64).half()
+    torch.testing.assert_close(k(a), a, rtol=0, atol=0)

@@ -277,6 +277,17 @@ inline void Block::describe_deadlock() {
 
 inline int tid() { return g_block->cur; }
 
+// this OS thread's block of `threads` fibers with stacks of at least `stack` bytes, kept between
+// kernel calls (mapping and guarding the stacks again would cost more than a small kernel does)
+inline Block& block(int threads, size_t stack) {
+  static thread_local Block* cached = nullptr;
+  if (cached == nullptr || cached->n != threads || cached->stack_bytes < stack) {
+    delete cached;
+    cached = new Block(threads, stack);
+  }
+  return *cached;
+}
+
 // ---- barriers -------------------------------------------------------------------------------------
 inline void barrier(int id, int count, const char* site) {  // count 0: every live thread (__syncthreads)
   Block& b = *g_block;
@@ -388,6 +399,21 @@ struct MinOp { template <class T> T operator()(T a, T b) const { return tc::min(
 struct BitAndOp { template <class T> T operator()(T a, T b) const { return a & b; } };
 struct BitOrOp { template <class T> T operator()(T a, T b) const { return a | b; } };
 struct BitXorOp { template <class T> T operator()(T a, T b) const { return a ^ b; } };
+
+// ---- the sm80 shared-memory swizzle (tilecraft/gemm_sm80.h's, for tiles a layout annotation swizzles) --
+namespace detail {
+template <int L, int ELEM_BYTES> struct SwizzleGroup {
+  static_assert(16 % ELEM_BYTES == 0 && (L * ELEM_BYTES) % 16 == 0, "swizzle: 16-byte chunks");
+  static constexpr int C = L * ELEM_BYTES / 16;
+  static constexpr int G = C % 8 == 0 ? 8 : C % 4 == 0 ? 4 : C % 2 == 0 ? 2 : 1;
+  static int mask(int row) { return G == 8 ? row & 7 : G == 4 ? (row >> 1) & 3 : G == 2 ? (row >> 2) & 1 : 0; }
+  static int phys(int chunk, int row) { return G == 1 ? chunk : (chunk & ~(G - 1)) | ((chunk & (G - 1)) ^ mask(row)); }
+};
+}  // namespace detail
+template <int L, int ELEM_BYTES> inline int swizzle_offset(int row, int col) {
+  constexpr int EPC = 16 / ELEM_BYTES;
+  return row * L + detail::SwizzleGroup<L, ELEM_BYTES>::phys(col / EPC, row) * EPC + col % EPC;
+}
 
 // ---- the CUDA lowering's memory intrinsics, done at once (one thread runs at a time) ---------------
 template <int N> inline void cp_async_zfill(void* smem, const void* gmem, bool pred = true) {
