@@ -13,6 +13,12 @@ barriers are where the CUDA path puts them -- for a machine without tensor cores
 (`Target("cpu").has(...)` is False for each: gemms are per-thread dot products, copies are plain),
 and codegen/cpp_threads.py prints it as C++ whose blocks run one fiber per CUDA thread
 (device/include/tilecraft_cpu_threads.h).  Every other program keeps the tile path and its code.
+
+The fibers of a block interleave only where a thread waits (barriers, warp exchanges, mbarriers,
+spin loops), one thread at a time otherwise: one valid CUDA schedule.  Code that relies on the lanes
+of a warp running in lockstep between such points (implicit warp-synchronous code, undefined since
+Volta but what a converged warp does) can compute something else here: e.g. several lanes holding
+replicas of a fragment row each doing `shared[i] += x` add x once per lane here, once on a GPU.
 """
 from __future__ import annotations
 
