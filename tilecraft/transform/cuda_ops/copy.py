@@ -43,6 +43,8 @@ def lower_copy(op: Copy, ctx: Ctx):
                 return Store(reg, (r,), cast(Load(other.buffer, oidx), reg.dtype))
             return Store(other.buffer, oidx, cast(Load(reg, (r,)), other.buffer.dtype))
         return ctx.per_slot(lay, body, op.span)
+    if s.buffer.scope in ("local", "var") or d.buffer.scope in ("local", "var"):
+        return _per_thread_copy(s, d, ctx, op.span)
     vec = _strided_vector_width(s, d)
     if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bytes >= 4):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
@@ -51,6 +53,19 @@ def lower_copy(op: Copy, ctx: Ctx):
     return ctx.strided(shape, lambda ix: Store(
         d.buffer, region_indices(d, [] if squeeze else ix),
         cast(Load(s.buffer, region_indices(s, [] if squeeze else ix)), d.buffer.dtype)), op.span)
+
+
+def _per_thread_copy(s: Region, d: Region, ctx: Ctx, span):
+    """A copy to or from a thread's own local buffer (`T.alloc_local` / `T.alloc_var`): every thread that
+    runs it moves every element (a local buffer is per thread, so the copy is not spread over threads)."""
+    shape = s.squeezed_shape() or (1,)
+    squeeze = not s.squeezed_shape()
+    ix = [ctx.var("l") for _ in shape]
+    body = Store(d.buffer, region_indices(d, [] if squeeze else ix),
+                 cast(Load(s.buffer, region_indices(s, [] if squeeze else ix)), d.buffer.dtype), span=span)
+    for v, n in reversed(list(zip(ix, shape))):
+        body = For(v, const(0), const(n), "unroll", body, span=span)
+    return body
 
 
 def _fragment_part_copy(frag: Region, other: Region, into_frag: bool, ctx: Ctx, span):
