@@ -132,3 +132,28 @@ def test_any_all_of_a_global_slice(build, device):
     y = build(flags_of_rows, 12, 16)(x.to(device)).cpu()
     assert y[:, 0].tolist() == (x != 0).any(1).int().tolist()
     assert y[:, 1].tolist() == (x != 0).all(1).int().tolist()
+
+
+@tilelang.jit(out_idx=[-1])
+def async_preferred(N):
+    @T.prim_func
+    def main(X: T.Tensor((N, 64), "float16"), Y: T.Tensor((N, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((N, 64), "float16")
+            for i, j in T.Parallel(N, 64, prefer_async=True,
+                                   annotations={"parallel_async_without_async_commit_wait": True}):
+                S[i, j] = T.if_then_else(i < N - 1, X[i, j], 0)
+            T.ptx_commit_group()
+            T.ptx_wait_group(0)
+            for k in T.unroll(2, annotations={"hint": 1}):
+                for i, j in T.Parallel(N, 64):
+                    if k == 0:
+                        Y[i, j] = S[i, j] + 1
+    return main
+
+
+def test_parallel_prefer_async_and_loop_annotations(build, device):
+    x = torch.randn(16, 64, device=device).half()
+    ref = x.clone()
+    ref[-1] = 0
+    torch.testing.assert_close(build(async_preferred, 16)(x), ref + 1)

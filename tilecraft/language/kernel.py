@@ -104,14 +104,29 @@ def _check_parallel_extent(x):
     return x
 
 
-def Parallel(*extents, coalesced_width=None, loop_layout=None):  # noqa: N802
-    """Element-wise loop nest over a tile; iterations are independent and spread over threads."""
+def _loop_annotations(what, annotations):
+    """TileLang's `annotations={...}` of a loop: lowering hints here (warned once per key)."""
+    if annotations is None:
+        return
+    if not isinstance(annotations, dict):
+        raise error(f"{what}: annotations must be a dict, got {annotations!r}")
+    for key in annotations:
+        warn_once((what, "annotations", str(key)), f"{what}(annotations={{{key!r}: ...}}) is ignored: a lowering "
+                                                   f"hint tilecraft does not use; results do not change")
+
+
+def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=False, annotations=None):  # noqa: N802
+    """Element-wise loop nest over a tile; iterations are independent and spread over threads.
+    `prefer_async=True` (TileLang: stores into shared memory issued as cp.async) changes no result
+    in tilecraft's model, where a store has landed when the next statement starts."""
     if not extents:
         raise error("T.Parallel needs at least one extent")
-    for name, value in (("coalesced_width", coalesced_width), ("loop_layout", loop_layout)):
+    for name, value in (("coalesced_width", coalesced_width), ("loop_layout", loop_layout),
+                        ("prefer_async", prefer_async or None)):
         if value is not None:
             warn_once(("T.Parallel", name), f"T.Parallel({name}=...) is ignored: tilecraft maps the loop's "
                                             f"iterations to threads itself; results do not change")
+    _loop_annotations("T.Parallel", annotations)
     for e in extents:
         _check_parallel_extent(e)
     return LoopSpec("parallel", tuple(extents))
@@ -210,7 +225,8 @@ def serial(start, stop=None, step=1, annotations=None):
     return _range("serial", start, stop, step)
 
 
-def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None):
+def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None, annotations=None):
+    _loop_annotations("T.unroll", annotations)
     return _range("unroll", start, stop, step)
 
 
