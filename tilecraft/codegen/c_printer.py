@@ -78,7 +78,11 @@ class CPrinter(_Dispatch):
     def float_literal(self, value: float, d: dt.DType) -> str:
         if value != value:
             return f"tc::nan<{self.type_name(d)}>()"
-        if value in (float("inf"), float("-inf")):
+        if value in (float("inf"), float("-inf")) and d.name == "float8_e4m3fn":
+            value = 448.0 if value > 0 else -448.0  # no infinity: saturates, as a conversion into it does
+        elif value in (float("inf"), float("-inf")):
+            if value < 0 and d.bits == 8:  # 8-bit floats have no unary minus (the headers build -inf)
+                return f"tc::neg_infinity<{self.type_name(d)}>()"
             s = f"tc::infinity<{self.type_name(d)}>()"
             return s if value > 0 else f"(-{s})"
         text = repr(float(value))

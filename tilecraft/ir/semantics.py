@@ -56,14 +56,14 @@ def reduce_base_kind(kind: str) -> str:
 def reduce_identity(kind: str, d):
     """The value a reduction starts from (and what padding contributes): 0 for the sums, absmax (|x| >= 0),
     bitor and bitxor; all bits set for bitand; -inf / the smallest value for max, +inf / the largest for min."""
-    from ..language.math import infinity, max_value, min_value
+    from ..language.math import has_infinity, infinity, max_value, min_value
     if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, d)
     if kind == "bitand":
         return unary("bitnot", cast(0, d))
     if kind == "max":
-        return -infinity(d) if d.is_float else min_value(d)
-    return infinity(d) if d.is_float else max_value(d)
+        return -infinity(d) if has_infinity(d) else min_value(d)
+    return infinity(d) if has_infinity(d) else max_value(d)
 
 
 def reduce_combine(kind: str, acc, v):

@@ -300,8 +300,25 @@ def cast(x, dtype):
     return _cast(x, d)
 
 
+# TileLang's tl.infinity: the float types with an infinity (float8_e4m3fn has none: 448 is its
+# largest value, and it has NaN only; integers and bool have none)
+_NO_INFINITY_HINT = {
+    "float8_e4m3fn": "float8_e4m3fn has no infinity (its largest value is 448, and it has NaN only); "
+                     "use T.max_value(\"float8_e4m3fn\") / T.min_value(...) for the largest finite values",
+}
+
+
+def has_infinity(d) -> bool:
+    return d.is_float and d.name != "float8_e4m3fn"
+
+
 def infinity(dtype):
-    return const(float("inf"), dt.dtype(dtype))
+    d = dt.dtype(dtype)
+    if not has_infinity(d):
+        raise error(f"T.infinity({d.name!r}): {d.name} has no infinity",
+                    hint=_NO_INFINITY_HINT.get(d.name, f"use T.max_value({d.name!r}) / T.min_value({d.name!r}) "
+                                                       f"for its largest / smallest values"))
+    return const(float("inf"), d)
 
 
 def max_value(dtype):

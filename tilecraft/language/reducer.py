@@ -48,11 +48,11 @@ def _reducer(b, r, what) -> tuple:
 
 def identity(op: str, d):
     """The value that leaves any contribution unchanged under `op`, in dtype `d`."""
-    from .math import max_value, min_value
+    from .math import has_infinity, max_value, min_value
     if op == "max":
-        return as_expr(float("-inf"), d) if d.is_float else min_value(d)
+        return as_expr(float("-inf"), d) if has_infinity(d) else min_value(d)
     if op == "min":
-        return as_expr(float("inf"), d) if d.is_float else max_value(d)
+        return as_expr(float("inf"), d) if has_infinity(d) else max_value(d)
     if op == "bitand":
         return as_expr(-1 if d.kind == "int" else (1 << d.bits) - 1, d)
     return as_expr(0, d)

@@ -254,6 +254,16 @@ template <class To, class From> static inline To bit_cast(const From& x) {
 
 template <class T> static inline T infinity() { return T(std::numeric_limits<float>::infinity()); }
 template <> inline double infinity<double>() { return std::numeric_limits<double>::infinity(); }
+// 8-bit floats are built from their bits: float -> fp8 saturates, which would turn an infinity into
+// the largest finite value.  float8_e4m3fn has no infinity (T.infinity refuses it).
+template <class T> static inline T fp8_from_bits(uint8_t bits) {
+  T r;
+  r.bits = bits;
+  return r;
+}
+template <> inline fp8_e5m2_t infinity<fp8_e5m2_t>() { return fp8_from_bits<fp8_e5m2_t>(0x7c); }
+template <class T> static inline T neg_infinity();  // -inf of an 8-bit float (no unary minus)
+template <> inline fp8_e5m2_t neg_infinity<fp8_e5m2_t>() { return fp8_from_bits<fp8_e5m2_t>(0xfc); }
 template <class T> static inline T nan() { return T(std::numeric_limits<float>::quiet_NaN()); }
 template <> inline double nan<double>() { return std::numeric_limits<double>::quiet_NaN(); }
 

@@ -175,6 +175,21 @@ template <> TC_DEVICE float nan<float>() { return __uint_as_float(0x7fffffffu); 
 template <> TC_DEVICE double nan<double>() { return __longlong_as_double(0x7fffffffffffffffll); }
 template <> TC_DEVICE half_t nan<half_t>() { return __ushort_as_half(0x7fff); }
 template <> TC_DEVICE bfloat16_t nan<bfloat16_t>() { return __ushort_as_bfloat16(0x7fff); }
+// 8-bit floats are built from their bits: their constructors saturate (__NV_SATFINITE), which would
+// turn an infinity into the largest finite value.  float8_e4m3fn has no infinity (T.infinity refuses
+// it); its NaN is S.1111.111.
+template <class T> TC_DEVICE T neg_infinity();  // -inf of an 8-bit float (they have no unary minus)
+#ifdef TC_FP8
+template <class T> TC_DEVICE T fp8_from_bits(unsigned char bits) {
+  T r;
+  r.__x = bits;
+  return r;
+}
+template <> TC_DEVICE fp8_e5m2_t infinity<fp8_e5m2_t>() { return fp8_from_bits<fp8_e5m2_t>(0x7c); }
+template <> TC_DEVICE fp8_e5m2_t nan<fp8_e5m2_t>() { return fp8_from_bits<fp8_e5m2_t>(0x7f); }
+template <> TC_DEVICE fp8_e4m3_t nan<fp8_e4m3_t>() { return fp8_from_bits<fp8_e4m3_t>(0x7f); }
+template <> TC_DEVICE fp8_e5m2_t neg_infinity<fp8_e5m2_t>() { return fp8_from_bits<fp8_e5m2_t>(0xfc); }
+#endif
 
 template <class T> TC_DEVICE T max_value();
 template <class T> TC_DEVICE T min_value();
@@ -186,6 +201,10 @@ TC_LIMITS(double, __longlong_as_double(static_cast<int64_t>(0xffeffffffffffffful
           __longlong_as_double(0x7fefffffffffffffll))
 TC_LIMITS(half_t, __ushort_as_half(0xfbff), __ushort_as_half(0x7bff))
 TC_LIMITS(bfloat16_t, __ushort_as_bfloat16(0xff7f), __ushort_as_bfloat16(0x7f7f))
+#ifdef TC_FP8
+TC_LIMITS(fp8_e4m3_t, fp8_from_bits<fp8_e4m3_t>(0xfe), fp8_from_bits<fp8_e4m3_t>(0x7e))
+TC_LIMITS(fp8_e5m2_t, fp8_from_bits<fp8_e5m2_t>(0xfb), fp8_from_bits<fp8_e5m2_t>(0x7b))
+#endif
 TC_LIMITS(bool, false, true)
 TC_LIMITS(int8_t, int8_t(-128), int8_t(127))
 TC_LIMITS(uint8_t, uint8_t(0), uint8_t(255))
