@@ -1,13 +1,16 @@
-"""Schedule and layout annotations: `T.use_swizzle`, `T.annotate_layout`, `T.make_swizzled_layout`.
+"""Schedule and layout annotations: `T.use_swizzle`, `T.annotate_layout`, `T.make_swizzled_layout`,
+and the out-of-bounds values `T.annotate_safe_value` / `T.annotate_padding`.
 
-They never change what a program computes, only how the CUDA target arranges blocks and shared
-memory; the CPU target accepts and ignores them.
+The schedule and layout ones never change what a program computes, only how the CUDA target
+arranges blocks and shared memory; the CPU target accepts and ignores them.  The out-of-bounds
+values do change results: what a read past a tensor's edge gives (ir/oob.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..ir import Annotate, Buffer, same_seq
+from ..ir.oob import PADDING, SAFE_VALUE
 from .builder import error, require_kernel, warn_once
 
 
@@ -79,12 +82,44 @@ def annotate_l2_hit_ratio(buffer, ratio):
     require_kernel("T.annotate_l2_hit_ratio")
 
 
+def _value_map(what, mapping, scopes, hint):
+    """[(buffer, value cast to its dtype)] of a {buffer: value} annotation."""
+    from ..ir import Expr, as_expr, cast
+    if not isinstance(mapping, dict):
+        raise error(f"{what} expects a dict {{buffer: value}}, got {type(mapping).__name__}")
+    out = []
+    for buf, value in mapping.items():
+        if not isinstance(buf, Buffer):
+            raise error(f"{what}: keys must be buffers, got {buf!r}")
+        if buf.scope not in scopes:
+            raise error(f"{what}: {buf.name} is a {buf.scope} buffer; the keys are {' or '.join(scopes)} "
+                        f"buffers", hint=hint)
+        if getattr(value, "scope", None) == "var":
+            value = as_expr(value)
+        if not isinstance(value, (int, float, Expr)) or isinstance(value, Expr) and value.dtype.is_bool \
+                and not buf.dtype.is_bool:
+            raise error(f"{what}: the value for {buf.name} must be a number or a kernel value, got {value!r}")
+        out.append((buf, cast(as_expr(value, buf.dtype), buf.dtype)))
+    return out
+
+
 def annotate_safe_value(mapping):
-    require_kernel("T.annotate_safe_value")
+    """`T.annotate_safe_value({A: v})`: a read past the edge of the global tensor A gives v, not 0
+    (ir/oob.py)."""
+    b = require_kernel("T.annotate_safe_value")
+    for buf, value in _value_map("T.annotate_safe_value", mapping, ("global",),
+                                 "the value of a shared tile's elements filled from outside its source is "
+                                 "T.annotate_padding({tile: value})"):
+        b.emit(Annotate(SAFE_VALUE, (buf, value), span=b.span))
 
 
 def annotate_padding(mapping):
-    require_kernel("T.annotate_padding")
+    """`T.annotate_padding({S: v})`: an element of the tile S filled from outside its source tensor
+    gets v, not 0 (ir/oob.py)."""
+    b = require_kernel("T.annotate_padding")
+    for buf, value in _value_map("T.annotate_padding", mapping, ("shared", "fragment", "local"),
+                                 "the value read past a global tensor's edge is T.annotate_safe_value({A: value})"):
+        b.emit(Annotate(PADDING, (buf, value), span=b.span))
 
 
 def no_set_max_nreg():

@@ -2,9 +2,10 @@
 
 Before: element loads, stores and atomics on global buffers, unguarded (user `T.Parallel` code
 and lowered copies alike).  After: a store or atomic whose indices are not provably in bounds is
-wrapped in `if (in bounds)`, and such a load becomes `in bounds ? load : 0`.  This is what makes
-ragged edges correct (SPEC §3): the parts of a tile beyond a tensor are read as zeros and never
-written.  A call with a pointer into global memory is wrapped the same way, except a device
+wrapped in `if (in bounds)`, and such a load becomes `in bounds ? load : 0` (or the tensor's
+`T.annotate_safe_value`; a store into a tile with a `T.annotate_padding` stores the padding where
+any of its loads is out of range: ir/oob.py).  This is what makes ragged edges correct (SPEC §3):
+the parts of a tile beyond a tensor are read as zeros and never written.  A call with a pointer into global memory is wrapped the same way, except a device
 intrinsic declared `zfill` (cp.async, vector loads: ir/intrinsics), which gets the condition as
 its trailing predicate operand instead (out-of-range vectors read as zeros, not skipped).  Proofs use interval analysis over block indices, loop variables and lets, so the
 common, aligned case carries no guard at all.
@@ -17,6 +18,7 @@ from ..ir.analysis import bounds
 from ..ir.expr import TID, BuiltinVar
 from ..ir.func import PrimFunc
 from ..ir.intrinsics import IntrinsicCall
+from ..ir.oob import out_of_bounds
 
 
 def in_bounds_condition(buf, indices, env) -> Expr | None:
@@ -49,9 +51,11 @@ def _narrow(cond, env):
 
 
 class _Legalize(Mutator):
-    def __init__(self, symbol_env):
+    def __init__(self, symbol_env, oob):
         super().__init__()
         self.env = dict(symbol_env)
+        self.oob = oob
+        self.guards = None  # while visiting a store into a padded tile: its loads' in-bounds conditions
 
     def visit_Kernel(self, k: Kernel):
         for v, g in zip(k.block_vars, k.grid):
@@ -95,10 +99,28 @@ class _Legalize(Mutator):
         cond = in_bounds_condition(e.buffer, e2.indices, self.env)
         if cond is None:
             return e2
-        return Select(cond, e2, cast(0, e.buffer.dtype), span=e.span)
+        if self.guards is not None:
+            self.guards.append(cond)
+        safe = self.oob.read_value(e.buffer)
+        return Select(cond, e2, cast(0, e.buffer.dtype) if safe is None else safe, span=e.span)
 
     def visit_Store(self, s: Store):
-        s2 = Mutator.generic(self, s)
+        pad = self.oob.padding.get(s.buffer)
+        if pad is None:
+            s2 = Mutator.generic(self, s)
+        else:  # a padded tile: where any load of the stored value is out of range, store the padding
+            indices = tuple(self.visit(i) for i in s.indices)
+            saved, self.guards = self.guards, []
+            try:
+                value, guards = self.visit(s.value), self.guards
+            finally:
+                self.guards = saved
+            if guards:
+                inside = guards[0]
+                for g in guards[1:]:
+                    inside = binary("and", inside, g)
+                value = Select(inside, value, cast(pad, s.buffer.dtype), span=s.span)
+            s2 = Store(s.buffer, indices, value, span=s.span)
         if s.buffer.scope != "global":
             return s2
         cond = in_bounds_condition(s.buffer, s2.indices, self.env)
@@ -130,4 +152,4 @@ def legalize_global_access(func: PrimFunc, target) -> PrimFunc:
     env = {}
     for sym in func.symbols:
         env[sym] = (0, 2 ** 31 - 1)
-    return func.with_body(_Legalize(env).visit(func.body))
+    return func.with_body(_Legalize(env, out_of_bounds(func.body)).visit(func.body))

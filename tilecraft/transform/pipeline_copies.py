@@ -68,6 +68,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan, WgmmaRSPlan
 from ..options import Options, options_of
 from ..layout.tma import sm90_tile_boxes, tma_tensor_ok
+from ..ir.oob import OutOfBounds, out_of_bounds
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
 from .overlap_gemms import overlap_parts, ring_split
@@ -128,6 +129,7 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         self.persistent = configs.persistent_tiles
         self.walk = None               # the kernel's persistent_tiles.TileWalk, when it walks its tiles
         self.params: set = set()       # ids of the kernel's parameters: TMA maps are built from these only
+        self.oob = OutOfBounds()       # T.annotate_safe_value / T.annotate_padding: TMA fills with zeros only
         self.kernel_smem = 0           # the kernel's shared buffers, unstaged
         self.layouts = layouts
         self.use_mbarrier = configs.mbarrier_pipeline
@@ -284,7 +286,8 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         bad = [c.src.buffer.name for c in producers if self._tma_plan(c) is None]
         return (f"; tc.use_tma: {', '.join(bad)} cannot be loaded by TMA (a whole tile, in the wgmma layout, of a "
                 f"tensor of 2 to 5 dims with a static shape, rows a multiple of 16 bytes and no type change is "
-                f"needed)")
+                f"needed, whose out-of-range elements read as 0: no non-zero T.annotate_safe_value / "
+                f"T.annotate_padding)")
 
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes, row dim) filling c's 2-D shared tile by TMA from its tensor of 2 to 5
@@ -292,7 +295,8 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
         last (the tile's columns, contiguous) and one other (the `row dim`, the tile's rows)."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
         if (id(b) not in self.params  # a view (T.Tensor(shape, dtype, X.data)) has no tensor to map
-                or self.smem_layouts.get(d) != SWIZZLE_SM90 or not tma_tensor_ok(b, d)):
+                or self.smem_layouts.get(d) != SWIZZLE_SM90 or not tma_tensor_ok(b, d)
+                or not self.oob.zero_fill_ok(d, b)):  # TMA reads past the tensor as zeros
             return None
         ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
         outer = [i for i in range(b.ndim - 1) if ext[i] != 1]
@@ -488,6 +492,7 @@ def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
     st = func.lowering
     p = _Pipeline(dict(st.smem_layouts), st.fragment_layouts, options_of(func), target, func.symbols)
     p.params = {id(b) for b in func.params}
+    p.oob = out_of_bounds(func.body)
     body = p.visit(func.body)
     notes = st.plan_notes + tuple(p.notes)
     if not p.allocs:

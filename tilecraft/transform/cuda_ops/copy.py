@@ -32,7 +32,7 @@ def lower_copy(op: Copy, ctx: Ctx):
         lay = ctx.layout(frag.buffer, op.span)
         reg = ctx.reg(frag.buffer)
         keep = [k for k, n in enumerate(frag.buffer.shape) if n != 1]
-        vec = _vector_width(lay, frag, other, ctx)
+        vec = _vector_width(lay, frag, other, ctx) if frag is not d or ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
         if vec > 1:
             return _vector_copy(lay, reg, frag is d, other, keep, vec, ctx, op.span)
 
@@ -45,7 +45,7 @@ def lower_copy(op: Copy, ctx: Ctx):
         return ctx.per_slot(lay, body, op.span)
     if s.buffer.scope in ("local", "var") or d.buffer.scope in ("local", "var"):
         return _per_thread_copy(s, d, ctx, op.span)
-    vec = _strided_vector_width(s, d)
+    vec = _strided_vector_width(s, d) if ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
     if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bytes >= 4):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
 from ...ir.expr import thread_index
+from ...ir.oob import out_of_bounds
 from ...layout.fragment import FragmentLayout
 
 CUDA_LOWERING: dict = {}
@@ -36,6 +37,9 @@ class Ctx:
         # lower_cuda sets this when the kernel's shared buffers, summed, exceed the per-block
         # limit: reductions then keep one scratch value per warp-row instead of one per thread
         self.compact_scratch = False
+        # T.annotate_safe_value / T.annotate_padding: copies whose out-of-range fill is not zero
+        # move element by element (the zero-filling cp.async / vector loads would give 0)
+        self.oob = out_of_bounds(kernel.body)
 
     def for_threads(self, threads: int, base: int) -> "Ctx":
         """The context of a `T.ws` branch: `threads` threads from flat index `base` on; fragment
