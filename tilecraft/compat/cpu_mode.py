@@ -15,7 +15,9 @@ Tensors asked for on CUDA land on the CPU:
   ``"cuda:0"``, ``torch.device("cuda", 0)``, an int index) gets ``device="cpu"``, and
   ``pin_memory=True`` is dropped: one ``TorchFunctionMode`` (``_CudaToCpu``) pushed on the
   installing thread's stack, so factories imported under any name are covered
-  (``torch.empty``, ``randn``, ``zeros_like``, ``x.new_empty``, ``torch.tensor``, ...);
+  (``torch.empty``, ``randn``, ``zeros_like``, ``x.new_empty``, ``torch.tensor``, ...); torch keeps
+  modes per thread: tensors a program makes in threads of its own are not covered (processes
+  forked from the installing thread are);
 - ``Tensor.cuda(...)`` and ``Tensor.pin_memory()`` return the tensor itself (as on a GPU for a
   tensor already there), ``Tensor.to("cuda" | 0 | torch.device("cuda") | device=...)`` stays on
   the CPU, ``Tensor.record_stream`` does nothing; ``nn.Module.cuda()`` / ``.to("cuda")`` follow;
