@@ -106,6 +106,8 @@ fi
 # the commit, "-dirty" when the tracked files differ from it (a device machine's copy of a working tree can
 # carry an older .git); COMMIT=... names it outright
 rev=$(git -C "$repo" describe --always --dirty 2>/dev/null || echo unknown)
-"$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" \
+# a whole-corpus run lists the programs it never reached (a run stopped early) as not run
+whole=(); [ -z "$pattern" ] && whole=(--corpus "$corpus")
+"$py" "$repo/scripts/compat_table.py" "${dirs[@]}" --out "$out" "${whole[@]}" \
   --title "$clabel on tilecraft ${COMMIT:-$rev}: $mode ($(date -u +%Y-%m-%d), EX_TIMEOUT=$EX_TIMEOUT s, $jobs job(s))" > /dev/null
 echo "table: $out (logs: $logs)"

@@ -117,11 +117,29 @@ def results(logdirs) -> dict:
     return out
 
 
-def table(logdir: str, title: str, before: str | None = None) -> str:
+def corpus_programs(corpus: str) -> list:
+    """The programs run.sh runs (its own selection: a `def main` or `if __name__` at the top level)."""
+    out = []
+    for root, _, files in os.walk(os.path.join(corpus, "examples")):
+        for f in files:
+            path = os.path.join(root, f)
+            if not f.endswith(".py") or "/test_" in path:
+                continue
+            text = open(path, errors="replace").read()
+            if re.search(r"^(def main|if __name__)", text, re.M):
+                out.append(os.path.relpath(path, os.path.join(corpus, "examples")))
+    return sorted(out)
+
+
+def table(logdir: str, title: str, before: str | None = None, corpus: str | None = None) -> str:
     now = results(logdir)
+    missing = [p for p in corpus_programs(corpus) if p not in now] if corpus else []
     old = results(before) if before else {}
     counts = collections.Counter(c for _, _, c, _ in now.values())
     head = [f"# {title}", "", f"{counts['pass']} of {len(now)} pass ({', '.join(f'{k}: {v}' for k, v in counts.most_common())})."]
+    if missing:
+        head.append(f"Not run (the run was stopped first): {len(missing)} of the corpus's {len(missing) + len(now)} programs, "
+                    f"listed last.")
     if old:
         oc = collections.Counter(c for _, _, c, _ in old.values())
         head.append(f"Before: {oc['pass']} of {len(old)} pass ({', '.join(f'{k}: {v}' for k, v in oc.most_common())}).")
@@ -134,6 +152,7 @@ def table(logdir: str, title: str, before: str | None = None) -> str:
             b = old.get(ex)
             row += f" {b[2] if b else '-'} | {b[3] if b else ''} |"
         out.append(row)
+    out += [f"| {ex} | NOT RUN | | | |" + (" | |" if old else "") for ex in missing]
     return "\n".join(head + out) + "\n"
 
 
@@ -143,8 +162,9 @@ def main():
     ap.add_argument("--title", default="TileLang example corpus on tilecraft")
     ap.add_argument("--out")
     ap.add_argument("--before", nargs="+", help="the LOGDIR of an earlier run: its class and error become two more columns")
+    ap.add_argument("--corpus", help="the corpus folder: its programs that have no result are listed as not run")
     args = ap.parse_args()
-    text = table(args.logdir, args.title, args.before)
+    text = table(args.logdir, args.title, args.before, args.corpus)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
