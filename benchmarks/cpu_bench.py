@@ -68,8 +68,12 @@ def fastest(cands):
 
 
 def set_threads(kernels, n):
-    from tilecraft.runtime.cpu_threads import configure
     torch.set_num_threads(n)
+    try:
+        from tilecraft.runtime.cpu_threads import configure
+    except ImportError:  # a checkout from before kernels took torch's thread count: OpenMP's own
+        os.environ["OMP_NUM_THREADS"] = str(n)
+        return
     for k in kernels:
         configure(k._launch.lib)
 
