@@ -68,6 +68,13 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
                             "program") from e
 
 
+def _call_label(name: str, args, kwargs) -> str:
+    """`matmul(1024, 1024, 1024, block_M=64)`: how the user made a kernel, for call-time errors."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    text = ", ".join(parts)
+    return f"{name}({text if len(text) <= 60 else text[:57] + '...'})"
+
+
 def _freeze(value):
     """A hashable stand-in for factory arguments (lists, dicts, dtypes, torch dtypes)."""
     if isinstance(value, (list, tuple)):
@@ -178,6 +185,7 @@ class JITFactory:
             raise TypeError(f"@tilecraft.jit factory {self.fn.__name__} must return a @T.prim_func, "
                             f"got {type(func).__name__}")
         kernel = compile(func, **self.compile_kwargs)
+        kernel.called_as(_call_label(self.fn.__name__, args, kwargs))
         with self._lock:
             self._kernels[key] = kernel
         return kernel

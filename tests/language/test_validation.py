@@ -231,3 +231,73 @@ def test_valid_neighbours_run_right(kind):
         ref[:37] = x[0, :37]
     k(x, out, i)
     torch.testing.assert_close(out, ref)
+
+
+def dynamic_tile_size():
+    bs = T.dynamic("bs")
+
+    @T.prim_func
+    def main(X: T.Tensor((256, 64), "float32"), Y: T.Tensor((256, 64), "float32")):
+        with T.Kernel(4) as bx:
+            for i, j in T.Parallel(bs, 64):  # err:dynamic-tile
+                Y[bx * 64 + i, j] = X[bx * 64 + i, j]
+    return main
+
+
+def dynamic_alloc():
+    bs = T.dynamic("bs")
+
+    @T.prim_func
+    def main(X: T.Tensor((256, 64), "float32")):
+        with T.Kernel(4) as bx:
+            S = T.alloc_shared((bs, 64), "float32")  # err:dynamic-alloc
+    return main
+
+
+def test_a_dynamic_symbol_as_a_tile_size():
+    with pytest.raises(tilecraft.TilecraftError) as ei:
+        tilelang.compile(dynamic_tile_size(), target="cpu")
+    check_error(ei.value, HERE, "dynamic-tile", r"bs has no value", r"no tensor parameter's shape uses it|no tensor")
+    with pytest.raises(tilecraft.TilecraftError) as ei:
+        dynamic_alloc()
+    check_error(ei.value, HERE, "dynamic-alloc", r"got \(bs, 64\)")
+    assert "Var(" not in str(ei.value)
+
+
+def test_ir_values_print_as_source_text():
+    from tilecraft.ir import Buffer, Var, binary, dtype
+    bx, i = Var("bx"), Var("i")
+    assert repr(binary("+", binary("*", bx, 64), i)) == "bx * 64 + i"
+    assert repr(Buffer("A", (4, 4), dtype.float32)) == "A"
+
+
+@tilelang.jit(out_idx=[-1], target="cpu")
+def doubled(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(n):
+                Y[i] = X[i] * 2.0
+    return main
+
+
+def test_call_errors_name_the_factory_and_hide_the_checker():
+    import traceback
+    k = doubled(16)
+    x = torch.randn(16)
+    torch.testing.assert_close(k(x), x * 2)
+    with pytest.raises(TypeError, match=r"^doubled\(16\): parameter 'X' expects dtype float32, got float16") as ei:
+        k(x.half())
+    frames = [f.name for f in traceback.extract_tb(ei.value.__traceback__)]
+    assert "check" not in frames and "fail" not in frames, frames
+    with pytest.raises(ValueError, match=r"^doubled\(16\): parameter 'X' expects shape \(16,\), got \(17,\)"):
+        k(torch.randn(17))
+
+
+def test_one_argument_too_many_is_reported_as_such():
+    k = doubled(16)
+    with pytest.raises(TypeError, match=r"parameter 'Y' expects dtype float32, got int32; this call passed 2 "
+                                        r"arguments.*takes 1 input\(s\) \(X\) and allocates its outputs"):
+        k(torch.randn(16), torch.arange(16, dtype=torch.int32))
+    with pytest.raises(TypeError, match=r"doubled\(16\): expects 1 tensor argument\(s\) \(X\), got 3"):
+        k(torch.randn(16), torch.randn(16), torch.randn(16))

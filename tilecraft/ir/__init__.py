@@ -10,3 +10,6 @@ from .tileop import TileOp, Copy, Gemm, Fill, Reduce, AtomicAdd, Cumsum, Print
 from .func import PrimFunc
 from .functor import Visitor, Mutator, collect, substitute
 from .printer import to_text
+
+from .printer import use_source_reprs as _use_source_reprs
+_use_source_reprs(Expr, Buffer, Region)

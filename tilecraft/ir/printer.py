@@ -253,3 +253,24 @@ def to_text(node) -> str:
     else:
         p.stmt(node)
     return "\n".join(p.lines)
+
+
+def _source_repr(node) -> str:
+    """An IR value as the source text it stands for (`bx * 64 + i`), so messages that show one
+    (`got {x!r}`) read like the user's program, never like `Binary(op='*', a=Var(...`."""
+    try:
+        return to_text(node)
+    except Exception:  # noqa: BLE001 - a half-built node: the generic form
+        return object.__repr__(node)
+
+
+def use_source_reprs(*roots) -> None:
+    """Give every class under `roots` (and their subclasses, recursively) the source-text repr."""
+    seen, todo = set(), list(roots)
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        cls.__repr__ = _source_repr
+        todo.extend(cls.__subclasses__())

@@ -254,7 +254,8 @@ def _shape(shape, what):
         raise error(f"{what} shape must be an int or a tuple of ints, got {shape!r}") from None
     for s in shape:
         if isinstance(s, bool) or not isinstance(s, int) or s <= 0:
-            raise error(f"{what} shape entries must be positive compile-time ints, got {shape!r}",
+            shown = "(" + ", ".join(_text(x) for x in shape) + ("," if len(shape) == 1 else "") + ")"
+            raise error(f"{what} shape entries must be positive compile-time ints, got {shown}",
                         hint="tile shapes are static; use T.dynamic only for tensor parameters")
     return shape
 

@@ -22,15 +22,53 @@ def tma_tensor_ok(tensor, tile) -> bool:
     """Whether `tensor` (a global buffer) can have a tensor map that loads the 2-D shared `tile`:
     2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements of the tile's type, rows a multiple of 16 bytes, and a
     box plan for the tile's shape (the copied region and the tile's layout are checked apart)."""
-    if (not 2 <= tensor.ndim <= 5 or tile.ndim != 2 or not all(isinstance(x, int) for x in tensor.shape)
-            or tensor.dtype != tile.dtype or tensor.dtype.bytes not in (2, 4) or (tensor.shape[-1] * tensor.dtype.bytes) % 16
-            or any(s >= 2 ** 31 for s in tensor.shape)):  # TMA coordinates are int32
-        return False
+    return tma_tensor_problem(tensor, tile) is None
+
+
+def tma_tensor_problem(tensor, tile) -> str | None:
+    """The first condition of `tma_tensor_ok` that fails, in words, or None."""
+    if not 2 <= tensor.ndim <= 5:
+        return f"{tensor.name} has {tensor.ndim} dims (TMA maps tensors of 2 to 5)"
+    if tile.ndim != 2:
+        return f"the tile {tile.name} is {tile.ndim}-D (TMA fills 2-D tiles here)"
+    if not all(isinstance(x, int) for x in tensor.shape):
+        return f"{tensor.name} has a symbolic shape (its tensor map is made once, for a static shape)"
+    if tensor.dtype != tile.dtype:
+        return f"{tensor.name} is {tensor.dtype} but {tile.name} is {tile.dtype} (TMA copies bytes: no type change)"
+    if tensor.dtype.bytes not in (2, 4):
+        return f"{tensor.name} has {tensor.dtype.bytes}-byte elements (2 or 4 here)"
+    if (tensor.shape[-1] * tensor.dtype.bytes) % 16:
+        return (f"{tensor.name}'s rows are {tensor.shape[-1] * tensor.dtype.bytes} bytes, not a multiple of 16 "
+                f"(a tensor map's strides are)")
+    if any(x >= 2 ** 31 for x in tensor.shape):
+        return f"{tensor.name} {tuple(tensor.shape)} has a dimension of 2^31 or more (TMA coordinates are int32)"
     try:
         sm90_tile_boxes(tile.shape[0], tile.shape[1], tile.dtype.bytes)
-    except ValueError:
-        return False
-    return True
+    except ValueError as e:
+        return f"the tile {tile.name} {tuple(tile.shape)}: {e}"
+    return None
+
+
+def tma_copy_problem(c, own_tensor: bool, wgmma_layout: bool, zero_fill_ok: bool = True) -> str:
+    """Why the tile copy `c` is not loaded by TMA: the first failing condition, in words (for the plan
+    notes).  `own_tensor`: its source is a kernel parameter (a view has no tensor map of its own);
+    `wgmma_layout`: its tile is in the layout wgmma reads; `zero_fill_ok`: elements past the tensor may
+    read as 0 (no non-zero safe value is asked for)."""
+    src, b, d = c.src, c.src.buffer, c.dst.buffer
+    if not own_tensor:
+        return f"{b.name} is a view of another tensor's storage, which has no tensor map of its own"
+    if not wgmma_layout:
+        return f"the tile {d.name} is not in the wgmma layout (no wgmma gemm reads it)"
+    problem = tma_tensor_problem(b, d)
+    if problem:
+        return problem
+    if not zero_fill_ok:
+        return (f"its out-of-range elements must read as a non-zero T.annotate_safe_value / T.annotate_padding, "
+                f"and TMA reads them as 0")
+    ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
+    if len([i for i in range(b.ndim - 1) if ext[i] != 1]) > 1:
+        return f"the copied region {tuple(ext)} spans more than one dimension besides the last"
+    return f"the copied region {tuple(ext)} is not the whole tile {d.name} {tuple(d.shape)}"
 
 
 def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:

@@ -84,7 +84,7 @@ class ArgChecker:
         self.outputs = [p for p in params if p.is_output]
 
     def fail(self, exc, p: ParamInfo, what: str):
-        raise exc(f"{self.kernel_name}: parameter '{p.name}' {what}")
+        raise _CALL_ERRORS.get(exc, exc)(f"{self.kernel_name}: parameter '{p.name}' {what}")
 
     def from_dlpack(self, p: ParamInfo, obj, written: bool = False):
         """A torch tensor sharing the memory of `obj` if it speaks DLPack (numpy, CuPy, JAX, a
@@ -141,3 +141,18 @@ class ArgChecker:
             else:
                 shape.append(s)
         return tuple(shape)
+
+
+class CallError(Exception):
+    """A mistake in how a kernel is called (arguments), raised as the TypeError / ValueError below."""
+
+
+class CallTypeError(CallError, TypeError):
+    pass
+
+
+class CallValueError(CallError, ValueError):
+    pass
+
+
+_CALL_ERRORS = {TypeError: CallTypeError, ValueError: CallValueError}

@@ -14,7 +14,7 @@ import ctypes
 
 from ..compiler.build import Artifact
 from . import torch_op
-from .args import ArgChecker, _load_torch, normalize_out_idx, param_infos
+from .args import ArgChecker, CallError, CallTypeError, _load_torch, normalize_out_idx, param_infos
 from .torch_op import compiled_call
 
 class _CpuLauncher:
@@ -152,13 +152,26 @@ class JITKernel:
     def _arity_error(self, n):
         checker = self._checker
         names = ", ".join(p.name for p in checker.inputs)
-        raise TypeError(f"{self.name}: expects {self._n_in} tensor argument(s) ({names}), got {n}"
+        raise CallTypeError(f"{checker.kernel_name}: expects {self._n_in} tensor argument(s) ({names}), got {n}"
                         + (f"; outputs {[p.name for p in checker.outputs]} are allocated and returned "
                            f"(out_idx={self.out_idx})" if self.out_idx else ""))
 
+    def called_as(self, label: str) -> "JITKernel":
+        """Name the kernel in call-time errors as the user made it (`matmul(1024, 1024, 1024)`, the
+        @jit factory and its arguments) rather than by its inner `@T.prim_func` (`main`)."""
+        self._checker.kernel_name = label
+        self._label = label
+        return self
+
     def _call_checked(self, args, stream):
-        """The general path: detailed checks (messages), DLPack inputs, symbolic shapes, outputs
-        shaped from them."""
+        """The general path; a mistake in the call is raised from here, without the checker's frames."""
+        try:
+            return self._call_checked_inner(args, stream)
+        except CallError as e:
+            raise e.with_traceback(None) from None
+
+    def _call_checked_inner(self, args, stream):
+        """Detailed checks (messages), DLPack inputs, symbolic shapes, outputs shaped from them."""
         torch = _load_torch()
         checker = self._checker
         symbols: dict = {}
@@ -176,9 +189,17 @@ class JITKernel:
                 tensors.append(None)
                 continue
             t = next(it)
-            if not isinstance(t, torch.Tensor):
-                t = checker.from_dlpack(p, t, written=p.name in self._written_names())
-            checker.check(p, t, symbols)
+            try:
+                if not isinstance(t, torch.Tensor):
+                    t = checker.from_dlpack(p, t, written=p.name in self._written_names())
+                checker.check(p, t, symbols)
+            except CallError as e:
+                if given_outputs and p.is_output:   # most likely one argument too many, not a bad output
+                    ins = ", ".join(q.name for q in checker.inputs)
+                    raise type(e)(f"{e}; this call passed {len(args)} arguments, so {p.name} was taken as the "
+                                  f"output to write into -- with out_idx={self.out_idx} the kernel takes "
+                                  f"{self._n_in} input(s) ({ins}) and allocates its outputs itself") from None
+                raise
             if device is None:
                 device = t.device
             elif t.device != device:

@@ -67,7 +67,7 @@ from ..ir.expr import BuiltinVar, thread_index
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, TmaDescriptor, WgmmaPlan, WgmmaRSPlan
 from ..options import Options, options_of
-from ..layout.tma import sm90_tile_boxes, tma_tensor_ok
+from ..layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
 from ..ir.oob import OutOfBounds, out_of_bounds
 from .plan_shared_layouts import swizzle_ok
 from .warp_groups import is_manual
@@ -283,11 +283,11 @@ class _Pipeline(WarpSpecializedForms, PersistentForms, Mutator):
             return ""
         if form not in ("wgmma_async", "plain"):
             return "; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA"
-        bad = [c.src.buffer.name for c in producers if self._tma_plan(c) is None]
-        return (f"; tc.use_tma: {', '.join(bad)} cannot be loaded by TMA (a whole tile, in the wgmma layout, of a "
-                f"tensor of 2 to 5 dims with a static shape, rows a multiple of 16 bytes and no type change is "
-                f"needed, whose out-of-range elements read as 0: no non-zero T.annotate_safe_value / "
-                f"T.annotate_padding)")
+        bad = [(c.src.buffer.name, tma_copy_problem(c, id(c.src.buffer) in self.params,
+                                                      self.smem_layouts.get(c.dst.buffer) == SWIZZLE_SM90,
+                                                      self.oob.zero_fill_ok(c.dst.buffer, c.src.buffer)))
+               for c in producers if self._tma_plan(c) is None]
+        return "; tc.use_tma: " + "; ".join(f"{name} is not loaded by TMA: {why}" for name, why in bad)
 
     def _tma_plan(self, c: Copy):
         """(swizzle, boxes, row dim) filling c's 2-D shared tile by TMA from its tensor of 2 to 5

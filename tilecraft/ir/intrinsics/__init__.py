@@ -54,3 +54,6 @@ def all_intrinsics() -> list:
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+
+from ..printer import use_source_reprs as _use_source_reprs
+_use_source_reprs(IntrinsicCall)
