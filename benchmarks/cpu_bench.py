@@ -70,7 +70,7 @@ def fastest(cands):
 def set_threads(kernels, n):
     torch.set_num_threads(n)
     try:
-        from tilecraft.runtime.cpu_threads import configure
+        from tilecraft.runtime.openmp import configure
     except ImportError:  # a checkout from before kernels took torch's thread count: OpenMP's own
         os.environ["OMP_NUM_THREADS"] = str(n)
         return

@@ -89,8 +89,8 @@ class CppPrinter(CPrinter):
         d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
         # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
         # costs more than such a kernel does
-        # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/cpu_threads.py)
-        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::cpu_threads(tc_nblocks))")
+        # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/openmp.py)
+        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::omp_threads(tc_nblocks))")
         d.line("{")
         d.indent()
         for b in big:

@@ -167,7 +167,7 @@ class CppThreadsPrinter(CppPrinter):
         d.indent()
         d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
         d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
-        d.line("#pragma omp parallel if(tc_nblocks > 1)")
+        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::omp_threads(tc_nblocks))")
         d.line("{")
         d.indent()
         d.line(f"tc::simt::Block& tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")

@@ -19,7 +19,7 @@ from .torch_op import compiled_call
 
 class _CpuLauncher:
     def __init__(self, artifact: Artifact, nparams: int, symbols: list):
-        from .cpu_threads import configure, load_openmp
+        from .openmp import configure, load_openmp
         load_openmp()  # a passive wait policy, before the first kernel loads libgomp
         self.lib = ctypes.CDLL(artifact.binary_path)
         configure(self.lib)

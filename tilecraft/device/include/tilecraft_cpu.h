@@ -35,7 +35,7 @@
 #endif
 
 // The OpenMP threads a kernel's blocks run on (set by the runtime when the library is loaded,
-// runtime/cpu_threads.py: torch.get_num_threads(), bounded by the CPUs); 0: OpenMP's default.
+// runtime/openmp.py: torch.get_num_threads(), bounded by the CPUs); 0: OpenMP's default.
 extern "C" {
 __attribute__((visibility("default"))) int tc_num_threads = 0;
 int omp_get_max_threads(void);
@@ -44,7 +44,7 @@ int omp_get_max_threads(void);
 namespace tc {
 
 // threads for a grid of `nblocks` blocks: no more than the blocks
-static inline int cpu_threads(int64_t nblocks) {
+static inline int omp_threads(int64_t nblocks) {
   const int t = tc_num_threads > 0 ? tc_num_threads : omp_get_max_threads();
   return nblocks < (int64_t)t ? (int)(nblocks < 1 ? 1 : nblocks) : t;
 }
