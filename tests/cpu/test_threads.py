@@ -303,3 +303,32 @@ def test_swizzle_annotations_as_cuda_threads():
     assert "tc::swizzle_offset<32, 2>" in k.get_kernel_source()
     a = torch.randn(40, 64).half()
     torch.testing.assert_close(k(a), a, rtol=0, atol=0)
+
+
+def test_updates_of_shared_memory_from_a_replicated_row_happen_once():
+    """r (a row reduction of a gemm accumulator) is held by several threads per row; on a GPU they are
+    lanes of one converged warp, so `S[i] = S[i] + r[i]` adds r once (TileLang's flashmla example does
+    this with its logsum); the fibers must not add it once per copy."""
+    M, N, K = 64, 64, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), X: T.Tensor((M,), "float32"),
+             Y: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((M, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            S = T.alloc_shared((M,), "float32")
+            C_f = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.copy(X, S)
+            T.clear(C_f)
+            T.gemm(A_s, B_s, C_f)
+            T.reduce_sum(C_f, r, dim=1)
+            for i in T.Parallel(M):
+                S[i] = S[i] + r[i]
+            T.copy(S, Y)
+    a, b, x = torch.randn(M, K).half(), torch.randn(K, N).half(), torch.randn(M)
+    k = tilelang.compile(main, out_idx=[-1], target="cpu", pass_configs=THREADS)
+    torch.testing.assert_close(k(a, b, x), x + (a.float() @ b.float()).sum(1), rtol=1e-3, atol=1e-2)

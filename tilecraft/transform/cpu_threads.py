@@ -17,8 +17,10 @@ and codegen/cpp_threads.py prints it as C++ whose blocks run one fiber per CUDA 
 The fibers of a block interleave only where a thread waits (barriers, warp exchanges, mbarriers,
 spin loops), one thread at a time otherwise: one valid CUDA schedule.  Code that relies on the lanes
 of a warp running in lockstep between such points (implicit warp-synchronous code, undefined since
-Volta but what a converged warp does) can compute something else here: e.g. several lanes holding
-replicas of a fragment row each doing `shared[i] += x` add x once per lane here, once on a GPU.
+Volta but what a converged warp does) can compute something else here.  The one pattern the CUDA
+lowering itself emits -- the threads holding copies of a fragment row each doing `shared[i] += x` in
+a T.Parallel loop, one update on a GPU -- is lowered for this mode with only the first copy's thread
+updating (lower_cuda._ReplicaUpdates).
 """
 from __future__ import annotations
 

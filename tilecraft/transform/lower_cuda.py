@@ -35,6 +35,9 @@ class _Lower(Mutator):
         super().__init__()
         self.layouts, self.swizzled, self.smem_limit = layouts, swizzled, smem_limit
         self.remapped_reads = remapped_reads
+        # the CPU target's thread-level mode (transform/cpu_threads.py): its threads are fibers, not
+        # the lanes of converged warps (see _replica_updates)
+        self.fibers = False
         self.smem_layouts = smem_layouts
         self.scratch: set = set()
         self.ctx: Ctx | None = None
@@ -160,7 +163,27 @@ class _Lower(Mutator):
         loop = For(r, const(0), const(base.num_regs), "unroll", body if ok is None else If(ok, body), span=f.span)
         if _has_atomics(body):
             loop = ctx.first_replica(base, loop)  # replicated threads must not add twice
+        elif self.fibers:
+            loop = _ReplicaUpdates(ctx, base).visit(loop)
         return loop
+
+
+class _ReplicaUpdates(Mutator):
+    """`shared[i] = shared[i] + x` in a T.Parallel nest over a replicated layout: every thread holding
+    a copy of row i runs it.  On a GPU those threads are lanes of one converged warp, which read
+    before any of them writes: one update.  The CPU target's fibers run one after another, so there
+    only the first copy's thread updates (each would add x again)."""
+
+    def __init__(self, ctx, layout):
+        super().__init__()
+        self.ctx, self.layout = ctx, layout
+
+    def visit_Store(self, st: Store):
+        from ..ir import collect
+        if st.buffer.scope in ("shared", "global") and collect(
+                st.value, lambda n: isinstance(n, Load) and n.buffer is st.buffer):
+            return self.ctx.first_replica(self.layout, st)
+        return st
 
 
 def _has_atomics(node) -> bool:
@@ -304,6 +327,7 @@ def lower_cuda(func: PrimFunc, target) -> PrimFunc:
     swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
     lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, target.max_shared_memory,
                    options_of(func).remapped_fragment_reads)
+    lower.fibers = target.kind == "cpu"
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
