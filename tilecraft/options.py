@@ -158,28 +158,28 @@ class Options:
     use_wgmma: bool = _opt("tc.use_wgmma", False, bool, "transform/infer_layouts.py",
                            "Hopper wgmma GEMMs on sm_90a (the four tc.* Hopper switches default on for sm_90a: "
                            "Target.pass_config_defaults)")
-    wgmma_async: bool = _opt("tc.wgmma_async", False, bool, "transform/pipeline_copies.py",
+    wgmma_async: bool = _opt("tc.wgmma_async", False, bool, "transform/plan_pipelines.py",
                              "keep one wgmma group in flight across a pipelined loop (with tc.use_wgmma)")
-    use_tma: bool = _opt("tc.use_tma", False, bool, "transform/pipeline_copies.py",
+    use_tma: bool = _opt("tc.use_tma", False, bool, "transform/plan_pipelines.py",
                          "load the tiles of that loop with TMA (with tc.wgmma_async)")
-    warp_specialize: Any = _opt("tc.warp_specialize", False, "choice", "transform/pipeline_copies.py",
+    warp_specialize: Any = _opt("tc.warp_specialize", False, "choice", "transform/plan_pipelines.py",
                                 "a producer warpgroup issues the TMA loads: True, False or \"auto\" (decided per "
                                 "loop; the sm_90a default)", check=lambda v: _choice(v, (True, False, "auto")))
-    mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/pipeline_copies.py",
+    mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/plan_pipelines.py",
                                    "per-stage mbarriers instead of a block barrier in GEMM main loops")
     remapped_fragment_reads: bool = _opt(
         "tc.remapped_fragment_reads", True, bool, "transform/lower_cuda.py",
         "accept T.Parallel reads of a fragment laid out another way (each thread reads its own copy) or in "
         "column windows; False refuses them (the layout error)")
-    overlap_gemms: bool = _opt("tc.overlap_gemms", True, bool, "transform/overlap_gemms.py",
+    overlap_gemms: bool = _opt("tc.overlap_gemms", True, bool, "transform/plan_pipelines.py",
                                "a warp-specialized loop of two gemms (FlashAttention's) overlaps its softmax with "
                                "the previous iteration's second gemm (two rings of stages, or one with 3+ stages)")
-    overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/overlap_gemms.py",
+    overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/plan_pipelines.py",
                                   "in that loop, consumer warpgroups issue their gemms in turns (ping-pong)")
     widen_k_tiles: bool = _opt("tc.widen_k_tiles", True, bool, "transform/widen_k_tiles.py",
                                "a TMA + wgmma main loop of k-tiles under 128 bytes (block_K=32 halves) runs with "
                                "128-byte ones (fewer, deeper stages; the same sums in the same order)")
-    persistent_tiles: Any = _opt("tc.persistent_tiles", "auto", "choice", "transform/persistent_tiles.py",
+    persistent_tiles: Any = _opt("tc.persistent_tiles", "auto", "choice", "transform/plan_pipelines.py",
                                  "sm_90a: a GEMM kernel's TMA main loop runs in one block per SM that walks the "
                                  "grid's tiles, the next tile's first k-tiles loading during this tile's epilogue: "
                                  "True, False or \"auto\" (short main loops over many waves, where it measured "
@@ -195,10 +195,10 @@ class Options:
     # ---- TileLang keys tilecraft honours ----
     disable_wgmma: bool = _opt("tl.disable_wgmma", False, bool, "transform/infer_layouts.py",
                                "never use wgmma (wins over tc.use_wgmma)")
-    disable_tma_lower: bool = _opt("tl.disable_tma_lower", False, bool, "transform/pipeline_copies.py",
+    disable_tma_lower: bool = _opt("tl.disable_tma_lower", False, bool, "transform/plan_pipelines.py",
                                    "never lower copies to TMA (wins over tc.use_tma)")
     disable_warp_specialized: bool = _opt("tl.disable_warp_specialized", False, bool,
-                                          "transform/pipeline_copies.py",
+                                          "transform/plan_pipelines.py",
                                           "no producer/consumer warp specialization")
     # fast math permits approximate exp/division, it does not demand them: the CPU target, exact,
     # satisfies it (no warning there, so one kernel can carry it to every target)
@@ -387,6 +387,16 @@ class Options:
     def wgmma(self) -> bool:
         """wgmma GEMMs asked for and not vetoed by tl.disable_wgmma."""
         return self.use_wgmma and not self.disable_wgmma
+
+    @property
+    def tma(self) -> bool:
+        """TMA tile loads asked for and not vetoed by tl.disable_tma_lower."""
+        return self.use_tma and not self.disable_tma_lower
+
+    @property
+    def warp_specialization(self):
+        """tc.warp_specialize (True, False or "auto") unless tl.disable_warp_specialized vetoes it."""
+        return False if self.disable_warp_specialized else self.warp_specialize
 
     @property
     def fast_math(self) -> bool:

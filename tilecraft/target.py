@@ -64,7 +64,7 @@ class Target:
         """The options this target turns on unless the program says otherwise.  On sm_90a that is
         the Hopper path: wgmma gemms (`tc.use_wgmma`), one wgmma group kept in flight across a
         pipelined loop (`tc.wgmma_async`), TMA tile loads (`tc.use_tma`) and a producer warpgroup
-        feeding them (`tc.warp_specialize`: "auto" decides per loop, see pipeline_copies._ws_pays;
+        feeding them (`tc.warp_specialize`: "auto" decides per loop, see plan_pipelines._ws_pays;
         True splits wherever it applies).  TileLang's switches turn the same things off:
         `tl.disable_wgmma`, `tl.disable_tma_lower`, `tl.disable_warp_specialized`."""
         if not self.has("wgmma"):

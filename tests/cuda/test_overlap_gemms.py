@@ -1,4 +1,4 @@
-"""The overlapped consumer loop (transform/overlap_gemms.py), compile-only: which loops take it (the
+"""The overlapped consumer loop (transform/pipelining/overlap.py), compile-only: which loops take it (the
 plan says so), which do not and why, and what the generated code must hold (an asynchronous wgmma with
 A from registers, both waits, the stage released one iteration later, no spills).  The GPU twin
 (tests/gpu/test_overlap_gemms_gpu.py) runs the same programs against torch."""

@@ -1,4 +1,4 @@
-"""Persistent tiles (transform/persistent_tiles.py, a form of pipeline_copies on sm_90a), checked
+"""Persistent tiles (transform/pipelining/persistent.py, a form of pipeline_copies on sm_90a), checked
 without a GPU: which kernels walk their tiles ("auto" and True) and which do not, that the walk
 visits every tile exactly once in the order asked for (launch order, T.use_swizzle's panels, ragged
 panels), the generated structure (one block per SM, the ring counting across tiles, the next tile's
@@ -14,7 +14,7 @@ import pytest
 import tilecraft as tilelang
 from tilecraft.ir import Binary, Const, Var
 from tilecraft.kernels.gemm import matmul, matmul_bias_gelu
-from tilecraft.transform.persistent_tiles import tile_coords
+from tilecraft.transform.pipelining.persistent import tile_coords
 
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
 SM80 = {"kind": "cuda", "arch": "sm_80"}

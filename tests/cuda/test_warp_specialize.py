@@ -1,4 +1,4 @@
-"""Warp specialization on sm_90a without a GPU (transform/warp_specialize.py): the register budgets and
+"""Warp specialization on sm_90a without a GPU (transform/pipelining/warp_specialized.py): the register budgets and
 ring depth of the two-blocks-per-SM split, and the fallback to the unsplit loop (its plan note, its launch).
 The split's generated kernels run in the GPU tier (tests/gpu/test_widen_k_tiles_gpu.py, the sanitizer set)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 import tilecraft as tilelang
 import tilecraft.language as T
-from tilecraft.transform.warp_specialize import register_budgets, two_block_ring
+from tilecraft.transform.pipelining.warp_specialized import register_budgets, two_block_ring
 
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
 
@@ -35,7 +35,7 @@ def test_two_block_ring(args, depth):
                          ids=["two-block auto", "one-block forced"])
 def test_a_split_that_falls_back_says_so(threads, configs):
     """A loop whose loads need a value the kernel computes before it (here a row offset read from a shared
-    tile) stays unsplit (warp_specialize.place_warp_specialized): its plan says why and does not claim the
+    tile) stays unsplit (plan_pipelines.split_placeable): its plan says why and does not claim the
     two-block launch it did not get; the kernel launches the program's threads.  (This fallback raised an
     internal compiler error before session 10: the split pointed one past its loop's plan note.)"""
     M = N = K = 512

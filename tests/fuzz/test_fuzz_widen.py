@@ -55,7 +55,7 @@ def test_widened_fuzz_gemms_match_the_programs_as_written(tmp_path):
 
 def test_the_fuzzer_makes_programs_the_two_block_split_takes(tmp_path):
     """A quarter of the fuzzer's tensor-core GEMMs have the README's tile (128x128, one warpgroup), so the
-    GPU fuzz tier runs the sm_90a split as two blocks per SM (transform/warp_specialize.py): among 400
+    GPU fuzz tier runs the sm_90a split as two blocks per SM (transform/pipelining/warp_specialized.py): among 400
     fuzzed GEMMs, count those whose sm_90a plan (the target's defaults, passes only) says so."""
     from tilecraft.transform.pipeline import run_pipeline
     rng = random.Random(20261202)

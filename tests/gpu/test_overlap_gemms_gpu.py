@@ -1,4 +1,4 @@
-"""The overlapped consumer loop (transform/overlap_gemms.py) on the GPU against torch: FlashAttention
+"""The overlapped consumer loop (transform/pipelining/overlap.py) on the GPU against torch: FlashAttention
 with two and three stages (K and V on rings of their own; full and causal, D64 and D128, ragged lengths
 including one key block, where the overlapped loop runs zero times) and the two-gemm loop (two rings, and
 one ring when the second gemm reads K's tile) of the compile-only twin

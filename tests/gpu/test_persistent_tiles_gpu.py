@@ -1,4 +1,4 @@
-"""Persistent tiles on the GPU (sm_90a, transform/persistent_tiles.py): GEMMs whose blocks walk the
+"""Persistent tiles on the GPU (sm_90a, transform/pipelining/persistent.py): GEMMs whose blocks walk the
 grid's tiles with a TMA ring running across tiles, against torch with fresh random inputs -- a tile
 count P does not divide (the walk's guard), ragged M and N (TMA zero fill, guarded epilogue), a main
 loop exactly as long as the ring (n == S: the first refill already targets the next tile), launch

@@ -77,7 +77,7 @@ GEMMS = {
     "tt-bf16": (136, 200, 72, True, True, "bfloat16", dict(block_M=64, block_N=64, block_K=32, num_stages=2)),
     "2wg": (256, 264, 192, False, False, "float16",
             dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)),
-    # the README's tile: on sm_90a split as two blocks per SM by default (transform/warp_specialize.py)
+    # the README's tile: on sm_90a split as two blocks per SM by default (transform/pipelining/warp_specialized.py)
     "readme": (264, 200, 200, False, False, "float16",
                dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128)),
 }

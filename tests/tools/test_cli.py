@@ -183,7 +183,7 @@ def test_show_plan(capsys):
         pytest.skip("NVRTC is not installed")
     rc, out, err = show(capsys, "tilecraft.kernels:matmul", 512, 512, 512, "--target", "sm_90a", "--what", "plan")
     assert rc == 0, err
-    # sm_90a splits the loop as two blocks per SM on a 4-stage ring (transform/warp_specialize.py)
+    # sm_90a splits the loop as two blocks per SM on a 4-stage ring (transform/pipelining/warp_specialized.py)
     assert "T.gemm 128x128x32 on wgmma" in out and "T.Pipelined, 4 stages" in out, out
     assert "two blocks per SM" in out and "ring deepened from the program's 3 stages" in out, out
     rc, out, err = show(capsys, "tilecraft.kernels:matmul", 512, 512, 512, "--target", "sm_80", "--what", "plan")

@@ -112,6 +112,8 @@ class Printer(_Dispatch):
         start = "" if E.is_const(s.start, 0) else f"{self.expr(s.start)}, "
         self.emit(f"for {s.var.name} in {kind}({start}{self.expr(s.extent)}{extra}):")
         self.indent += 1
+        if s.plan is not None:
+            self.emit(f"# plan: {s.plan.describe()}")
         self.stmt(s.body)
         self.indent -= 1
 

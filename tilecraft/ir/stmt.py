@@ -6,6 +6,7 @@ target intrinsic, `Sync`), which the code generators print directly.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from .buffer import Buffer
@@ -48,6 +49,9 @@ class For(Stmt):
     body: Stmt
     step: int = 1
     annotations: tuple = ()  # (key, value) pairs, e.g. ("num_stages", 3)
+    # a T.Pipelined loop's form (ir/loop_plan.py), chosen by transform/plan_pipelines.py; None before
+    # that pass and for loops that stay serial
+    plan: object = None
 
     def annotation(self, key, default=None):
         for k, v in self.annotations:
@@ -89,11 +93,22 @@ class View(Stmt):
     base: object  # a Buffer, or an int64 expression holding an address (`T.make_tensor(ptrs[i], ...)`)
 
 
+class AnnotationKey(enum.StrEnum):
+    """The keys an `Annotate` statement carries (a StrEnum: it prints, hashes and compares as its text)."""
+    USE_SWIZZLE = "use_swizzle"            # T.use_swizzle: (panel, enable)
+    LAYOUT = "layout"                      # T.annotate_layout: {buffer: layout}
+    NO_SET_MAX_NREG = "no_set_max_nreg"    # T.disable_warp_group_reg_alloc(): register budgets as launched
+    MANUAL_WARP_GROUPS = "manual_warp_groups"  # the kernel orders its warp groups itself (lower_manual_sync_cuda)
+
+
 @dataclass(frozen=True, eq=False)
 class Annotate(Stmt):
-    """A schedule annotation: ("use_swizzle", (panel, enable)), ("layout", {buffer: layout})."""
+    """A schedule annotation: (AnnotationKey.USE_SWIZZLE, (panel, enable)), (LAYOUT, {buffer: layout})."""
     key: str
     value: object
+
+    def is_(self, key: AnnotationKey) -> bool:
+        return self.key == key
 
 
 @dataclass(frozen=True, eq=False)

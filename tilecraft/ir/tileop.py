@@ -58,7 +58,7 @@ class Gemm(TileOp):
     # barrier needed before the wgmmas (transform/pipeline_copies.py, the TMA loop form)
     tma_fed: bool = False
     # with async_groups on a wgmma gemm with A from registers: the local buffer that holds the packed A
-    # fragments while the group is in flight (transform/overlap_gemms.py)
+    # fragments while the group is in flight (transform/pipelining/overlap.py)
     held: object = None
     # how it runs (ir/lowering.py GemmPlan: mma.sync warps, wgmma, wgmma with A from registers),
     # chosen by infer_layouts; None for the scalar fallback or before inference

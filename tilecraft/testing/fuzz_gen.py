@@ -145,7 +145,7 @@ def _gen_gemm_tensor_core(rng, s):
     s["dacc"], s["dc"] = "float32", rng.choice(("float32", s["dab"]))
     s["bm"], s["bn"], s["bk"] = rng.choice((64, 64, 128)), rng.choice((16, 32, 64, 128)), rng.choice((16, 32, 64))
     s["threads"] = 128 * rng.choice((1, s["bm"] // 64))
-    readme = rng.random() < 0.25   # the README's tile: on sm_90a split as two blocks per SM (warp_specialize.py)
+    readme = rng.random() < 0.25   # the README's tile: on sm_90a split as two blocks per SM (transform/pipelining/warp_specialized.py)
     if readme:
         s["bm"], s["bn"], s["bk"], s["threads"] = 128, 128, rng.choice((16, 32, 32)), 128
     s["M"] = _size(rng, s["bm"])

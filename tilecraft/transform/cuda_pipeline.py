@@ -10,6 +10,7 @@ from .plan_shared_layouts import plan_shared_layouts
 from .plan_shared_memory import plan_shared_memory
 from .shift_parallel_anchors import shift_parallel_anchors
 from .pipeline_copies import pipeline_copies
+from .plan_pipelines import plan_pipelines
 from .stage_epilogue import stage_epilogue
 from .stage_gemm_operands import stage_gemm_operands
 from .validate import validate
@@ -40,7 +41,10 @@ CUDA_PIPELINE = [
     stage_epilogue,
     # Gemms decide which shared tiles they need swizzled, before anything addresses them.
     plan_shared_layouts,
-    # T.Pipelined: multi-buffer the shared tiles its copies fill and issue them ahead (cp.async).
+    # T.Pipelined: each loop's form (cp.async, TMA, warp-specialized, persistent) decided once, as a
+    # plan on the loop; needs the gemm plans and the shared tiles' swizzles (TMA boxes follow them).
+    plan_pipelines,
+    # Each planned loop rewritten from its plan: its shared tiles multi-buffered, its copies issued ahead.
     pipeline_copies,
     # Tile ops and parallel loops become per-thread code over registers and shared memory.
     lower_cuda,

@@ -16,7 +16,7 @@ runs trip / f iterations over tiles f times as deep: the same sums, each accumul
 the same products in the same k order (a wgmma group steps through k16 slices in order either way),
 and TMA's zero fill covers what a ragged K leaves out of range, as before.
 
-A loop that will split as two blocks per SM (transform/warp_specialize.py: one consumer warpgroup of 128
+A loop that will split as two blocks per SM (transform/pipelining/warp_specialized.py: one consumer warpgroup of 128
 accumulator registers a thread) keeps its k-tiles: split, the 32-half k-tiles on a 4-stage ring ran
 0.92-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a stage as soon as its
 warps release it; the block barrier the widening amortises is gone).
@@ -38,7 +38,8 @@ from ..ir.tileop import Copy, Gemm
 from ..options import options_of
 from .warp_groups import is_manual
 from ..layout.tma import tma_tensor_ok
-from .warp_specialize import flat, shared_bytes_beside, two_block_ring
+from .pipelining.parts import flat
+from .pipelining.warp_specialized import shared_bytes_beside, two_block_ring
 
 ROW_BYTES = 128           # one 128-byte swizzle row per k-tile row
 MAX_RING_BYTES = 128 * 1024
@@ -54,11 +55,11 @@ def _uses(body, buf) -> list:
 
 
 def _splits_two_blocks(loop: For, kernel, g, a, b, opts, params) -> bool:
-    """Whether pipeline_copies will split this loop as two blocks per SM (warp_specialize.two_block_ring),
+    """Whether pipeline_copies will split this loop as two blocks per SM (pipelining.warp_specialized.two_block_ring),
     judged before the loop's tiles are staged: asked for, the kernel's first top-level pipelined loop, a
     block of one warpgroup in x, tiles of tensors TMA can map."""
     first = next((s for s in flat(kernel.body) if isinstance(s, For) and s.kind == "pipelined"), None) if kernel else None
-    if (kernel is None or opts.warp_specialize not in ("auto", True) or opts.disable_warp_specialized
+    if (kernel is None or opts.warp_specialization not in ("auto", True)
             or opts.persistent_tiles is True or any(t != 1 for t in kernel.threads[1:]) or first is not loop):
         return False   # (one loop per kernel splits: the first)
     copies = [s for s in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)) if isinstance(s, Copy)]
@@ -176,8 +177,7 @@ class _Loops(Mutator):
 
 def widen_k_tiles(func, target):
     opts = options_of(func)
-    if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.use_tma and not opts.disable_tma_lower
-            and opts.widen_k_tiles) or is_manual(func.body):
+    if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.tma and opts.widen_k_tiles) or is_manual(func.body):
         return func
     loops = _Loops(func.body, target.max_shared_memory, opts, tuple(func.params))
     body = loops.visit(func.body)

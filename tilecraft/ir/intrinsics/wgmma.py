@@ -104,7 +104,7 @@ class GemmRSSm90(Intrinsic):
 class GemmRSSm90Async(GemmRSSm90):
     """As GemmRSSm90, returning with its wgmma group in flight: the packed A fragments stay in H
     (`held` registers of this thread: m/wg/64 * k/16 * 4), untouched with C until WgmmaWait(0) and
-    WgmmaHoldFence retire them (transform/overlap_gemms.py)."""
+    WgmmaHoldFence retire them (transform/pipelining/overlap.py)."""
     entry = "tc::gemm_rs_sm90_async"
     operands = GemmRSSm90.operands + (Operand("H", PTR, WRITE, ("local",)),)
     effects = Effects(proxy=WGMMA, commits=WGMMA)

@@ -102,7 +102,7 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
         raise TilecraftError(f"internal: wgmma A operand {g.a.buffer.name} is not in the wgmma accumulator layout",
                              g.span)
     args = (Ref(ctx.reg(g.a.buffer), (const(0),)), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)))
-    if g.async_groups:  # left in flight, its packed A in g.held (transform/overlap_gemms.py)
+    if g.async_groups:  # left in flight, its packed A in g.held (transform/pipelining/overlap.py)
         if g.held is None:
             raise TilecraftError("internal: an asynchronous wgmma with A from registers needs its held registers", g.span)
         intr = I.GemmRSSm90Async(m, n, k, plan.warpgroups, g.trans_b, _elem(g), g.b.buffer.shape[-2])

@@ -1,5 +1,5 @@
-"""The overlapped consumer loop of a warp-specialized T.Pipelined loop with two gemms (a part of
-pipeline_copies, kept apart for size): FlashAttention-3's intra-warpgroup overlap, for any loop body
+"""The overlapped consumer loop of a warp-specialized T.Pipelined loop with two gemms
+(`WarpSpecialized(overlap=True)`): FlashAttention-3's intra-warpgroup overlap, for any loop body
 of the shape
 
     pre(k); g1(k): S (+)= A @ B(k)   (wgmma, shared operands);   mid(k);   g2(k): O += P @ V(k)
@@ -18,7 +18,7 @@ g2(k-1) moves past pre(k), g1(k) and soft(k), which is legal when those touch no
 g1's operands and neither P nor O (checked by `overlap_parts`).  With one ring of stages for all the
 loop's copies, a tile's stage is released one iteration later than before, so the form needs three
 stages to keep a load in flight (on the H200 the hand-written form ran 8% faster with three stages
-and 34% slower with two, scripts/repro/fa_overlap_probe.py, 2026-11-30).  When the copies split
+and 34% slower with two: benchmarks/results/2026-11-30_h200_s7_fa_overlap.md).  When the copies split
 into the tiles only g1 reads and those only g2 reads (`ring_split`: FlashAttention's K and V), each
 group gets its own ring and g1's stage is released as soon as g1(k) retires, so two stages suffice.
 
@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ir import (Alloc, Buffer, For, Gemm, If, Load, Ref, Region, Store, binary, collect, const, seq,
+from ...ir import (Alloc, Buffer, For, Gemm, If, Load, Ref, Region, Store, binary, collect, const, seq,
                   substitute, dtype as dt)
-from ..ir import intrinsics as I
-from ..ir.expr import Const
-from ..ir.lowering import WgmmaPlan, WgmmaRSPlan
+from ...ir import intrinsics as I
+from ...ir.expr import Const
+from ...ir.lowering import WgmmaPlan, WgmmaRSPlan
 
 
 @dataclass(frozen=True)
