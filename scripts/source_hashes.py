@@ -59,7 +59,10 @@ def generate(func, target, configs=None, defaults=False) -> str:
     configs = check_pass_configs(configs)
     if defaults:
         configs = {**tgt.pass_config_defaults(configs), **configs}
-    lowered = run_pipeline(func.with_attr("pass_configs", configs), tgt)
+    if hasattr(func, "with_attr"):   # a checkout from before the pass context (options in PrimFunc.attrs)
+        lowered = run_pipeline(func.with_attr("pass_configs", configs), tgt)
+    else:
+        lowered = run_pipeline(func, tgt, configs)
     if tgt.kind == "cpu":
         from tilecraft.codegen.cpp import generate_cpp
         return generate_cpp(lowered)

@@ -11,8 +11,9 @@ error naming it.  A key set to a value other than its default is
   "not applicable on the cpu target") -- never silently dropped.
 
 `Options` is hashable (`cache_token()` goes into the kernel cache key) and keeps the mapping that
-was given, so an old-style read `func.attr("pass_configs", {}).get("tc.x", default)` still means
-exactly what it meant before; passes read the typed field instead: `options_of(func).use_wgmma`.
+was given, so a dict-style read `opts.get("tc.x", default)` means what it meant for a dict; passes
+read the typed fields from their context (`ctx.options.wgmma`, transform/pipeline.py), where a
+TileLang veto and the option it vetoes are resolved once (`wgmma`, `tma`, `warp_specialization`).
 """
 from __future__ import annotations
 
@@ -485,13 +486,6 @@ def _coerce(key, meta, value):
         except ValueError as e:
             raise ValueError(f"pass_configs {key!r} {e}, got {value!r}") from None
     return value
-
-
-def options_of(func) -> Options:
-    """The `Options` a pass reads: attached by `compiler.build` (or built from a plain dict that a
-    test attached as "pass_configs")."""
-    opts = func.attr("pass_configs", None)
-    return opts if isinstance(opts, Options) else Options.make(opts, warn=False)
 
 
 def as_options(configs) -> Options:

@@ -14,6 +14,7 @@ import tilecraft.language as T  # noqa: E402
 from tilecraft.compiler.build import effective_pass_configs  # noqa: E402
 from tilecraft.kernels.gemm import matmul  # noqa: E402
 from tilecraft.target import Target  # noqa: E402
+from tilecraft.transform.pipeline import PassContext  # noqa: E402
 from tilecraft.transform.widen_k_tiles import widen_k_tiles  # noqa: E402
 
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
@@ -24,7 +25,7 @@ UNSPLIT = {"tc.warp_specialize": False}   # split as two blocks per SM, the READ
 
 def widened(func, configs=None):
     target = Target.resolve(SM90)
-    return widen_k_tiles(func.with_attr("pass_configs", effective_pass_configs(configs, target)), target)
+    return widen_k_tiles(func, PassContext(target, effective_pass_configs(configs, target)))
 
 
 def loop_variant(M, N, K, variant):

@@ -17,6 +17,7 @@ from tilecraft.target import Target  # noqa: E402
 from tilecraft.testing.fuzz_gen import random_spec  # noqa: E402
 from tilecraft.testing.fuzz_render import render  # noqa: E402
 from tilecraft.testing.fuzz_run import inputs_of, load_module  # noqa: E402
+from tilecraft.transform.pipeline import PassContext  # noqa: E402
 from tilecraft.transform.widen_k_tiles import widen_k_tiles  # noqa: E402
 
 SM90 = Target.resolve({"kind": "cuda", "arch": "sm_90a"})
@@ -37,7 +38,7 @@ def test_widened_fuzz_gemms_match_the_programs_as_written(tmp_path):
         path.write_text(render(spec))
         mod = load_module(str(path))
         func = mod.FZ_FUNC
-        wide = widen_k_tiles(func.with_attr("pass_configs", effective_pass_configs(None, SM90)), SM90)
+        wide = widen_k_tiles(func, PassContext(SM90, effective_pass_configs(None, SM90)))
         if wide.body is func.body:  # not widened
             continue
         widened += 1
@@ -67,7 +68,7 @@ def test_the_fuzzer_makes_programs_the_two_block_split_takes(tmp_path):
         path = tmp_path / f"fzs_{n}.py"
         path.write_text(render(spec))
         func = load_module(str(path)).FZ_FUNC
-        lowered = run_pipeline(func.with_attr("pass_configs", effective_pass_configs(None, SM90)), SM90)
+        lowered = run_pipeline(func, SM90, effective_pass_configs(None, SM90))
         split += any("two blocks per SM" in note for note in lowered.lowering.plan_notes)
     print(f"{split} of 400 fuzzed GEMMs split as two blocks per SM on sm_90a")
     assert split >= 10, split

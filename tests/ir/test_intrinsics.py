@@ -161,9 +161,11 @@ def test_printing_tiles_compiles_for_cuda():
 # ---- the lowering state --------------------------------------------------------------------------
 
 def _lower_until(func, last: str, configs=None):
-    func = func.with_attr("pass_configs", configs or {})
+    from tilecraft.options import as_options
+    from tilecraft.transform.pipeline import PassContext
+    ctx = PassContext(SM90, as_options(configs))
     for p in CUDA_PIPELINE:
-        func = p(func, SM90)
+        func = p(func, ctx)
         if p.__name__ == last:
             return func
     raise AssertionError(last)

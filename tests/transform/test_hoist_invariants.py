@@ -126,9 +126,10 @@ def test_every_rewritten_index_keeps_its_value(name, func, configs):
     from tilecraft.ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
     from tilecraft.target import Target
     target = Target.resolve(SM90)
-    func = func.with_attr("pass_configs", effective_pass_configs(configs, target))
+    from tilecraft.transform.pipeline import PassContext
+    ctx = PassContext(target, effective_pass_configs(configs, target))
     for p in CUDA_PIPELINE[:-1]:
-        func = p(func, target)
+        func = p(func, ctx)
     assert CUDA_PIPELINE[-1] is hoist_invariants
     swizzled = set(func.lowering.swizzled(SWIZZLE_SM80)) | set(func.lowering.swizzled(SWIZZLE_SM90))
     rng = random.Random(1)

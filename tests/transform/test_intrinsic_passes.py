@@ -17,8 +17,9 @@ from tilecraft.ir.intrinsics.base import PTR, READ, TMA, WRITE, Effects, Intrins
 from tilecraft.target import Target
 from tilecraft.transform.insert_syncs import insert_syncs
 from tilecraft.transform.legalize_global_access import legalize_global_access
+from tilecraft.transform.pipeline import PassContext
 
-SM90 = Target.resolve({"kind": "cuda", "arch": "sm_90a"})
+SM90 = PassContext(Target.resolve({"kind": "cuda", "arch": "sm_90a"}))   # what every pass receives
 tid = thread_index()
 bx = Var("bx")
 A = Buffer("A", (100,), dt.float16, "global")      # ragged: 2 blocks of 64 cover 128 elements

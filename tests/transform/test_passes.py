@@ -11,9 +11,10 @@ from tilecraft.target import Target
 from tilecraft.transform.check_regions import check_regions
 from tilecraft.transform.legalize_global_access import legalize_global_access
 from tilecraft.transform.lower_tile_ops_cpu import lower_tile_ops_cpu
-from tilecraft.transform.pipeline import CPU_PIPELINE, run_pipeline
+from tilecraft.transform.pipeline import CPU_PIPELINE, PassContext, run_pipeline
 
-CPU = Target.resolve("cpu")
+CPU_TARGET = Target.resolve("cpu")
+CPU = PassContext(CPU_TARGET)   # what every pass receives (transform/pipeline.py)
 
 
 def vadd(N, block):
@@ -171,7 +172,7 @@ def test_pipeline_order_and_trace():
     assert [p.__name__ for p in CPU_PIPELINE] == ["validate", "check_regions", "lower_manual_sync_cpu", "lower_tile_ops_cpu",
                                                  "legalize_global_access"]
     trace = []
-    out = run_pipeline(tile_copy(30, 60, 16, 32), CPU, trace)
+    out = run_pipeline(tile_copy(30, 60, 16, 32), CPU_TARGET, trace=trace)
     assert [name for name, _ in trace] == [p.__name__ for p in CPU_PIPELINE]
     assert trace[-1][1] is out
     assert not collect(out.body, lambda n: isinstance(n, TileOp))

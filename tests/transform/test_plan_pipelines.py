@@ -11,9 +11,11 @@ from tilecraft.ir import For, collect
 from tilecraft.ir.loop_plan import CpAsync, CpSync, Persistent, Tma, WarpSpecialized, WgmmaAsync
 from tilecraft.kernels import attention
 from tilecraft.kernels.gemm import matmul
+from tilecraft.options import as_options
 from tilecraft.registry import Registry, RegistryError
 from tilecraft.target import Target
 from tilecraft.transform.cuda_pipeline import CUDA_PIPELINE
+from tilecraft.transform.pipeline import PassContext
 from tilecraft.transform.pipelining import BUILDERS
 from tilecraft.transform.plan_pipelines import plan_pipelines
 
@@ -24,9 +26,9 @@ SM90 = Target.resolve({"kind": "cuda", "arch": "sm_90a"})
 def plans(func, target, configs=None, defaults=True):
     """The plans of the function's loops after plan_pipelines, and its plan notes."""
     opts = effective_pass_configs(configs, target) if defaults else configs or {}
-    func = func.with_attr("pass_configs", opts)
+    ctx = PassContext(target, as_options(opts))
     for p in CUDA_PIPELINE[:CUDA_PIPELINE.index(plan_pipelines) + 1]:
-        func = p(func, target)
+        func = p(func, ctx)
     loops = collect(func.body, lambda n: isinstance(n, For) and n.plan is not None)
     return [f.plan for f in loops], func.lowering.plan_notes
 

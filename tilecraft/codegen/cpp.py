@@ -140,8 +140,7 @@ def _innermost(loop) -> bool:
 
 
 def generate_cpp(func: PrimFunc) -> str:
-    from ..transform.cpu_threads import ATTR
-    if func.attr(ATTR):  # a program at the level of CUDA threads: its blocks' threads emulated
+    if func.lowering.cpu_threads:  # a program at the level of CUDA threads: its blocks' threads emulated
         from .cpp_threads import generate_cpp_threads
         return generate_cpp_threads(func)
     p = CppPrinter(func)

@@ -94,7 +94,7 @@ def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
                         binary_path=str(entry.file(name)), from_cache=True)
     t0 = time.perf_counter()
     from ..transform.pipeline import run_pipeline
-    lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
+    lowered = run_pipeline(func, target, configs)
     if target.kind == "cpu":
         from ..codegen.cpp import ENTRY, generate_cpp
         from .cxx import compile_cxx

@@ -1,4 +1,6 @@
-"""`PrimFunc`: one kernel program — its parameters (global buffers), body and attributes."""
+"""`PrimFunc`: one kernel program — its parameters (global buffers), body, source and lowering state.
+
+Compile options are not part of it: they reach the passes in their `PassContext` (transform/pipeline.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -13,7 +15,6 @@ class PrimFunc(Node):
     name: str
     params: tuple          # Buffers of scope "global", in signature order
     body: Stmt
-    attrs: tuple = ()      # (key, value) pairs: the compile options (pass_configs)
     source: str = ""       # the user's Python source of the function (for cache keys)
     symbols: tuple = ()    # symbolic dimension Vars, in first-appearance order
     imports: tuple = ()    # source texts the program pastes in (T.import_source), in program order
@@ -24,16 +25,6 @@ class PrimFunc(Node):
     def declared_params(self) -> tuple:
         """The parameters the caller sees (without the T.alloc_global workspaces)."""
         return self.params[:len(self.params) - self.workspaces]
-
-    def attr(self, key, default=None):
-        for k, v in self.attrs:
-            if k == key:
-                return v
-        return default
-
-    def with_attr(self, key, value) -> "PrimFunc":
-        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
-        return replace(self, attrs=attrs)
 
     def with_lowering(self, **changes) -> "PrimFunc":
         """This function with the given fields of its lowering state replaced."""

@@ -84,6 +84,7 @@ class LoweringState:
     tma_descs: tuple = ()                                  # TmaDescriptor per tensor-map kernel parameter
     plan_notes: tuple = ()                                 # per gemm / pipelined loop: the path and why
     scratch_smem: frozenset = frozenset()                  # shared Buffers live within one statement (Ctx.scratch)
+    cpu_threads: bool = False                              # CPU target: the blocks' threads emulated (cpu_threads.py)
 
     def update(self, **changes) -> "LoweringState":
         return replace(self, **changes)

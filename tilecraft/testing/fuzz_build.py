@@ -59,7 +59,7 @@ def lower_with_meta(func, target, configs) -> tuple:
             source = "\n".join(head + includes) + "\n" + "\n".join(body for _, _, body in splits)
             return source, {"parts": [m for _, m in lowered], "binary_name": "kernel.cubin", "kernel": func.name}
     configs = effective_pass_configs(configs, target)   # the target's defaults too, as compiler.build
-    lowered = run_pipeline(func.with_attr("pass_configs", configs), target)
+    lowered = run_pipeline(func, target, configs)
     if target.kind == "cpu":
         from ..codegen.cpp import ENTRY, generate_cpp
         return generate_cpp(lowered), {"entry": ENTRY, "binary_name": "kernel.so"}

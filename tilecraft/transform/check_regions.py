@@ -197,6 +197,6 @@ def _holds(env: dict, cond, truth: bool) -> bool:
             "!=": k < lo or k > hi}[op]
 
 
-def check_regions(func: PrimFunc, target) -> PrimFunc:
+def check_regions(func: PrimFunc, ctx) -> PrimFunc:
     _Check().visit(func.body)
     return func

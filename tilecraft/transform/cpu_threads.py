@@ -30,13 +30,10 @@ from ..ir.func import PrimFunc
 from .concurrent_waits import needs_concurrent_warp_groups
 from .cuda_pipeline import CUDA_PIPELINE
 
-ATTR = "cpu_threads"   # on a lowered function: print it with codegen/cpp_threads.py
-
-
-def needs_threads(func: PrimFunc, target) -> str | None:
-    """Why `func` needs its blocks' threads emulated on the CPU target, or None."""
-    from ..options import options_of
-    mode = options_of(func).cpu_threads
+def needs_threads(func: PrimFunc, ctx) -> str | None:
+    """Why `func` needs its blocks' threads emulated on the CPU target, or None (`ctx`: the pass
+    context the pipeline will run with)."""
+    mode = ctx.options.cpu_threads
     if func.body is None or mode is False:
         return None
     if mode is True:
@@ -46,7 +43,7 @@ def needs_threads(func: PrimFunc, target) -> str | None:
             return f"{c.intrinsic.describe()}: lanes of a warp exchange values"
     from .lower_manual_sync_cpu import lower_manual_sync_cpu
     from .lower_tile_ops_cpu import thread_level_use
-    tile_path = lower_manual_sync_cpu(func, target)
+    tile_path = lower_manual_sync_cpu(func, ctx)
     if thread_level_use(tile_path) is not None:
         return "the program reads the thread index"
     for k in collect(tile_path.body, lambda n: isinstance(n, Kernel)):
@@ -56,8 +53,9 @@ def needs_threads(func: PrimFunc, target) -> str | None:
     return None
 
 
-def mark_cpu_threads(func: PrimFunc, target) -> PrimFunc:
-    return func.with_attr(ATTR, True)
+def mark_cpu_threads(func: PrimFunc, ctx) -> PrimFunc:
+    """The lowering state says so: codegen/cpp.py prints the function with codegen/cpp_threads.py."""
+    return func.with_lowering(cpu_threads=True)
 
 
 CPU_THREADS_PIPELINE = [

@@ -1,6 +1,8 @@
-"""The CUDA pass pipeline (sm_80 and newer), in order, with the reason for each position."""
+"""The CUDA pass pipeline (sm_80 and newer), in order, with the reason for each position, and the
+invariants `run_pipeline` checks after some of them (transform/pipeline.py)."""
 from .check_regions import check_regions
 from .infer_layouts import infer_layouts
+from .invariants import no_tile_ops, plans_built, shared_buffers_placed
 from .insert_syncs import insert_syncs
 from .hoist_invariants import hoist_invariants
 from .legalize_global_access import legalize_global_access
@@ -60,3 +62,10 @@ CUDA_PIPELINE = [
     # become Lets before it (the device compiler's time goes into folding them back otherwise).
     hoist_invariants,
 ]
+
+
+CUDA_INVARIANTS = {
+    pipeline_copies: (plans_built,),                # every planned loop rewritten from its plan
+    lower_cuda: (no_tile_ops,),                     # the printers see thread-level code only
+    plan_shared_memory: (shared_buffers_placed,),   # insert_syncs compares byte ranges
+}

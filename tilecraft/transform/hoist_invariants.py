@@ -184,7 +184,7 @@ class _Loops(Mutator):
         return seq(*lets, loop) if lets else loop
 
 
-def hoist_invariants(func, target):
+def hoist_invariants(func, ctx):
     # swizzled shared tiles are addressed from their (row, column) by the printer: never flattened
     keep = frozenset(func.lowering.swizzled(SWIZZLE_SM80)) | frozenset(func.lowering.swizzled(SWIZZLE_SM90))
     return replace(func, body=_Loops(keep).visit(func.body))

@@ -26,7 +26,6 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
-from ..options import options_of
 from .warp_groups import thread_contexts
 from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
                                replicated_layout,
@@ -464,10 +463,10 @@ class _Inference:
         return changed
 
 
-def infer_layouts(func: PrimFunc, target) -> PrimFunc:
+def infer_layouts(func: PrimFunc, ctx) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
-    use_wgmma = options_of(func).wgmma and target.has("wgmma")
-    tensor_cores = target.has("mma_sync")   # every CUDA arch here; not the CPU target's thread-level mode
+    use_wgmma = ctx.options.wgmma and ctx.target.has("wgmma")
+    tensor_cores = ctx.target.has("mma_sync")   # every CUDA arch here; not the CPU target's thread-level mode
     for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
         contexts = thread_contexts(kernel)  # T.ws branches: their own threads (warp_groups.py)
         forced: frozenset = frozenset()
@@ -482,8 +481,8 @@ def infer_layouts(func: PrimFunc, target) -> PrimFunc:
             layouts.update(lay)
             plans.update(pl)
             notes += inf.notes
-    if plans and target.sm >= 100:
-        notes.append(f"{target.arch}: the gemms take the portable tensor-core path (mma.sync); tilecraft has no "
+    if plans and ctx.target.sm >= 100:
+        notes.append(f"{ctx.target.arch}: the gemms take the portable tensor-core path (mma.sync); tilecraft has no "
                      f"Blackwell (tcgen05) path yet")
     return (func.with_body(_PlanGemms(plans).visit(func.body))
             .with_lowering(fragment_layouts=layouts, plan_notes=func.lowering.plan_notes + tuple(notes)))

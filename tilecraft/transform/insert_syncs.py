@@ -26,7 +26,6 @@ pipelined cp.async, TMA) is left out, the pipeline having placed its own waits a
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, While, collect, seq
@@ -62,33 +61,25 @@ def _access(stmt) -> tuple[set, set]:
     return reads, writes
 
 
-_TLS = threading.local()  # per compiling thread: ranges = buffer -> (first byte, end byte) in shared memory
+class _Overlap:
+    """Whether two sets of shared buffers share any byte (buffers may reuse each other's memory):
+    the byte ranges plan_shared_memory gave them, buffer -> (first byte, end byte)."""
 
+    def __init__(self, ranges: dict):
+        self.ranges = ranges
 
-def _ranges() -> dict:
-    """The shared-memory byte ranges of the kernel this thread is fixing (threads compile at once)."""
-    return _TLS.__dict__.setdefault("ranges", {})
-
-
-def _uniformity() -> Uniformity:
-    """The thread-varying values of the kernel this thread is fixing (set by insert_syncs)."""
-    return _TLS.uniformity
-
-
-def _overlap(xs, ys) -> bool:
-    """Whether two sets of shared buffers share any byte (buffers may reuse each other's memory)."""
-    if xs & ys:
-        return True
-    _RANGES = _ranges()
-    for x in xs:
-        rx = _RANGES.get(x)
-        if rx is None:
-            continue
-        for y in ys:
-            ry = _RANGES.get(y)
-            if ry is not None and rx[0] < ry[1] and ry[0] < rx[1]:
-                return True
-    return False
+    def __call__(self, xs, ys) -> bool:
+        if xs & ys:
+            return True
+        for x in xs:
+            rx = self.ranges.get(x)
+            if rx is None:
+                continue
+            for y in ys:
+                ry = self.ranges.get(y)
+                if ry is not None and rx[0] < ry[1] and ry[0] < rx[1]:
+                    return True
+        return False
 
 
 class _State:
@@ -96,19 +87,25 @@ class _State:
     T.ws branches, which only statements of the whole block are checked against: branches order
     each other with the program's own mbarriers."""
 
-    def __init__(self):
+    def __init__(self, overlap: _Overlap):
+        self.overlap = overlap
         self.reads: set = set()
         self.writes: set = set()
         self.scoped_reads: set = set()
         self.scoped_writes: set = set()
         self.branches: set = set()   # warp groups of the branches that touched shared memory
 
+    def fresh(self) -> "_State":
+        return _State(self.overlap)
+
     def conflicts(self, r, w, waw: bool = True) -> bool:
-        return (self.conflicts_outside(r, w, waw) or _overlap(r, self.scoped_writes)
-                or (waw and _overlap(w, self.scoped_writes)) or _overlap(w, self.scoped_reads))
+        ov = self.overlap
+        return (self.conflicts_outside(r, w, waw) or ov(r, self.scoped_writes)
+                or (waw and ov(w, self.scoped_writes)) or ov(w, self.scoped_reads))
 
     def conflicts_outside(self, r, w, waw: bool = True) -> bool:
-        return _overlap(r, self.writes) or (waw and _overlap(w, self.writes)) or _overlap(w, self.reads)
+        ov = self.overlap
+        return ov(r, self.writes) or (waw and ov(w, self.writes)) or ov(w, self.reads)
 
     def add(self, r, w):
         self.reads |= r
@@ -119,7 +116,7 @@ class _State:
         self.scoped_writes |= w
 
     def copy(self) -> "_State":
-        other = _State()
+        other = self.fresh()
         other.reads, other.writes = set(self.reads), set(self.writes)
         other.scoped_reads, other.scoped_writes = set(self.scoped_reads), set(self.scoped_writes)
         other.branches = set(self.branches)
@@ -142,103 +139,115 @@ class _State:
         self.branches = set()
 
 
-def _block(stmts, state: _State, in_loop: bool = False) -> list:
-    out = []
-    for i, s in enumerate(stmts):
-        if isinstance(s, Sync):
+class _Syncs:
+    """The barriers of one kernel: `block` walks a statement list, each kind of statement handled by
+    its own method (`_STMT`), the kernel's thread-varying values in `uniformity`."""
+
+    def __init__(self, kernel: Kernel, overlap: _Overlap):
+        self.uniformity = Uniformity(kernel)
+        self.overlap = overlap
+
+    def block(self, stmts, state: _State, in_loop: bool = False) -> list:
+        out = []
+        for i, s in enumerate(stmts):
+            handler = _STMT.get(type(s), _Syncs._plain)
+            handler(self, s, stmts, i, state, in_loop, out)
+        return out
+
+    def _sync(self, s, stmts, i, state, in_loop, out):
+        state.clear()
+        out.append(s)
+
+    def _loop(self, s, stmts, i, state, in_loop, out):
+        if not collect(s.body, lambda n: isinstance(n, (Load, Store, Ref))):
+            return self._plain(s, stmts, i, state, in_loop, out)
+        r, w = _access(s)
+        if state.conflicts(r, w):
+            out.append(Sync())
             state.clear()
-            out.append(s)
-            continue
-        if isinstance(s, (For, While)) and collect(s.body, lambda n: isinstance(n, (Load, Store, Ref))):
-            r, w = _access(s)
-            if state.conflicts(r, w):
+        inner = state.fresh()
+        body = self.block(_stmts(s.body), inner, True)
+        # loop-carried: what the end of an iteration did vs what the start of the next does.
+        # Lowering's per-thread element loops (unrolled, or marked "once") write each element
+        # once, from one thread: write-after-write between their iterations is not a race.
+        first_r, first_w, branch = _prefix_access(body)
+        if isinstance(s, While):  # the condition is read again before the next iteration
+            first_r, branch = first_r | _access(Evaluate(s.cond))[0], False
+        once = isinstance(s, For) and (s.kind == "unroll" or s.annotation("once", False))
+        check = inner.conflicts_outside if branch else inner.conflicts
+        if check(first_r, first_w, waw=not once) and not inner.empty():
+            body.append(Sync())
+            inner.clear()
+        state.add(r, w)
+        if isinstance(s, While):
+            out.append(While(s.cond, seq(*body), span=s.span))
+        else:
+            out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
+
+    def _warp_specialize(self, s, stmts, i, state, in_loop, out):
+        # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
+        # need barriers among themselves (printed as barriers of the consumer threads)
+        body = self.block(_stmts(s.consumer), state, in_loop)
+        out.append(replace(s, consumer=seq(*body)))
+
+    def _branch(self, s, stmts, i, state, in_loop, out):
+        # a T.ws branch: barriers inside are its threads' own (printed as a named barrier); one
+        # first when the same warp groups may have used shared memory since the last block
+        # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
+        # is over before this branch writes or reads
+        # A block barrier goes before the first of consecutive branches, never between two:
+        # warp groups that each run their whole role in a branch (waiting on mbarriers the
+        # others fill) would never all reach one placed between them.
+        run = stmts[i:]
+        run = run[:next((j for j, x in enumerate(run) if not isinstance(x, WarpGroupScope)), len(run))]
+        if i == 0 or not isinstance(stmts[i - 1], WarpGroupScope):
+            rr, ww = set(), set()
+            for x in run:
+                xr, xw = _access(x)
+                rr, ww = rr | xr, ww | xw
+            if state.conflicts_outside(rr, ww):
                 out.append(Sync())
                 state.clear()
-            inner = _State()
-            body = _block(_stmts(s.body), inner, True)
-            # loop-carried: what the end of an iteration did vs what the start of the next does.
-            # Lowering's per-thread element loops (unrolled, or marked "once") write each element
-            # once, from one thread: write-after-write between their iterations is not a race.
-            first_r, first_w, branch = _prefix_access(body)
-            if isinstance(s, While):  # the condition is read again before the next iteration
-                first_r, branch = first_r | _access(Evaluate(s.cond))[0], False
-            once = isinstance(s, For) and (s.kind == "unroll" or s.annotation("once", False))
-            check = inner.conflicts_outside if branch else inner.conflicts
-            if check(first_r, first_w, waw=not once) and not inner.empty():
-                body.append(Sync())
-                inner.clear()
-            state.add(r, w)
-            if isinstance(s, While):
-                out.append(While(s.cond, seq(*body), span=s.span))
-            else:
-                out.append(For(s.var, s.start, s.extent, s.kind, seq(*body), s.step, s.annotations, span=s.span))
-            continue
-        if isinstance(s, WarpSpecialize):
-            # the producer only issues TMA loads, ordered by mbarriers; the consumer's statements
-            # need barriers among themselves (printed as barriers of the consumer threads)
-            body = _block(_stmts(s.consumer), state, in_loop)
-            out.append(replace(s, consumer=seq(*body)))
-            continue
-        if isinstance(s, WarpGroupScope):
-            # a T.ws branch: barriers inside are its threads' own (printed as a named barrier); one
-            # first when the same warp groups may have used shared memory since the last block
-            # barrier (an earlier branch of theirs, the previous iteration of a loop), so that use
-            # is over before this branch writes or reads
-            # A block barrier goes before the first of consecutive branches, never between two:
-            # warp groups that each run their whole role in a branch (waiting on mbarriers the
-            # others fill) would never all reach one placed between them.
-            run = stmts[i:]
-            run = run[:next((j for j, x in enumerate(run) if not isinstance(x, WarpGroupScope)), len(run))]
-            if i == 0 or not isinstance(stmts[i - 1], WarpGroupScope):
-                rr, ww = set(), set()
-                for x in run:
-                    xr, xw = _access(x)
-                    rr, ww = rr | xr, ww | xw
-                if state.conflicts_outside(rr, ww):
-                    out.append(Sync())
-                    state.clear()
-            r, w = _access(s)
-            body = _block(_stmts(s.body), _State())
-            if (r or w) and (in_loop or s.key in state.branches):
-                body = [Sync()] + body
-            state.add_scoped(r, w)
-            if r or w:
-                state.branches.add(s.key)
-            out.append(replace(s, body=seq(*body)))
-            continue
-        if isinstance(s, If) and not _uniformity().varies(s.cond):
-            # every thread takes the same branch (ir/uniformity.py): barriers go inside it, where
-            # its statements need them; after it, what either branch left unsynchronised
-            r, _ = _access(Evaluate(s.cond))
-            if (r and state.conflicts(r, set())) or _starts_with_sync(_block(_stmts(s.then), state.copy(), in_loop)):
-                # a barrier the branch would need first goes before the `if` (legal: every thread gets
-                # there), so that the path that skips the branch leaves nothing unsynchronised either
-                out.append(Sync())
-                state.clear()
-            state.add(r, set())
-            other = state.copy()
-            then = _block(_stmts(s.then), state, in_loop)
-            orelse = None if s.orelse is None else seq(*_block(_stmts(s.orelse), other, in_loop))
-            state.merge(other)
-            out.append(If(s.cond, seq(*then), orelse, span=s.span))
-            continue
-        if isinstance(s, If):
+        r, w = _access(s)
+        body = self.block(_stmts(s.body), state.fresh())
+        if (r or w) and (in_loop or s.key in state.branches):
+            body = [Sync()] + body
+        state.add_scoped(r, w)
+        if r or w:
+            state.branches.add(s.key)
+        out.append(replace(s, body=seq(*body)))
+
+    def _if(self, s, stmts, i, state, in_loop, out):
+        if self.uniformity.varies(s.cond):
             # a per-thread condition: a barrier inside would be skipped by some threads, so the
             # whole statement is one access, ordered by barriers before and after it
-            r, w = _access(s)
-            if state.conflicts(r, w):
-                out.append(Sync())
-                state.clear()
-            state.add(r, w)
-            out.append(s)
-            continue
+            return self._plain(s, stmts, i, state, in_loop, out, always=True)
+        # every thread takes the same branch (ir/uniformity.py): barriers go inside it, where
+        # its statements need them; after it, what either branch left unsynchronised
+        r, _ = _access(Evaluate(s.cond))
+        if (r and state.conflicts(r, set())) or _starts_with_sync(self.block(_stmts(s.then), state.copy(), in_loop)):
+            # a barrier the branch would need first goes before the `if` (legal: every thread gets
+            # there), so that the path that skips the branch leaves nothing unsynchronised either
+            out.append(Sync())
+            state.clear()
+        state.add(r, set())
+        other = state.copy()
+        then = self.block(_stmts(s.then), state, in_loop)
+        orelse = None if s.orelse is None else seq(*self.block(_stmts(s.orelse), other, in_loop))
+        state.merge(other)
+        out.append(If(s.cond, seq(*then), orelse, span=s.span))
+
+    def _plain(self, s, stmts, i, state, in_loop, out, always: bool = False):
         r, w = _access(s)
-        if (r or w) and state.conflicts(r, w):
+        if (always or r or w) and state.conflicts(r, w):
             out.append(Sync())
             state.clear()
         state.add(r, w)
         out.append(s)
-    return out
+
+
+_STMT = {Sync: _Syncs._sync, For: _Syncs._loop, While: _Syncs._loop, WarpSpecialize: _Syncs._warp_specialize,
+         WarpGroupScope: _Syncs._branch, If: _Syncs._if}
 
 
 def _starts_with_sync(body: list) -> bool:
@@ -272,14 +281,11 @@ def _stmts(s) -> list:
     return out
 
 
-def insert_syncs(func: PrimFunc, target) -> PrimFunc:
-    _RANGES = _ranges()
-    _RANGES.clear()
-    for b, off in func.lowering.smem_offsets.items():
-        _RANGES[b] = (off, off + b.nbytes)
+def insert_syncs(func: PrimFunc, ctx) -> PrimFunc:
+    overlap = _Overlap({b: (off, off + b.nbytes) for b, off in func.lowering.smem_offsets.items()})
+
     def fix(k: Kernel):
-        _TLS.uniformity = Uniformity(k)
-        body = _block(_stmts(k.body), _State())
+        body = _Syncs(k, overlap).block(_stmts(k.body), _State(overlap))
         return Kernel(k.grid, k.block_vars, k.threads, seq(*body), k.thread_vars, span=k.span)
     stmts = [fix(s) if isinstance(s, Kernel) else s for s in _stmts(func.body)]
     return func.with_body(seq(*stmts))

@@ -148,7 +148,7 @@ def _with_pred(s: Evaluate, pred) -> Evaluate:
     return Evaluate(IntrinsicCall(c.intrinsic, c.args + (pred,), c.type, span=c.span), span=s.span)
 
 
-def legalize_global_access(func: PrimFunc, target) -> PrimFunc:
+def legalize_global_access(func: PrimFunc, ctx) -> PrimFunc:
     env = {}
     for sym in func.symbols:
         env[sym] = (0, 2 ** 31 - 1)

@@ -21,7 +21,6 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..options import options_of
 from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .plan_shared_memory import plan_kernel
@@ -322,18 +321,18 @@ def _mma_readable_sm90(func: PrimFunc) -> set:
     return out
 
 
-def lower_cuda(func: PrimFunc, target) -> PrimFunc:
+def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
     swizzled = func.lowering.swizzled(SWIZZLE_SM80) | _mma_readable_sm90(func)
-    lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, target.max_shared_memory,
-                   options_of(func).remapped_fragment_reads)
-    lower.fibers = target.kind == "cpu"
+    lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, ctx.target.max_shared_memory,
+                   ctx.options.remapped_fragment_reads)
+    lower.fibers = ctx.target.kind == "cpu"
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
         b = leftovers[0]
         raise TilecraftError(f"fragment {b.buffer.name} is accessed outside a T.Parallel loop; on the CUDA "
-                             f"target fragment elements live in different threads — use T.Parallel, or "
+                             f"ctx.target fragment elements live in different threads — use T.Parallel, or "
                              f"T.alloc_var / T.alloc_local for per-thread values", b.span)
     out = func.with_body(lowered)
     return out.with_lowering(scratch_smem=frozenset(lower.scratch)) if lower.scratch else out

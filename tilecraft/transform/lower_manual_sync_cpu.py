@@ -132,7 +132,7 @@ class _Lower(Mutator):
         return seq()
 
 
-def lower_manual_sync_cpu(func: PrimFunc, target) -> PrimFunc:
+def lower_manual_sync_cpu(func: PrimFunc, ctx) -> PrimFunc:
     if func.body is None:
         return func
     return func.with_body(_Lower().visit(func.body))

@@ -129,5 +129,5 @@ def check_register_file(body, block_threads: int) -> None:
             f"(TileLang's MLA kernels use 240 + 240 + 24 for 384 threads)", first.span)
 
 
-def lower_manual_sync_cuda(func: PrimFunc, target) -> PrimFunc:
-    return func.with_body(_Lower(target).visit(func.body))
+def lower_manual_sync_cuda(func: PrimFunc, ctx) -> PrimFunc:
+    return func.with_body(_Lower(ctx.target).visit(func.body))

@@ -296,7 +296,7 @@ def check_no_thread_indices(func: PrimFunc) -> None:
         raise err
 
 
-def lower_tile_ops_cpu(func: PrimFunc, target) -> PrimFunc:
+def lower_tile_ops_cpu(func: PrimFunc, ctx) -> PrimFunc:
     check_no_thread_indices(func)
     viewed = set()
     for v in collect(func.body, lambda n: isinstance(n, View)):

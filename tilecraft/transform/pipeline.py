@@ -1,14 +1,29 @@
-"""The pass pipelines, one flat list per target.  Each pass is `fn(func, target) -> func`.
+"""The pass pipelines, one flat list per target, and the context every pass receives.
+
 The CPU target has a second list for programs written at the level of CUDA threads: the CUDA passes,
 whose per-thread code runs with the block's threads emulated (cpu_threads.py says which programs).
+
+Each pass is `fn(func, ctx) -> func`: `ctx` is a `PassContext`, the target, the typed options
+(`Options`: every pass_configs key, the target's defaults applied by the caller) and a dump hook
+called after every pass with its name and result.  Nothing travels in `PrimFunc` attributes or
+thread-local state: a pass reads its inputs from `ctx` and the function, and returns a function.
+
+Between passes `run_pipeline` checks the invariants the next passes rely on (`INVARIANTS`: after
+which pass, what holds; transform/invariants.py); a broken one is an InternalCompilerError naming
+the pass that broke it, as is any exception a pass raises that is not a TilecraftError.
 
 Order matters and each position has a reason:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..errors import InternalCompilerError, TilecraftError
 from ..ir.func import PrimFunc
+from ..options import Options, as_options
 from .check_regions import check_regions
+from .invariants import no_tile_ops
 from .legalize_global_access import legalize_global_access
 from .lower_manual_sync_cpu import lower_manual_sync_cpu
 from .lower_tile_ops_cpu import lower_tile_ops_cpu
@@ -30,27 +45,60 @@ CPU_PIPELINE = [
 ]
 
 
-def pipeline_for(target, func: PrimFunc | None = None) -> list:
+@dataclass(frozen=True)
+class PassContext:
+    """What every pass receives beside the function (tilus' pass context, triton's `make_ttgir(mod,
+    metadata, opt, capability)`): `target`, `options` (an `Options`), and `dump(pass_name, func)`,
+    called after each pass when given (`tilecraft show`, tests tracing the pipeline)."""
+    target: object
+    options: Options = Options()
+    dump: Callable | None = None
+
+
+def invariants() -> dict:
+    """pass -> the checks that hold after it (each returns '' or what is wrong)."""
+    from .cuda_pipeline import CUDA_INVARIANTS
+    return {lower_tile_ops_cpu: (no_tile_ops,), **CUDA_INVARIANTS}
+
+
+def pipeline_for(target, func: PrimFunc | None = None, options=None) -> list:
     if target.kind == "cpu":
         # a program written at the level of CUDA threads: its blocks' threads emulated
         from .cpu_threads import CPU_THREADS_PIPELINE, needs_threads
-        return CPU_THREADS_PIPELINE if func is not None and needs_threads(func, target) else CPU_PIPELINE
+        ctx = PassContext(target, as_options(options))
+        return CPU_THREADS_PIPELINE if func is not None and needs_threads(func, ctx) else CPU_PIPELINE
     from .cuda_pipeline import CUDA_PIPELINE
     return CUDA_PIPELINE
 
 
-def run_pipeline(func: PrimFunc, target, trace: list | None = None) -> PrimFunc:
-    for p in pipeline_for(target, func):
+def run_pipeline(func: PrimFunc, target, options=None, *, dump: Callable | None = None,
+                 trace: list | None = None, check: bool = True) -> PrimFunc:
+    """`func` through the target's passes with `options` (an Options or a pass_configs dict, taken
+    as given: the caller applies the target's defaults, compiler.build.effective_pass_configs).
+    `trace`: a list that gets (pass name, function) after each pass; `dump`: a hook called so."""
+    if trace is not None:
+        outer = dump
+        def dump(name, f, _outer=outer):  # noqa: E306
+            trace.append((name, f))
+            if _outer is not None:
+                _outer(name, f)
+    ctx = PassContext(target, as_options(options), dump)
+    checks = invariants() if check else {}
+    for p in pipeline_for(target, func, ctx.options):
         try:
-            func = p(func, target)
+            func = p(func, ctx)
         except TilecraftError:
             raise
         except (KeyboardInterrupt, MemoryError):
             raise
         except Exception as e:  # noqa: BLE001 - ours, not the user's: say so
             raise compiler_bug(e, p.__name__, func) from e
-        if trace is not None:
-            trace.append((p.__name__, func))
+        for c in checks.get(p, ()):
+            broken = c(func)
+            if broken:
+                raise InternalCompilerError(f"after {p.__name__}: {broken}", func.span)
+        if ctx.dump is not None:
+            ctx.dump(p.__name__, func)
     return func
 
 

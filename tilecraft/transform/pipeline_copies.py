@@ -118,7 +118,7 @@ class _ReplaceAllocs(Mutator):
         return a if nb is None else type(a)(nb, a.init, span=a.span)
 
 
-def pipeline_copies(func: PrimFunc, target) -> PrimFunc:
+def pipeline_copies(func: PrimFunc, ctx) -> PrimFunc:
     if not collect(func.body, lambda n: isinstance(n, For) and n.plan is not None):
         return func
     st = func.lowering

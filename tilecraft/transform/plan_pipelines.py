@@ -36,7 +36,6 @@ from ..ir.loop_plan import CpAsync, CpSync, Persistent, TileWalk, Tma, TmaLoad, 
 from ..ir.lowering import SWIZZLE_SM90, Mma80Plan, WgmmaPlan
 from ..ir.oob import out_of_bounds
 from ..layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
-from ..options import options_of
 from .pipelining.overlap import overlap_parts, ring_split
 from .pipelining.parts import body_stmts, flat, producers, static_ge
 from .pipelining.persistent import AUTO_MAX_K_TILES, AUTO_MIN_WAVES, tile_coords
@@ -308,13 +307,13 @@ class _Planner(Mutator):
         return f, replace(walk, coords=((bx, cx), (by, cy)))
 
 
-def plan_pipelines(func: PrimFunc, target) -> PrimFunc:
-    if not target.has("cp_async"):
+def plan_pipelines(func: PrimFunc, ctx) -> PrimFunc:
+    if not ctx.target.has("cp_async"):
         return func
     st = func.lowering
     if is_manual(func.body):  # the program orders its warp groups itself (T.ws, mbarriers): no second split
         return func.with_lowering(plan_notes=st.plan_notes + (MANUAL_NOTE,))
-    p = _Planner(Switches.of(options_of(func)), target, st.fragment_layouts, st.smem_layouts, func.params,
+    p = _Planner(Switches.of(ctx.options), ctx.target, st.fragment_layouts, st.smem_layouts, func.params,
                  func.symbols, func.body)
     body = p.visit(func.body)
     return func.with_body(body).with_lowering(plan_notes=st.plan_notes + tuple(p.notes))

@@ -23,7 +23,7 @@ def swizzle_ok(buf: Buffer) -> bool:
     return buf.shape[-1] * buf.dtype.bytes % 16 == 0 and chunks >= 2 and chunks & (chunks - 1) == 0
 
 
-def plan_shared_layouts(func: PrimFunc, target) -> PrimFunc:
+def plan_shared_layouts(func: PrimFunc, ctx) -> PrimFunc:
     want, hopper = [], []
     for g in collect(func.body, lambda n: isinstance(n, Gemm)):
         if g.plan is None:

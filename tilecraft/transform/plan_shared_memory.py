@@ -171,9 +171,9 @@ def plan_kernel(k: Kernel, layouts: dict, scratch, limit: int) -> tuple[list, di
     return bufs, offs, size
 
 
-def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
+def plan_shared_memory(func: PrimFunc, ctx) -> PrimFunc:
     offsets, total = {}, 0
-    limit = target.max_shared_memory
+    limit = ctx.target.max_shared_memory
     for k in collect(func.body, lambda n: isinstance(n, Kernel)):
         bufs, offs, size = plan_kernel(k, func.lowering.smem_layouts, func.lowering.scratch_smem, limit)
         offsets.update(offs)
@@ -181,7 +181,7 @@ def plan_shared_memory(func: PrimFunc, target) -> PrimFunc:
         if size > limit:
             listing = ", ".join(f"{b.name} {tuple(b.shape)} {b.dtype} = {b.nbytes} B" for b in bufs)
             raise TilecraftError(
-                f"the kernel needs {size} bytes of shared memory per block but {target.arch} allows at most "
+                f"the kernel needs {size} bytes of shared memory per block but {ctx.target.arch} allows at most "
                 f"{limit} bytes: {listing}", k.span,
                 hint="use smaller tiles (block_M/block_N/block_K) or fewer pipeline stages (num_stages)")
     return func.with_lowering(smem_offsets=offsets, smem_bytes=total)

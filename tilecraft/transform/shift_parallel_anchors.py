@@ -147,5 +147,5 @@ def _rebuild(nest, body, new_vars=None):
     return body
 
 
-def shift_parallel_anchors(func: PrimFunc, target) -> PrimFunc:
+def shift_parallel_anchors(func: PrimFunc, ctx) -> PrimFunc:
     return func.with_body(_Rebase().visit(func.body))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Mutator, Region, Seq, collect, const, seq
 from ..ir.func import PrimFunc
-from ..options import options_of
 from .warp_groups import is_manual
 
 PAD = 8  # elements: 16 bytes of fp16 / 32 bytes of fp32, 4 / 8 banks between consecutive rows
@@ -76,10 +75,10 @@ class _Stage(Mutator):
         return Alloc(stage), Copy(src, tile, span=c.span), Copy(tile, dst, span=c.span)
 
 
-def stage_epilogue(func: PrimFunc, target) -> PrimFunc:
-    if not options_of(func).stage_epilogue or is_manual(func.body):
+def stage_epilogue(func: PrimFunc, ctx) -> PrimFunc:
+    if not ctx.options.stage_epilogue or is_manual(func.body):
         return func  # T.ws branches: their stores go out as written (an optimisation only)
     accumulators = {g.c.buffer for g in collect(func.body, lambda n: isinstance(n, Gemm)) if g.plan is not None}
     if not accumulators:
         return func
-    return func.with_body(_Stage(accumulators, target.max_shared_memory).visit(func.body))
+    return func.with_body(_Stage(accumulators, ctx.target.max_shared_memory).visit(func.body))

@@ -80,6 +80,6 @@ class _Stage(Mutator):
         return tile
 
 
-def stage_gemm_operands(func: PrimFunc, target) -> PrimFunc:
+def stage_gemm_operands(func: PrimFunc, ctx) -> PrimFunc:
     layouts = func.lowering.fragment_layouts
     return func.with_body(_Stage(layouts).visit(func.body))

@@ -35,7 +35,6 @@ from ..ir.functor import Mutator, substitute
 from ..ir.node import same_seq, where
 from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
-from ..options import options_of
 from .warp_groups import is_manual
 from ..layout.tma import tma_tensor_ok
 from .pipelining.parts import flat
@@ -175,11 +174,11 @@ class _Loops(Mutator):
         return Mutator.generic(self, s)
 
 
-def widen_k_tiles(func, target):
-    opts = options_of(func)
-    if not (target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.tma and opts.widen_k_tiles) or is_manual(func.body):
+def widen_k_tiles(func, ctx):
+    opts = ctx.options
+    if not (ctx.target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.tma and opts.widen_k_tiles) or is_manual(func.body):
         return func
-    loops = _Loops(func.body, target.max_shared_memory, opts, tuple(func.params))
+    loops = _Loops(func.body, ctx.target.max_shared_memory, opts, tuple(func.params))
     body = loops.visit(func.body)
     if not loops.buffers:
         return func

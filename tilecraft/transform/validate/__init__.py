@@ -26,7 +26,7 @@ from .operators import check_operators
 RULES = (check_names, check_extents, check_operators, check_accesses, check_limits)
 
 
-def validate(func: PrimFunc, target) -> PrimFunc:
+def validate(func: PrimFunc, ctx) -> PrimFunc:
     for rule in RULES:
-        rule(func, target)
+        rule(func, ctx.target)
     return func
