@@ -19,6 +19,10 @@ digits; `error:<hash of the message>` when generation fails, so a changed error 
   and the Hopper options for GEMM/attention tests (nothing is compiled or run; each such test is
   skipped once its sources are hashed).
 
+`SOURCE_HASHES_WITHOUT=key,key` leaves those launch-metadata keys out of every hash: a comparison
+with a checkout from before a key existed (`grid_exprs`, the launch record's grid trees, beside the
+`grid` text every checkout has) then shows whether anything else changed.
+
 `TILECRAFT_ROOT=<checkout>` hashes another checkout with this file (e.g. one from before the
 script existed), by default the checkout this file lives in.
 
@@ -68,6 +72,10 @@ def generate(func, target, configs=None, defaults=False) -> str:
         return generate_cpp(lowered)
     from tilecraft.codegen.cuda import generate_cuda
     source, meta = generate_cuda(lowered, tgt, configs)
+    if hasattr(meta, "to_meta"):   # a launch record (tilecraft/launch.py); older checkouts return the dict
+        meta = meta.to_meta()
+    without = set(filter(None, os.environ.get("SOURCE_HASHES_WITHOUT", "").split(",")))
+    meta = {k: v for k, v in meta.items() if k not in without}
     return source + "\n// meta: " + repr(sorted((k, repr(v)) for k, v in meta.items()))
 
 

@@ -50,7 +50,7 @@ def _params(n):
     return [SimpleNamespace(name=f"p{i}") for i in range(n)]
 
 
-def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=None, arch=None):
+def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=None, arch=None, grid_exprs=None):
     """Build an Artifact the way compiler.build would (cubin + meta) and wrap it in a launcher."""
     if arch is None:
         from tilecraft.target import current_cuda_arch
@@ -58,6 +58,8 @@ def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=
     target = Target("cuda", arch)
     binary = compile_cuda(source, target, {}) if source else b""
     meta = {"kernel_name": kernel_name, "grid": grid, "block": block, "smem_bytes": smem}
+    if grid_exprs is not None:   # the launch record's expression trees (tilecraft/launch.py)
+        meta["grid_exprs"] = grid_exprs
     if kinds is not None:
         meta["param_kinds"] = kinds
     artifact = Artifact(target, source, meta, binary=binary)
@@ -67,7 +69,7 @@ def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=
 # ---- on the GPU -----------------------------------------------------------------------------
 def _vadd_launcher():
     return _launcher(VADD, "vadd", 3, ["n"], ["(n + 255) // 256", 1, 1], [256, 1, 1],
-                     kinds=["ptr", "ptr", "ptr", "int32"])
+                     kinds=["ptr", "ptr", "ptr", "int32"], grid_exprs=[["//", ["+", "n", 255], 256], 1, 1])
 
 
 @gpu
@@ -110,7 +112,8 @@ def test_dynamic_shared_memory_above_48k():
     chunk = smem // 4
     n = 3 * chunk + 1234
     la = _launcher(REVERSE, "chunk_reverse", 2, ["n", "chunk"], ["(n + chunk - 1) // chunk", 1, 1],
-                   [512, 1, 1], smem=smem, kinds=["ptr", "ptr", "int32", "int32"])
+                   [512, 1, 1], smem=smem, kinds=["ptr", "ptr", "int32", "int32"],
+                   grid_exprs=[["//", ["-", ["+", "n", "chunk"], 1], "chunk"], 1, 1])
     x = torch.randn(n, device="cuda")
     y = torch.full_like(x, float("nan"))
     la([x, y], {"n": n, "chunk": chunk}, "tc_chunk_reverse")
@@ -132,7 +135,8 @@ def test_errors_name_the_kernel_and_leave_the_process_usable():
     with pytest.raises(CudaError, match="tc_vadd"):  # missing symbol
         la([a, b, c], {}, "tc_vadd")
     too_many_threads = _launcher(VADD, "vadd", 3, ["n"], ["(n + 2047) // 2048", 1, 1], [2048, 1, 1],
-                                 kinds=["ptr", "ptr", "ptr", "int32"])
+                                 kinds=["ptr", "ptr", "ptr", "int32"],
+                                 grid_exprs=[["//", ["+", "n", 2047], 2048], 1, 1])
     with pytest.raises(CudaError, match="vadd"):  # rejected by the driver
         too_many_threads([a, b, c], {"n": n}, "tc_vadd")
     too_much_smem = _launcher(REVERSE, "chunk_reverse", 2, ["n", "chunk"], [1, 1, 1], [128, 1, 1],

@@ -12,8 +12,10 @@ from tilecraft.runtime.cuda_launch import CudaLauncher
 from tilecraft.target import Target
 
 
-def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=None):
+def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=None, grid_exprs=None):
     meta = {"kernel_name": kernel_name, "grid": grid, "block": block, "smem_bytes": smem}
+    if grid_exprs is not None:
+        meta["grid_exprs"] = grid_exprs
     if kinds is not None:
         meta["param_kinds"] = kinds
     artifact = Artifact(Target("cuda", "sm_90a"), source, meta, binary=b"")
@@ -22,16 +24,23 @@ def _launcher(source, kernel_name, nparams, symbols, grid, block, smem=0, kinds=
 
 
 def test_grid_expressions_and_validation():
-    la = _launcher("", "vadd", 3, ["m", "n"], ["(n + 255) // 256", "ceildiv(m, 4)", 2], [256, 1, 1],
-                   kinds=["ptr", "ptr", "ptr", "int32", "int32"])
+    la = _launcher("", "vadd", 3, ["m", "n"], ["(n + 255) // 256", "(m + 3) // 4", 2], [256, 1, 1],
+                   kinds=["ptr", "ptr", "ptr", "int32", "int32"],
+                   grid_exprs=[["//", ["+", "n", 255], 256], ["//", ["+", "m", 3], 4], 2])
     assert la._grid is None
     assert la.grid_for({"m": 9, "n": 1000}) == (4, 3, 2)
     with pytest.raises(CudaError, match="tc_vadd.*grid of \\(0, 3, 2\\)"):
         la.grid_for({"m": 9, "n": 0})
     with pytest.raises(CudaError, match="tc_vadd"):
         la.grid_for({"m": 4 * 70000, "n": 10})  # gridDim.y > 65535
-    with pytest.raises(CudaError, match="tc_vadd.*NameError"):
+    with pytest.raises(CudaError, match="tc_vadd.*no value for symbol 'm'"):
         la.grid_for({"n": 10})
+    with pytest.raises(CudaError, match="no grid_exprs"):   # the text is for people, never evaluated
+        _launcher("", "vadd", 1, ["n"], ["(n + 255) // 256", 1, 1], [256, 1, 1], kinds=["ptr", "int32"])
+    with pytest.raises(CudaError, match="cluster launch"):
+        _launcher("", "k", 1, [], [1, 1, 1], [32, 1, 1], kinds=["ptr"]).__class__(
+            Artifact(Target("cuda", "sm_90a"), "", {"grid": [1, 1, 1], "cluster": [2, 1, 1]}, binary=b""),
+            SimpleNamespace(name="k"), [SimpleNamespace(name="p")], [])
 
 
 def test_static_grid_and_default_kinds():
@@ -48,8 +57,8 @@ def test_bad_metadata_is_reported():
         _launcher("", "k", 2, ["n"], [1, 1, 1], [32, 1, 1], kinds=["ptr", "int32"])
     with pytest.raises(CudaError, match="three"):
         _launcher("", "k", 1, [], [1, 1], [32, 1, 1])
-    with pytest.raises(SyntaxError):
-        _launcher("", "k", 1, ["n"], ["(n +", 1, 1], [32, 1, 1], kinds=["ptr", "int32"])
+    with pytest.raises(CudaError, match="three"):
+        _launcher("", "k", 1, ["n"], ["n", 1, 1], [32, 1, 1], kinds=["ptr", "int32"], grid_exprs=["n", 1])
 
 
 def _tma_launcher():

@@ -5,21 +5,38 @@ then symbolic sizes as int).  Shared buffers are views into one dynamic shared-m
 offsets `plan_shared_memory` chose; swizzled ones are addressed through `tc::swizzle_offset`.
 Typed intrinsics (ir/intrinsics) print as calls into the header library
 (`tilecraft/device/include/tilecraft`) through their registered emitters (intrinsics_cuda.py).
-Returns the source and the launch metadata the runtime needs (grid, block, shared bytes).
+Returns the source and its launch record (launch.py: grid, block, shared bytes, parameter kinds...).
 """
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Kernel, WarpSpecialize, collect
+from ..ir import Annotate, AnnotationKey, Kernel, WarpSpecialize, collect
 from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
+from ..launch import Grid, GridError, HeaderFeature, LaunchRecord, ParamKind
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
 from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
 
-_PY_GRID_OPS = {"//": "//", "%": "%", "+": "+", "-": "-", "*": "*", "min": "min", "max": "max"}
+def _fp8(a, _out) -> bool:
+    return a.is_float and a.bits == 8
+
+
+def _half(_a, out) -> bool:
+    return out.is_float and out.bits < 32
+
+
+# How a Binary on a narrow float type prints: (when, for which ops, the text), first match wins.
+# __nv_fp8_* have no arithmetic or comparison operators: compute in float, round once to the type;
+# the 16-bit types' operators are the header's, parenthesised like the generic printer's.
+_NARROW_FLOAT_BINARY = (
+    (_fp8, ("+", "-", "*", "/"), "{t}(float({a}) {op} float({b}))"),
+    (_fp8, ("min", "max"), "{t}(tc::{op}(float({a}), float({b})))"),
+    (_fp8, ("<", "<=", ">", ">=", "==", "!="), "(float({a}) {op} float({b}))"),
+    (_half, ("+", "-", "*", "/"), "({a} {op} {b})"),
+)
 
 
 class CudaPrinter(CPrinter):
@@ -36,8 +53,11 @@ class CudaPrinter(CPrinter):
         self.consumer_threads = 0   # inside a warp-specialized block's consumer role: its thread count
         self.group_barrier = None   # inside a T.ws branch: its named barrier (NamedBarrierSync)
         self.lane_barriers: dict = {}  # (kernel, thread range) -> named barrier id of a branch of whole warps
+        self.features: set = set()     # HeaderFeatures the printed code needs (launch.py)
 
     def type_name(self, d):
+        if d.is_float and d.bits == 8:
+            self.features.add(HeaderFeature.FP8)   # the 8-bit float types are parsed only when used
         # NVRTC has no <cstdint>: the header library defines the fixed-width integers in tc::
         if d.is_int and d.bits != 32:
             return f"tc::{d.kind}{d.bits}_t"
@@ -56,15 +76,12 @@ class CudaPrinter(CPrinter):
         return f"tc::cast<{self.type_name(e.dtype)}>({self.expr(e.value)})"
 
     def visit_Binary(self, e):
-        if e.a.dtype.is_float and e.a.dtype.bits == 8 and e.op in ("+", "-", "*", "/"):
-            # __nv_fp8_* have no arithmetic operators: compute in float, round once to the type
-            return f"{self.type_name(e.dtype)}(float({self.expr(e.a)}) {e.op} float({self.expr(e.b)}))"
-        if e.a.dtype.is_float and e.a.dtype.bits == 8 and e.op in ("<", "<=", ">", ">=", "==", "!=", "min", "max"):
-            if e.op in ("min", "max"):
-                return f"{self.type_name(e.dtype)}(tc::{e.op}(float({self.expr(e.a)}), float({self.expr(e.b)})))"
-            return f"(float({self.expr(e.a)}) {e.op} float({self.expr(e.b)}))"
-        if e.dtype.is_float and e.dtype.bits < 32 and e.op in ("+", "-", "*", "/"):
-            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        """Arithmetic on the narrow float types, by the rules of `_NARROW_FLOAT_BINARY`."""
+        a = e.a.dtype
+        for applies, ops, form in _NARROW_FLOAT_BINARY:
+            if e.op in ops and applies(a, e.dtype):
+                t = self.type_name(e.dtype) if "{t}" in form else ""
+                return form.format(t=t, op=e.op, a=self.expr(e.a), b=self.expr(e.b))
         return super().visit_Binary(e)
 
     def visit_Unary(self, e):
@@ -269,7 +286,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     paste_imports(d, func)
     params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
     params += [f"int {p.name(s)}" for s in func.symbols]
-    tma = [d.to_meta() for d in func.lowering.tma_descs]  # tensor maps, passed by value (device/include/tilecraft/tma.h)
+    tma = func.lowering.tma_descs  # tensor maps, passed by value (device/include/tilecraft/tma.h)
     params += [f"const __grid_constant__ tc::TmaDesc tc_tma_desc_{i}" for i in range(len(tma))]
     d.line(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({", ".join(params)}) {{')
     d.indent()
@@ -280,10 +297,11 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
         d.line(f"const int {p.name(v)} = threadIdx.{c}; (void){p.name(v)};")
     for i in range(len(tma)):
         d.line(f"const tc::TmaDesc* tc_tma_{i} = &tc_tma_desc_{i};")
-    if collect(k.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)):
+    rng = collect(k.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG))
+    if rng:
         d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: this thread's generator")
     grid = [p.expr(g) for g in k.grid]
-    swz = [a for a in collect(k.body, lambda n: type(n).__name__ == "Annotate" and n.key == "use_swizzle")]
+    swz = collect(k.body, lambda n: isinstance(n, Annotate) and n.key == AnnotationKey.USE_SWIZZLE)
     if swz and len(k.block_vars) >= 2 and not func.symbols:
         _swizzle_blocks(p, k, swz[0].value[0], grid)
         rest = k.block_vars[2:]
@@ -299,20 +317,25 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     p.stmt(k.body)
     d.dedent()
     d.line("}")
-    grid_meta = [_grid_expr(g) for g in k.grid] + [1] * (3 - len(k.grid))
-    block = [threads, 1, 1] if ws else list(k.threads)
-    meta = {"kernel_name": name, "grid": grid_meta, "block": block,
-            "smem_bytes": int(func.lowering.smem_bytes),
-            "param_kinds": ["ptr"] * len(func.params) + ["int32"] * len(func.symbols) + ["tma_desc"] * len(tma)}
-    if tma:
-        meta["tma"] = tma
-    meta["plan"] = list(func.lowering.plan_notes)
+    block = (threads, 1, 1) if ws else tuple(k.threads)
+    kinds = ((ParamKind.PTR,) * len(func.params) + (ParamKind.INT32,) * len(func.symbols)
+             + (ParamKind.TMA_DESC,) * len(tma))
+    features = set(p.features)
+    if rng:
+        features.add(HeaderFeature.RNG)
+    try:
+        grid = Grid.of(k.grid, [_grid_expr(g) for g in k.grid])
+    except GridError as e:
+        raise TilecraftError(f"{func.name}: {e}", k.span) from None
+    record = LaunchRecord(name, grid, block, int(func.lowering.smem_bytes), kinds, tuple(func.lowering.tma_descs),
+                          features=frozenset(features), plan=tuple(func.lowering.plan_notes))
     text = d.text()
-    if "fp8_e" in text:  # the 8-bit float types (common.h) are parsed only by kernels that use them
-        text = text.replace('#include "tilecraft/tilecraft.h"', '#define TC_FP8\n#include "tilecraft/tilecraft.h"', 1)
-    if "tc::Philox4x32" in text:  # likewise the generator (random.h)
-        text = text.replace('#include "tilecraft/tilecraft.h"', '#define TC_RNG\n#include "tilecraft/tilecraft.h"', 1)
-    return text, meta
+    # the optional parts of the header library this kernel uses, read from the IR it printed
+    # (8-bit float types: the printer met one; the generator: an RNG intrinsic)
+    defines = "".join(f"#define {f}\n" for f in (HeaderFeature.FP8, HeaderFeature.RNG) if f in features)
+    if defines:
+        text = text.replace('#include "tilecraft/tilecraft.h"', defines + '#include "tilecraft/tilecraft.h"', 1)
+    return text, record
 
 
 

@@ -67,7 +67,7 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
 
 def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     if target.kind == "cuda":
-        from .split_kernels import split_kernels
+        from ..transform.split_kernels import split_kernels
         parts = split_kernels(func)
         if parts:
             return _build_parts(func, parts, target, pass_configs)
@@ -104,7 +104,8 @@ def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     else:
         from ..codegen.cuda import generate_cuda
         from .cuda import compile_cuda
-        source, meta = generate_cuda(lowered, target, configs)
+        source, record = generate_cuda(lowered, target, configs)
+        meta = record.to_meta()
         source = apply_cuda_postproc(source, target)  # tilelang.engine.callback hooks, if any
         binary = compile_cuda(source, target, configs, name=f"{func.name}.cu")
         meta["binary_name"] = "kernel.cubin"
@@ -125,7 +126,7 @@ def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
 
 
 def _build_parts(func: PrimFunc, parts: list, target, pass_configs) -> Artifact:
-    """A program of several T.Kernels (compiler/split_kernels.py): each part built (and cached) on
+    """A program of several T.Kernels (transform/split_kernels.py): each part built (and cached) on
     its own; the artifact shows them together and keeps each part's for the launcher."""
     built = [build(p, target, pass_configs) for p in parts]
     source = "\n".join(f"// ---- kernel {i} of {len(built)}: {p.name} ----\n{a.source}"

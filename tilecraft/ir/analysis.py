@@ -134,11 +134,6 @@ def divisible(e, n: int) -> bool:
     return True
 
 
-def nonnegative(e, env: dict) -> bool:
-    lo, _ = bounds(e, env)
-    return lo >= 0
-
-
 def from_linear(c: int, terms: dict, dtype=None) -> Expr:
     """`c + sum(coef * atom)` as an expression (the inverse of `linear`); `dtype` types a bare constant."""
     out = None

@@ -58,10 +58,6 @@ class Buffer(Node):
             acc = acc * s if isinstance(acc, int) and isinstance(s, int) else binary("*", as_expr(acc), s)
         return tuple(reversed(out))
 
-    def dim_expr(self, i: int) -> Expr:
-        s = self.shape[i]
-        return s if isinstance(s, Expr) else const(s)
-
     # A `T.alloc_var` scalar handed to a Python helper acts as its value (`s == 1`, `s + 1`,
     # `abs(s)` build IR, `bool(s)` is refused as for any kernel value); any other buffer compares
     # by identity (buffers key the compiler's dicts) and has no arithmetic.

@@ -2,8 +2,9 @@
 
 Each op knows which regions it reads and writes (`reads()` / `writes()`), which is all the
 generic passes (bounds checks, pipelining, shared-memory planning) need.  How an op is lowered is
-not here: each target registers a lowering per op class (see `codegen/cpp_ops.py`, and the CUDA
-lowering passes), so adding an op never grows an `isinstance` chain.
+not here: each target registers a lowering per op class (`CPU_LOWERING` in
+transform/lower_tile_ops_cpu.py, `CUDA_LOWERING` in transform/cuda_ops/), so adding an op never
+grows an `isinstance` chain.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Annotate, Buffer, same_seq
+from ..ir import Annotate, AnnotationKey, Buffer, same_seq
 from ..ir.oob import PADDING, SAFE_VALUE
 from .builder import error, require_kernel, warn_once
 
@@ -37,7 +37,7 @@ def use_swizzle(panel_size: int = 10, order: str = "row", enable: bool = True):
                   f"T.use_swizzle(order={order!r}) is ignored: tilecraft rasterizes blocks in row panels "
                   f"only; results do not change")
     if enable:
-        b.emit(Annotate("use_swizzle", (panel_size, order), span=b.span))
+        b.emit(Annotate(AnnotationKey.USE_SWIZZLE, (panel_size, order), span=b.span))
 
 
 def annotate_layout(layout_map: dict):
@@ -56,7 +56,7 @@ def annotate_layout(layout_map: dict):
         elif not isinstance(lay, SwizzledLayout):
             raise error(f"T.annotate_layout: the layout of {buf.name} must be T.Layout, T.Fragment or "
                         f"T.make_swizzled_layout(...), got {type(lay).__name__}")
-    b.emit(Annotate("layout", dict(layout_map), span=b.span))
+    b.emit(Annotate(AnnotationKey.LAYOUT, dict(layout_map), span=b.span))
 
 
 def _check_layout(buf, lay) -> None:

@@ -12,7 +12,7 @@ compiler's own warp specialization from moving registers (it is `T.no_set_max_nr
 """
 from __future__ import annotations
 
-from ..ir import Alloc, Annotate, Buffer, Expr, Load, Ref, as_expr, dtype as dt
+from ..ir import Alloc, Annotate, AnnotationKey, Buffer, Expr, Load, Ref, as_expr, dtype as dt
 from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
 from .builder import error, require_kernel
 
@@ -151,4 +151,4 @@ def annotate_consumer_reg_alloc(reg_count=240):
 def disable_warp_group_reg_alloc():
     """The compiler's own warp specialization keeps every role's register budget as launched."""
     b = require_kernel("T.disable_warp_group_reg_alloc")
-    b.emit(Annotate("no_set_max_nreg", True, span=b.span))
+    b.emit(Annotate(AnnotationKey.NO_SET_MAX_NREG, True, span=b.span))

@@ -23,14 +23,6 @@ def _describe(x) -> str:
     return repr(x)
 
 
-def _shape_of(x):
-    if isinstance(x, Buffer):
-        return tuple(x.shape)
-    if isinstance(x, Region):
-        return tuple(x.extents)
-    return None
-
-
 def as_region(x, what: str) -> Region:
     if isinstance(x, Region):
         return x

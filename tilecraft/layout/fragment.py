@@ -153,10 +153,6 @@ def _placement(lay: FragmentLayout) -> tuple:
     return tuple(out)
 
 
-def _pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
 def default_layout(shape, threads: int, elem_bytes: int, vector_bytes: int = 16) -> FragmentLayout:
     """Spread a tile over the block's threads for coalesced, 16-byte vector access: the innermost
     dimension is cut into vectors, then threads, then registers; outer dimensions take any

@@ -13,6 +13,8 @@ from ..ir import dtype as dt
 
 _torch = None  # imported once, when the first checker is built (not per call)
 
+_CAPSULE = type(__import__("datetime").datetime_CAPI)   # the PyCapsule type (a DLPack capsule is one)
+
 
 def _load_torch():
     global _torch
@@ -90,7 +92,7 @@ class ArgChecker:
         """A torch tensor sharing the memory of `obj` if it speaks DLPack (numpy, CuPy, JAX, a
         DLPack capsule), for the same checks as a torch tensor; else the TypeError.  A parameter
         the kernel writes must not be a read-only array (numpy's `writeable` flag)."""
-        if hasattr(obj, "__dlpack__") or type(obj).__name__ == "PyCapsule":
+        if hasattr(obj, "__dlpack__") or isinstance(obj, _CAPSULE):
             flags = getattr(obj, "flags", None)
             if written and flags is not None and getattr(flags, "writeable", True) is False:
                 self.fail(TypeError, p, f"is written by the kernel, but the {type(obj).__name__} given is read-only")

@@ -6,9 +6,9 @@ turns those into one ``cuLaunchKernel``:
 
 - everything that does not depend on the call is done once: the kernel name, block, dynamic
   shared memory and the argument layout (an :class:`~tilecraft.runtime.cuda_driver.ArgPacker`)
-  come from ``artifact.meta``; the grid is a constant tuple when every entry is an int, else the
-  three expression strings are compiled (``compile()``) once into one code object evaluated with
-  the symbol values as its namespace;
+  come from ``artifact.meta`` (the launch record, tilecraft/launch.py); the grid is a constant
+  tuple when every entry is an int, else the record's `Grid`, whose expression trees are evaluated
+  with the symbol values (no Python text is compiled);
 - the cubin is loaded lazily on the first call, on the device of the first tensor, and cached per
   device (a module belongs to one context); kernels above 48 KiB of dynamic shared memory opt in
   with ``cuFuncSetAttribute`` at load time;
@@ -35,15 +35,6 @@ __all__ = ["CudaLauncher", "GRID_LIMITS", "DEFAULT_SMEM_LIMIT"]
 
 GRID_LIMITS = (2**31 - 1, 65535, 65535)  # gridDim.x / .y / .z on every sm_30+ device
 DEFAULT_SMEM_LIMIT = 48 * 1024           # above this the kernel must opt in
-
-
-def _ceildiv(a, b):
-    return -(-a // b)
-
-
-# What grid expressions may call (no builtins otherwise: they are data from the code generator).
-_GRID_GLOBALS = {"__builtins__": {}, "min": min, "max": max, "abs": abs, "int": int,
-                 "ceildiv": _ceildiv}
 
 
 def _raw_stream_getter():
@@ -108,30 +99,21 @@ class CudaLauncher:
         else:
             self._symbol_values = operator.itemgetter(*self.symbols)
 
-        grid = list(meta.get("grid", (1, 1, 1)))
-        if len(grid) != 3:
-            raise CudaError(f"kernel '{name}': grid {grid!r} must have three entries")
-        self.grid_spec = grid
+        from ..launch import GridError, grid_of_meta
+        try:
+            self._grid_of = grid_of_meta(meta)   # launch.Grid: evaluated per call, nothing compiled
+        except GridError as e:
+            raise CudaError(f"kernel '{name}': {e}") from None
+        self.grid_spec = list(self._grid_of.text)
+        cluster = tuple(meta.get("cluster", (1, 1, 1)))
+        if cluster != (1, 1, 1):
+            raise CudaError(f"kernel '{name}': a cluster launch ({cluster}) is not supported by this launcher yet")
         self._grid = None          # the constant grid, when there is one and it is valid
-        self._grid_code = None     # else one code object evaluating to the 3-tuple
-        if all(isinstance(g, int) for g in grid):
-            self._grid_code = compile(repr(tuple(grid)), f"<grid of {name}>", "eval")
+        if self._grid_of.static is not None:
             try:
-                self._grid = self._validate_grid(tuple(grid))
+                self._grid = self._validate_grid(self._grid_of.static)
             except CudaError:
                 self._grid = None  # report it at call time, like a dynamic grid
-        else:
-            parts = []
-            for g in grid:
-                if isinstance(g, int):
-                    parts.append(repr(g))
-                elif isinstance(g, str):
-                    compile(g, f"<grid of {name}>", "eval")  # a syntax error names the entry
-                    parts.append(f"({g})")
-                else:
-                    raise CudaError(f"kernel '{name}': grid entry {g!r} is neither an int nor an "
-                                    f"expression string")
-            self._grid_code = compile("(" + ", ".join(parts) + ",)", f"<grid of {name}>", "eval")
 
         self._per_device: dict = {}   # device index -> (CudaFunction, ArgPacker)
         self._lock = threading.Lock()
@@ -177,7 +159,7 @@ class CudaLauncher:
     def grid_for(self, symbols: dict) -> tuple:
         """The launch grid for these symbol values (validated)."""
         try:
-            gx, gy, gz = eval(self._grid_code, _GRID_GLOBALS, symbols)  # noqa: S307 - our own text
+            gx, gy, gz = self._grid_of(symbols)
             grid = (int(gx), int(gy), int(gz))
         except CudaError:
             raise
@@ -340,7 +322,7 @@ class _DeviceEntry:
 
 
 class SequenceLauncher:
-    """The kernels of one program with several T.Kernels (compiler/split_kernels.py), launched in
+    """The kernels of one program with several T.Kernels (transform/split_kernels.py), launched in
     program order on the same stream: stream order makes each kernel see the previous one's writes.
     The arguments were checked once by the caller (the parts share the program's signature)."""
 

@@ -14,7 +14,7 @@ import os
 import re
 
 from ..compiler.build import Artifact, effective_pass_configs
-from ..errors import TilecraftError
+from ..errors import InternalCompilerError, TilecraftError
 from ..target import Target
 
 CPU = "cpu"
@@ -45,11 +45,11 @@ def lower(func, target, configs) -> str:
 
 def lower_with_meta(func, target, configs) -> tuple:
     """(source, launch metadata) of `func` for `target`, as `compiler.build` makes them.  A CUDA
-    program of several T.Kernels (compiler/split_kernels.py) is one source holding every part
+    program of several T.Kernels (transform/split_kernels.py) is one source holding every part
     (under one set of wgmma switches) and metadata with each part's (`meta["parts"]`)."""
     from ..transform.pipeline import run_pipeline
     if target.kind == "cuda":
-        from ..compiler.split_kernels import split_kernels
+        from ..transform.split_kernels import split_kernels
         parts = split_kernels(func)
         if parts:
             lowered = [lower_with_meta(p, target, configs) for p in parts]
@@ -64,8 +64,8 @@ def lower_with_meta(func, target, configs) -> tuple:
         from ..codegen.cpp import ENTRY, generate_cpp
         return generate_cpp(lowered), {"entry": ENTRY, "binary_name": "kernel.so"}
     from ..codegen.cuda import generate_cuda
-    source, meta = generate_cuda(lowered, target, configs)
-    return source, dict(meta, binary_name="kernel.cubin", kernel=func.name)
+    source, record = generate_cuda(lowered, target, configs)
+    return source, dict(record.to_meta(), binary_name="kernel.cubin", kernel=func.name)
 
 
 _WGMMA_DEFINE = re.compile(r"^#define (TC_NO_WGMMA|TC_WGMMA_ONLY|TC_WGMMA_N\d+)\b")
@@ -110,7 +110,7 @@ def cuda_artifact(func, target, source, meta, binary) -> Artifact:
     several T.Kernels gets one part per kernel, all in that cubin."""
     if "parts" not in meta:
         return Artifact(target, source, meta, binary=binary)
-    from ..compiler.split_kernels import split_kernels
+    from ..transform.split_kernels import split_kernels
     parts = [(p, Artifact(target, source, m, binary=binary)) for p, m in zip(split_kernels(func), meta["parts"])]
     return Artifact(target, source, meta, binary=binary, extra={"parts": parts})
 
@@ -248,7 +248,7 @@ def build_gpu(func, variant: tuple) -> Outcome:
     try:
         return Outcome(kernel=tilecraft.compile(func, target={"kind": "cuda", "arch": arch}, pass_configs=configs))
     except TilecraftError as e:
-        if type(e).__name__ == "InternalCompilerError":
+        if isinstance(e, InternalCompilerError):
             return Outcome(failed=str(e)[:2000])
         return Outcome(refused=str(e).splitlines()[0])
     except Exception as e:  # noqa: BLE001

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, same_seq, where
+from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, same_seq, where
 from ..ir.func import PrimFunc
-from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan, is_wgmma
+from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
 from .warp_groups import thread_contexts
@@ -135,11 +135,6 @@ def wgmma_rs_capable(g: Gemm, threads: int) -> bool:
             and k % 16 == 0 and wgmma_row_ok(g.b.buffer.shape[-1], g.b.buffer.dtype.bytes))
 
 
-def is_wgmma_plan(plan) -> bool:
-    """A gemm plan on the Hopper tensor cores: A and B in shared memory, or A from registers."""
-    return is_wgmma(plan)
-
-
 class _Inference:
     def __init__(self, kernel: Kernel, use_wgmma: bool = False, forced_panels: frozenset = frozenset(),
                  tensor_cores: bool = True):
@@ -225,7 +220,7 @@ class _Inference:
                      f"the access outside a T.Parallel loop (line {span.line if span else '?'})", span)
         nests = parallel_nests(body)
         ops = collect(body, lambda n: isinstance(n, (Copy, Reduce)))
-        frags = [a.buffer for a in collect(body, lambda n: type(n).__name__ == "Alloc")
+        frags = [a.buffer for a in collect(body, lambda n: isinstance(n, Alloc))
                  if a.buffer.scope == "fragment"]
         while True:
             while self._propagate(ops, nests):

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Evaluate, For, If, Kernel, Load, Ref, Seq, Store, Sync, WarpSpecialize, While, collect, seq
+from ..ir import Evaluate, For, If, Kernel, Load, Ref, Store, Sync, WarpSpecialize, While, collect, seq
+from ..ir import stmts_of as _stmts   # nested sequences spliced in: a tile op's code is a Seq inside the body
 from ..ir.func import PrimFunc
 from ..ir.hopper import WarpGroupScope
 from ..ir.intrinsics import ATOMIC, BARRIER, PTR, READ_WRITE, WRITE, IntrinsicCall
@@ -268,17 +269,6 @@ def _prefix_access(body: list):
             reads, writes = reads | r, writes | w
             branch = branch and isinstance(s, WarpGroupScope)
     return reads, writes, branch and bool(reads or writes)
-
-
-def _stmts(s) -> list:
-    """The statements of a body, nested sequences spliced in (lowering returns a tile op's code as
-    a sequence inside the enclosing one; its shared-memory steps need barriers between them too)."""
-    if not isinstance(s, Seq):
-        return [s]
-    out = []
-    for x in s.stmts:
-        out.extend(_stmts(x))
-    return out
 
 
 def insert_syncs(func: PrimFunc, ctx) -> PrimFunc:

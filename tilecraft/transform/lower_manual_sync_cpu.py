@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..ir import If, Kernel, Mutator, Ref, const, seq
+from ..ir import AnnotationKey, If, Kernel, Mutator, Ref, const, seq
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
@@ -55,9 +55,9 @@ def warn_register_hints(func, target) -> None:
         warn_not_applicable(("set_max_nreg", where), hints[0].span,
                             f"T.set_max_nreg (and T.annotate_*_reg_* hints) do not apply on {where} (register "
                             f"budgets exist on sm_90a only): ignored; results do not change")
-    off = collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "no_set_max_nreg")
+    off = collect(func.body, lambda n: isinstance(n, Annotate) and n.key == AnnotationKey.NO_SET_MAX_NREG)
     if off:
-        warn_not_applicable(("no_set_max_nreg", where), off[0].span,
+        warn_not_applicable((AnnotationKey.NO_SET_MAX_NREG, where), off[0].span,
                             f"T.disable_warp_group_reg_alloc does not apply on {where} (register budgets exist "
                             f"on sm_90a only): ignored; results do not change")
 
@@ -126,7 +126,7 @@ class _Lower(Mutator):
                           span=s.span)
 
     def visit_Annotate(self, s):  # warned about by warn_register_hints
-        return seq() if s.key == "no_set_max_nreg" else s
+        return seq() if s.key == AnnotationKey.NO_SET_MAX_NREG else s
 
     def visit_SetMaxNreg(self, s: SetMaxNreg):  # warned about by warn_register_hints
         return seq()

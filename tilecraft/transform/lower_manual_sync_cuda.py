@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Annotate, If, Kernel, Mutator, Sync, binary, const, seq
+from ..ir import Annotate, AnnotationKey, If, Kernel, Mutator, Sync, binary, const, seq
 from ..ir import intrinsics as I
 from ..ir.expr import thread_index
 from ..ir.func import PrimFunc
@@ -95,7 +95,7 @@ class _Lower(Mutator):
         return I.evaluate(intr, span=s.span)
 
     def visit_Annotate(self, s):
-        if s.key == "no_set_max_nreg" and not self.sm90a:  # warned about by warn_register_hints
+        if s.key == AnnotationKey.NO_SET_MAX_NREG and not self.sm90a:  # warned about by warn_register_hints
             return seq()
         return s
 

@@ -14,17 +14,12 @@ from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, 
                   cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
+from ..registry import Registry
 from ..ir.semantics import (FreshVars as _Names, gemm_accumulator_dtype, reduce_combine as _combine,
                             reduce_identity as _identity, region_indices, scan_accumulator_dtype)
 
-CPU_LOWERING: dict = {}
-
-
-def register(op_cls):
-    def deco(fn):
-        CPU_LOWERING[op_cls] = fn
-        return fn
-    return deco
+CPU_LOWERING = Registry("CPU lowering")   # tile op class -> fn(op, names) -> Stmt
+register = CPU_LOWERING.register
 
 
 def tile_loops(shape, names: _Names, body_fn, kind="serial", span=None):

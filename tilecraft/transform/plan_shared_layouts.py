@@ -10,7 +10,7 @@ power-of-two number (>= 2) of 16-byte chunks; otherwise the request is ignored (
 """
 from __future__ import annotations
 
-from ..ir import Annotate, Buffer, Gemm, collect
+from ..ir import Annotate, AnnotationKey, Buffer, Gemm, collect
 from ..ir.func import PrimFunc
 from ..language.annotations import SwizzledLayout
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, is_wgmma
@@ -31,7 +31,7 @@ def plan_shared_layouts(func: PrimFunc, ctx) -> PrimFunc:
         for r in (g.a, g.b):
             if r.buffer.scope == "shared" and r.covers_whole():
                 (hopper if is_wgmma(g.plan) else want).append(r.buffer)
-    for a in collect(func.body, lambda n: isinstance(n, Annotate) and n.key == "layout"):
+    for a in collect(func.body, lambda n: isinstance(n, Annotate) and n.key == AnnotationKey.LAYOUT):
         for buf, lay in a.value.items():
             if isinstance(lay, SwizzledLayout):
                 want.append(buf)

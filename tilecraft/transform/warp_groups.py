@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Annotate, Buffer, Kernel, Mutator, collect, seq
+from ..ir import Alloc, Annotate, AnnotationKey, Buffer, Kernel, Mutator, collect, seq
 from ..ir.hopper import WARP_GROUP, WarpGroupScope
 
-MANUAL = "manual_warp_groups"
+MANUAL = AnnotationKey.MANUAL_WARP_GROUPS
 
 
 def is_manual(node) -> bool:

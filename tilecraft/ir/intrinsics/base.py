@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Callable, ClassVar
 
+from ...registry import Registry
 from .. import dtype as dt
 from ..dtype import DType
 from ..expr import Expr
@@ -153,19 +154,12 @@ class IntrinsicCall(Expr):
 
 # ---- emitters: one per (intrinsic class, target kind), duplicates refused ----------------------
 
-EMITTERS: dict = {}
+EMITTERS = Registry("emitter")   # (intrinsic class, target kind) -> fn(printer, call) -> str
 
 
 def register_emitter(cls: type, target: str) -> Callable:
     """Decorator: `fn(printer, call: IntrinsicCall) -> str` prints calls of `cls` on `target`."""
-    def deco(fn):
-        key = (cls, target)
-        if key in EMITTERS:
-            raise IntrinsicError(f"an emitter for {cls.__name__} on {target} is already registered "
-                                 f"({EMITTERS[key].__module__}.{EMITTERS[key].__name__})")
-        EMITTERS[key] = fn
-        return fn
-    return deco
+    return EMITTERS.register((cls, target))
 
 
 def emitter(intr: Intrinsic, target: str):

@@ -7,15 +7,10 @@ from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
 from ...ir.expr import thread_index
 from ...ir.oob import out_of_bounds
 from ...layout.fragment import FragmentLayout
+from ...registry import Registry
 
-CUDA_LOWERING: dict = {}
-
-
-def register(op_cls):
-    def deco(fn):
-        CUDA_LOWERING[op_cls] = fn
-        return fn
-    return deco
+CUDA_LOWERING = Registry("CUDA lowering")   # tile op class -> fn(op, ctx) -> Stmt
+register = CUDA_LOWERING.register
 
 
 class Ctx:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...ir import (Alloc, Copy, For, If, Let, Load, Mutator, Ref, Region, Seq, Stmt, Store, Sync, Var,
-                   binary, collect, const, seq, substitute, dtype as dt)
+                   binary, collect, const, seq, stmts_of, substitute, dtype as dt)
 from ...ir import Buffer
 from ...ir import intrinsics as I
 from ...ir.expr import BuiltinVar, Const, thread_index
@@ -176,6 +176,4 @@ def fed(lp: LoopParts):
     return Feed().visit(lp.compute)
 
 
-def flat(s) -> list:
-    """A statement as the flat list of its top-level statements (nested Seqs opened)."""
-    return [x for y in s.stmts for x in flat(y)] if isinstance(s, Seq) else [s]
+flat = stmts_of   # a statement as the flat list of its top-level statements (nested Seqs opened)
