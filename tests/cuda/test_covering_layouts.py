@@ -102,7 +102,7 @@ def test_covering_slot_holds_only_when_every_thread_has_its_rows():
     """Pure layout check (no compiler): the FullCol row vector (every warp holds all 64 rows)
     covers a loop whose warps split the rows; the converse does not (a warp would need rows it
     does not hold), and is refused with the error above."""
-    from tilecraft.layout.fragment import covering_slot, mma_accumulator_layout
+    from tilecraft.ir.layout.fragment import covering_slot, mma_accumulator_layout
     full_col = mma_accumulator_layout((64, 64), 256, 1, 8).project([0])
     split = mma_accumulator_layout((64, 512), 256, 4, 2).project([0])
     offset, coefs = covering_slot(full_col, split)

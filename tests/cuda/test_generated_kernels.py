@@ -267,7 +267,7 @@ def test_tma_main_loop_when_asked_for(cfg):
     (A: one box; B [bk][bn] halves: one 8 x 64 box per 1 KB swizzle atom), every thread waits on
     the stage's mbarrier, and the launcher gets one tensor map per operand.  (Numerics:
     tests/gpu/test_wgmma_gpu.py, mode "tma".)"""
-    from tilecraft.layout.tma import sm90_tile_boxes
+    from tilecraft.ir.layout.tma import sm90_tile_boxes
     k = tilelang.compile(gemm.matmul.fn(1024, 1024, 1024, **cfg), out_idx=[-1],
                          target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=TMA_CONFIGS)
     sass, src, meta = k.get_sass(), k.get_kernel_source(), k.artifact.meta

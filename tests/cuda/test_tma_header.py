@@ -66,7 +66,7 @@ def test_tma_requests_are_checked_on_the_host(kwargs, message):
 @pytest.mark.parametrize("case", TILE_CASES, ids=tile_case_id)
 def test_wgmma_tile_fill_compiles(case):
     from tilecraft.compiler.sass import disassemble
-    from tilecraft.layout.tma import sm90_tile_boxes
+    from tilecraft.ir.layout.tma import sm90_tile_boxes
     binary = compile_cuda_nvrtc(tile_fill_source(case), "sm_90a", include_dirs=[tilecraft.include_dir()])
     dtype, rows, cols = case
     n_boxes = len(sm90_tile_boxes(rows, cols, {"float16": 2, "bfloat16": 2, "float32": 4}[dtype])[1])

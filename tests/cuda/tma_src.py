@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(128) tma_tile(const __grid_constant
 """
 
 
-# ---- whole wgmma operand tiles filled by the box plan (layout/tma.py::sm90_tile_boxes) ---------
+# ---- whole wgmma operand tiles filled by the box plan (ir/layout/tma.py::sm90_tile_boxes) ---------
 
 # (dtype, tile rows, tile cols): one box; 8-row atoms (rows of 256 / 512 bytes)
 TILE_CASES = [("float16", 128, 64), ("float16", 64, 128), ("bfloat16", 32, 256), ("float32", 64, 64)]
@@ -82,7 +82,7 @@ def tile_smem_bytes(case) -> int:
 def tile_fill_source(case) -> str:
     """Each block fills one [rows][cols] tile of the tensor with the plan's boxes, all on one
     mbarrier, and writes it back through tc::swizzle_offset_sm90 (what the wgmma descriptors read)."""
-    from tilecraft.layout.tma import sm90_tile_boxes
+    from tilecraft.ir.layout.tma import sm90_tile_boxes
     dtype, rows, cols = case
     t, esize = C_TYPES[dtype], ELEM_BYTES[dtype]
     _, boxes = sm90_tile_boxes(rows, cols, esize)

@@ -2,7 +2,7 @@
 each box of a ragged tensor (and of a column slice of a wider one, so the row pitch differs from
 the row length) through a host-built tensor map; the kernel's logical read-back must equal the
 tensor, and the box parts outside it must be zero-filled.  Then whole wgmma operand tiles are
-filled with layout/tma.py's box plan and read back through tc::swizzle_offset_sm90.
+filled with ir/layout/tma.py's box plan and read back through tc::swizzle_offset_sm90.
 
 Written without GPU time (session 3): compiled and SASS-checked in CI
 (tests/cuda/test_tma_header.py) but not yet run on hardware.  If a swizzled case fails while the
@@ -87,7 +87,7 @@ def test_box_plan_fills_the_wgmma_tile_layout(case):
     """sm90_tile_boxes' boxes land where tc::swizzle_offset_sm90 (the wgmma descriptors' layout)
     expects every element: a TMA-fed wgmma main loop can keep today's operand layout."""
     _need_hopper()
-    from tilecraft.layout.tma import sm90_tile_boxes
+    from tilecraft.ir.layout.tma import sm90_tile_boxes
     from tilecraft.runtime.tma import tma_desc_2d
     dtype_name, rows, cols = case
     dtype = getattr(torch, dtype_name)

@@ -1,4 +1,4 @@
-"""The TMA box plan for wgmma operand tiles (layout/tma.py::sm90_tile_boxes), checked element by
+"""The TMA box plan for wgmma operand tiles (ir/layout/tma.py::sm90_tile_boxes), checked element by
 element on the host: every element of the tile is written by exactly one box, at the offset
 tc::swizzle_offset_sm90 gives it (the Python model of tests/cuda/gemm_sm90_src.py).  The box
 landing model (`box_offset`) is the PTX swizzle rule; tests/gpu/test_tma_gpu.py checks it on the
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tilecraft.layout.tma import box_offset, sm90_tile_boxes
+from tilecraft.ir.layout.tma import box_offset, sm90_tile_boxes
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
 from gemm_sm90_src import swizzle_offset_sm90  # noqa: E402

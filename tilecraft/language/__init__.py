@@ -50,7 +50,7 @@ from .lowlevel import __ldg  # noqa: E402,F401
 from .warp import (get_lane_idx, get_warp_idx, get_warp_idx_sync, get_warp_group_idx, shfl_xor, shfl_down,  # noqa: E402
                    shfl_up, shfl_sync, sync_warp, warp_reduce_sum, warp_reduce_max, warp_reduce_min,
                    warp_reduce_bitand, warp_reduce_bitor, warp_reduce_bitxor)
-from ..layout.layout import Layout, Fragment  # noqa: E402
+from .layout import Layout, Fragment  # noqa: E402
 from .ptx import (ptx_cp_async, ptx_commit_group, ptx_wait_group, fence_proxy_async,  # noqa: E402
                   mbarrier_arrive_expect_tx, named_barrier_arrive, any_sync, all_sync, ballot_sync, ballot)
 from .blackwell import *  # noqa: E402,F401,F403 - sm_100 / sm_120 constructs, refused by name

@@ -44,7 +44,7 @@ def annotate_layout(layout_map: dict):
     b = require_kernel("T.annotate_layout")
     if not isinstance(layout_map, dict):
         raise error("T.annotate_layout expects a dict {buffer: layout}")
-    from ..layout.layout import Layout  # layout/ imports this module
+    from .layout import Layout  # language/layout.py imports this module
     for buf, lay in layout_map.items():
         if not isinstance(buf, Buffer):
             raise error(f"T.annotate_layout: keys must be buffers, got {buf!r}")
@@ -61,8 +61,8 @@ def annotate_layout(layout_map: dict):
 
 def _check_layout(buf, lay) -> None:
     """A `Layout`/`Fragment` must cover the buffer; tilecraft keeps its own placement (see
-    layout/layout.py) and says so once per kind of buffer."""
-    from ..layout.layout import Fragment
+    language/layout.py) and says so once per kind of buffer."""
+    from .layout import Fragment
     if not same_seq(lay.shape, buf.shape):
         raise error(f"T.annotate_layout: the layout of {buf.name} is over shape {tuple(lay.shape)}, but "
                     f"{buf.name} has shape {tuple(buf.shape)}")

@@ -6,7 +6,7 @@ What the operands mean (TileLang's meaning, the format `tilecraft.utils.sparse.c
 - `E` (M, K/bits(E)), an integer tensor: each element holds bits(E)/4 groups, 4 bits per group, the
   group of k-quad q in bits 4*(q % (bits/4)) upwards; a group's low 2 bits give the position (0..3)
   of its first kept value, the next 2 bits that of its second (the metadata of PTX `mma.sp`, in the
-  logical row-major order: tilecraft keeps global tensors in that order, see layout/layout.py).
+  logical row-major order: tilecraft keeps global tensors in that order, see language/layout.py).
 
 How it lowers (for now; honest in `kernel.get_plan()`): a `T.Parallel` loop expands A_sparse and
 E into a dense (M, K) shared tile -- the positions E does not name get zero -- and a dense `T.gemm`

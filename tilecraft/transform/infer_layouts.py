@@ -27,7 +27,7 @@ from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
 from .warp_groups import thread_contexts
-from ..layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
+from ..ir.layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
                                replicated_layout,
                                uniform_slot_part, mma_accumulator_layout,
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)

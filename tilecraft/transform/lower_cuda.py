@@ -21,7 +21,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
-from ..layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
+from ..ir.layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .plan_shared_memory import plan_kernel
 from .warp_groups import scope_base, scope_threads

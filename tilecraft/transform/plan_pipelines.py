@@ -34,8 +34,8 @@ from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP
 from ..ir.loop_plan import CpAsync, CpSync, Persistent, TileWalk, Tma, TmaLoad, WarpSpecialized, WgmmaAsync
 from ..ir.lowering import SWIZZLE_SM90, Mma80Plan, WgmmaPlan
+from ..ir.layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
 from ..ir.oob import out_of_bounds
-from ..layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
 from .pipelining.overlap import overlap_parts, ring_split
 from .pipelining.parts import body_stmts, flat, producers, static_ge
 from .pipelining.persistent import AUTO_MAX_K_TILES, AUTO_MIN_WAVES, tile_coords

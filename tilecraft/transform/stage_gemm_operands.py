@@ -25,7 +25,7 @@ from dataclasses import replace
 from ..ir import Alloc, Buffer, Copy, Gemm, Mutator, Region, const, seq
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaRSPlan
-from ..layout.fragment import mma_accumulator_layout
+from ..ir.layout.fragment import mma_accumulator_layout
 from .warp_groups import scope_threads
 
 

@@ -36,7 +36,7 @@ from ..ir.node import same_seq, where
 from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
 from .warp_groups import is_manual
-from ..layout.tma import tma_tensor_ok
+from ..ir.layout.tma import tma_tensor_ok
 from .pipelining.parts import flat
 from .pipelining.warp_specialized import shared_bytes_beside, two_block_ring
 

@@ -10,7 +10,7 @@ group of 4 consecutive k holds at most 2 non-zeros,
 E's dtype follows TileLang's choice per architecture: uint8 on sm_90 (`compress_sm90`); int16 for
 16-bit data and int32 for 8-bit data on sm_8x (`compress_sm80`).  E is kept in its logical row-major
 order: tilecraft keeps global tensors in that order, and `make_cutlass_metadata_layout` is the
-identity there (layout/layout.py).  With `transposed=True` the dense matrix is given as (K, M) and
+identity there (language/layout.py).  With `transposed=True` the dense matrix is given as (K, M) and
 A_sparse is returned as (K/2, M); E stays (M, K/bits).
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ class TmaExpect(Intrinsic):
 class TmaLoadTile(Intrinsic):
     """One TMA box of the tensor `desc` describes, at (col, row[, c2, c3, c4]) (coordinates innermost
     first, one per tensor dim, 2 to 5), into `base + offset` elements of a shared tile (a box of
-    layout/tma.py::sm90_tile_boxes); its bytes complete on `bar`."""
+    ir/layout/tma.py::sm90_tile_boxes); its bytes complete on `bar`."""
     entry = "tc::tma_load_tile"
     family = "tma"
     operands = (Operand("base", PTR, WRITE, ("shared",)), Operand("offset", VALUE), Operand("desc", DESC),

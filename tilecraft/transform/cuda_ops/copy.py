@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq)
 from ...ir import intrinsics as I
-from ...layout.fragment import FragmentLayout
+from ...ir.layout.fragment import FragmentLayout
 from ...ir.semantics import region_indices, slice_dims
 from .ctx import Ctx, register, _whole_fragment
 
@@ -97,7 +97,7 @@ def _fragment_slice_copy(op: Copy, ctx: Ctx):
     region takes whole must be laid out as `dst` and the others held whole in every thread's
     registers (layout.fragment.uniform_slot_part), so each thread copies register to register.
     None otherwise (then refused as a partial copy)."""
-    from ...layout.fragment import uniform_slot_part
+    from ...ir.layout.fragment import uniform_slot_part
     s, d = op.src, op.dst
     ls, ld = ctx.layout(s.buffer, op.span), ctx.layout(d.buffer, op.span)
     dims, full = slice_dims(s, d)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
 from ...ir.expr import thread_index
+from ...ir.layout.fragment import FragmentLayout
 from ...ir.oob import out_of_bounds
-from ...layout.fragment import FragmentLayout
 from ...registry import Registry
 
 CUDA_LOWERING = Registry("CUDA lowering")   # tile op class -> fn(op, ctx) -> Stmt

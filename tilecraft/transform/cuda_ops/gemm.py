@@ -5,7 +5,7 @@ from ...errors import TilecraftError
 from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cast, const, seq, dtype as dt)
 from ...ir import intrinsics as I
 from ...ir.lowering import WGMMA_PLANS, Mma80Plan, WgmmaPlan, WgmmaRSPlan
-from ...layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
+from ...ir.layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
 from ...ir.semantics import gemm_accumulator_dtype, region_indices
 from .ctx import Ctx, register, _whole_fragment
 

@@ -1,5 +1,5 @@
 """The TMA loop (`Tma`, sm_90a, `tc.use_tma`): thread 0 loads each tile with TMA boxes
-(layout/tma.py), counted against a per-stage mbarrier, and every thread waits on that mbarrier
+(ir/layout/tma.py), counted against a per-stage mbarrier, and every thread waits on that mbarrier
 instead of cp.async groups and a barrier.  With one async wgmma gemm as the body (`wgmma=True`):
 
     for ko in range(n):

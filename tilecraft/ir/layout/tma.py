@@ -1,6 +1,6 @@
 """Which TMA boxes fill a shared tile in the layout the wgmma descriptors read
 (tc::swizzle_offset_sm90, device/include/tilecraft/gemm_sm90.h), and where a box's elements land.
-Used by the TMA main loop (transform/pipeline_copies.py) and checked element by element in
+Used by the TMA loop forms (transform/plan_pipelines.py, transform/pipelining/) and checked element by element in
 tests/runtime/test_tma_plan.py."""
 from __future__ import annotations
 
