@@ -72,10 +72,16 @@ results=${RESULTS_DIR:-$repo/benchmarks/results}
 mkdir -p "$results" "$logs"
 out="$results/$(date -u +%Y-%m-%d)_compat_${tag}.md"
 # run.sh calls `python3`: make it the project's interpreter (a venv's own bin/ folder, so that its
-# site-packages are seen), with tilecraft importable; NICE=N lowers its priority
+# site-packages are seen), with tilecraft importable; NICE=N lowers its priority; in CPU mode a program
+# runs as `tilecraft run --cpu prog.py`, so CPU mode is on even in one that never imports tilelang
+# (a Triton-only reference program)
 bin=$(dirname "$py")
-if [ -n "${NICE:-}" ] || [ ! -x "$bin/python3" ]; then
-  bin=$(mktemp -d); printf '#!/bin/sh\nexec %s "%s" "$@"\n' "${NICE:+nice -n $NICE}" "$py" > "$bin/python3"; chmod +x "$bin/python3"
+if [ -n "${NICE:-}" ] || [ -n "$cpu" ] || [ ! -x "$bin/python3" ]; then
+  bin=$(mktemp -d); n=${NICE:+nice -n $NICE}
+  { echo '#!/bin/sh'
+    [ -n "$cpu" ] && echo "case \"\$1\" in *.py) exec $n \"$py\" -m tilecraft run --cpu \"\$@\" ;; esac"
+    echo "exec $n \"$py\" \"\$@\""; } > "$bin/python3"
+  chmod +x "$bin/python3"
 fi
 export PATH="$bin:$PATH" PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" IMPL=tilecraft EX_TIMEOUT=${EX_TIMEOUT:-300}
 echo "compat_check: $clabel ($corpus), $mode, $jobs job(s), EX_TIMEOUT=$EX_TIMEOUT s"

@@ -29,6 +29,7 @@ PROGRAMS = [
     ("cast/regression_example_cast.py", 6.0),
     ("gemm_fp8/example_tilelang_gemm_fp8.py", 7.1),
     ("gemm_streamk/example_tilelang_gemm_streamk.py", 6.4),
+    ("deepseek_mhc/example_mhc_post.py", 8.6),
     ("gemm_splitk/example_tilelang_gemm_splitk.py", 9.4),
     ("gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py", 9.7),
     ("gemm/example_gemm.py", 10.4),
