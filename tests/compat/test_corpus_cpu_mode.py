@@ -35,7 +35,7 @@ PROGRAMS = [
     ("gemm/example_gemm.py", 10.4),
     ("topk/example_topk.py", 11.1),
     ("dsa_hisa/fp8_block_mean_pooling.py", 13.4),
-    ("norm/rms_norm.py", 12.0),   # estimated: passed at 152 s of wall time on the loaded machine
+    ("norm/rms_norm.py", 12.7),
     ("norm/layernorm.py", 13.7),
     ("cast/example_group_per_split_token_cast_to_fp8.py", 15.3),
     ("blocksparse_gemm/example_blocksparse_gemm.py", 16.0),
