@@ -5,7 +5,7 @@ block and per fiber switch, with the machine's load.
 
 Rows, one OpenMP thread (the per-block cost; blocks run in parallel like the tile path's):
 - warp scan: 10 shuffles (a shfl_up ladder per warp, a shfl_down reduction in the first warp), one
-  block barrier, shared memory (tests/cpu/test_threads.py's warp_scan): milliseconds per block;
+  block barrier, shared memory (tests/cpu/test_cpu_threads.py's warp_scan): milliseconds per block;
 - barrier loop / shuffle loop: 1000 __syncthreads / T.shfl_xor in a loop: nanoseconds per thread
   per barrier (two fiber switches: to the block's scheduler and back).
 Each row checks its result against torch first; the minimum of 5 runs is printed.

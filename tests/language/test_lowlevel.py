@@ -207,7 +207,7 @@ def test_a_buffer_passed_to_an_extern_needs_access_ptr():
 
 
 def test_thread_level_program_is_refused_on_the_cpu_target_without_thread_emulation():
-    """It runs there with its threads emulated (tests/cpu/test_threads.py); tc.cpu_threads=False refuses it."""
+    """It runs there with its threads emulated (tests/cpu/test_cpu_threads.py); tc.cpu_threads=False refuses it."""
     with pytest.raises(TilecraftError, match="thread indices"):
         tilelang.compile(gemv_program(64, 512, "uint"), target="cpu", pass_configs={"tc.cpu_threads": False})
 

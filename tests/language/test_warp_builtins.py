@@ -91,7 +91,7 @@ def test_warp_builtins_compile(target):
 
 
 def test_warp_builtins_run_on_the_cpu_target():
-    """Every builtin's value in every thread, the block's threads emulated (tests/cpu/test_threads.py)."""
+    """Every builtin's value in every thread, the block's threads emulated (tests/cpu/test_cpu_threads.py)."""
     x, b = torch.randn(THREADS), torch.randint(-(1 << 30), 1 << 30, (THREADS,), dtype=torch.int32)
     out, bits, idx = torch.empty(9, THREADS), torch.empty(3, THREADS, dtype=torch.int32), torch.empty(3, THREADS, dtype=torch.int32)
     tilelang.compile(warp_program(), target="cpu")(x, b, out, bits, idx)

@@ -196,7 +196,10 @@ def test_table_and_plot(tmp_path):
     lines = text.splitlines()
     assert "TFLOP/s" in lines[1] and "vs ref" in lines[1] and "latency (ms)" in lines[1]
     assert "baseline: chunk=1" in lines[3]
-    assert "change chunk=4" in lines[4] and "best" in lines[4]
+    assert "change chunk=4" in lines[4]
+    # which valid config is fastest depends on the machine's load: the table marks the tuner's pick
+    best = [line for line in lines[3:5] if "best" in line]
+    assert len(best) == 1 and f"chunk={result.config['chunk']}" in best[0]
     assert "compile error: ValueError: chunk must be positive" in lines[5]
     assert "change chunk=16 bug=True" in lines[6] and "mismatch" in lines[6]
     assert "reference" in lines[7]
