@@ -3,8 +3,9 @@
 - CUDA: a kernel with T.gemm, T.reduce or T.cumsum runs them on whole warps: its block is a
   multiple of 32 threads (the tensor-core instructions and the warp shuffles of a reduction are
   warp-wide; a block of 33 or 100 threads would leave a partial warp and unroll each tile over it).
-- CUDA: the shared tiles, each counted once, fit in the architecture's shared memory per block (the
-  exact figure, with pipeline buffers, is checked again by plan_shared_memory); checked here so a
+- CUDA: each shared tile on its own fits in the architecture's shared memory per block (the exact
+  figure, with pipeline buffers and the reuse of space between tiles whose lifetimes do not overlap,
+  is checked by plan_shared_memory: so the sum of all tiles is no lower bound); checked here so a
   huge tile never reaches layout or TMA planning.
 - CUDA: the registers the fragments take per thread stay within a budget: a fragment is spread
   over the block's threads, except one accessed outside every T.Parallel loop, which every thread
@@ -42,12 +43,11 @@ def _check_cuda(k: Kernel, target) -> None:
             f"T.Kernel(threads={threads}): {what} runs on whole warps, so a block of this kernel needs a multiple "
             f"of {WARP} threads on CUDA", k.span, hint="threads=128 (4 warps) is the usual choice")
     shared = [b for b in bufs if b.scope == "shared" and b.is_static]
-    total = sum(b.nbytes for b in shared)
-    if total > target.max_shared_memory:
-        listing = ", ".join(f"{b.name} {tuple(b.shape)} {b.dtype} = {b.nbytes} B" for b in shared)
+    largest = max(shared, key=lambda b: b.nbytes, default=None)
+    if largest is not None and largest.nbytes > target.max_shared_memory:
         raise TilecraftError(
-            f"the kernel needs at least {total} bytes of shared memory per block but {target.arch} allows at most "
-            f"{target.max_shared_memory} bytes: {listing}", k.span,
+            f"the shared tile {largest.name} {tuple(largest.shape)} {largest.dtype} takes {largest.nbytes} bytes but "
+            f"{target.arch} allows at most {target.max_shared_memory} bytes of shared memory per block", k.span,
             hint="use smaller tiles (block_M/block_N/block_K)")
     from ..infer_layouts import outside_parallel_fragments
     whole = dict(outside_parallel_fragments(k.body))
