@@ -81,6 +81,8 @@ def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None, para
     g = gemms[0]
     if g.clear_accum or g.note or g.plan is not None or g.c.buffer.scope != "fragment":
         return None  # C = A_k B_k of the last tile only (clear_accum) would change with deeper tiles
+    if g.c.buffer.dtype.bits < 32:
+        return None  # a narrow accumulator is rounded once per T.gemm call: deeper tiles would round less often
     a, b = g.a.buffer, g.b.buffer
     if (a.scope != "shared" or b.scope != "shared" or a is b or not g.a.covers_whole() or not g.b.covers_whole()
             or a.ndim != 2 or b.ndim != 2 or a.dtype is not b.dtype):
