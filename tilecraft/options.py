@@ -21,7 +21,10 @@ import enum
 import shlex
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Union
+
+# A three-way switch: on, off, or decided by its owner per program or per loop.
+TriState = Union[bool, Literal["auto"]]
 
 
 class PassConfigKey(str, enum.Enum):
@@ -163,9 +166,9 @@ class Options:
                              "keep one wgmma group in flight across a pipelined loop (with tc.use_wgmma)")
     use_tma: bool = _opt("tc.use_tma", False, bool, "transform/plan_pipelines.py",
                          "load the tiles of that loop with TMA (with tc.wgmma_async)")
-    warp_specialize: Any = _opt("tc.warp_specialize", False, "choice", "transform/plan_pipelines.py",
-                                "a producer warpgroup issues the TMA loads: True, False or \"auto\" (decided per "
-                                "loop; the sm_90a default)", check=lambda v: _choice(v, (True, False, "auto")))
+    warp_specialize: TriState = _opt("tc.warp_specialize", False, "choice", "transform/plan_pipelines.py",
+                                     "a producer warpgroup issues the TMA loads: True, False or \"auto\" (decided per "
+                                     "loop; the sm_90a default)", check=lambda v: _choice(v, (True, False, "auto")))
     mbarrier_pipeline: bool = _opt("tc.mbarrier_pipeline", False, bool, "transform/plan_pipelines.py",
                                    "per-stage mbarriers instead of a block barrier in GEMM main loops")
     remapped_fragment_reads: bool = _opt(
@@ -180,19 +183,19 @@ class Options:
     widen_k_tiles: bool = _opt("tc.widen_k_tiles", True, bool, "transform/widen_k_tiles.py",
                                "a TMA + wgmma main loop of k-tiles under 128 bytes (block_K=32 halves) runs with "
                                "128-byte ones (fewer, deeper stages; the same sums in the same order)")
-    persistent_tiles: Any = _opt("tc.persistent_tiles", "auto", "choice", "transform/plan_pipelines.py",
-                                 "sm_90a: a GEMM kernel's TMA main loop runs in one block per SM that walks the "
-                                 "grid's tiles, the next tile's first k-tiles loading during this tile's epilogue: "
-                                 "True, False or \"auto\" (short main loops over many waves, where it measured "
-                                 "faster)", check=lambda v: _choice(v, (True, False, "auto")))
+    persistent_tiles: TriState = _opt("tc.persistent_tiles", "auto", "choice", "transform/plan_pipelines.py",
+                                      "sm_90a: a GEMM kernel's TMA main loop runs in one block per SM that walks the "
+                                      "grid's tiles, the next tile's first k-tiles loading during this tile's "
+                                      "epilogue: True, False or \"auto\" (short main loops over many waves, where it "
+                                      "measured faster)", check=lambda v: _choice(v, (True, False, "auto")))
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
-    cpu_threads: Any = _opt("tc.cpu_threads", "auto", "choice", "transform/cpu_threads.py",
-                            "CPU target: blocks run with their CUDA threads emulated (one fiber per thread, the "
-                            "CUDA lowering's per-thread code): \"auto\" where the program needs it (thread "
-                            "indices, warp shuffles, warp groups waiting on each other), True for every kernel "
-                            "(checks the thread-level lowering without a GPU), False never (such programs are "
-                            "refused)", status=_cpu_only, check=lambda v: _choice(v, (True, False, "auto")))
+    cpu_threads: TriState = _opt("tc.cpu_threads", "auto", "choice", "transform/cpu_threads.py",
+                                 "CPU target: blocks run with their CUDA threads emulated (one fiber per thread, the "
+                                 "CUDA lowering's per-thread code): \"auto\" where the program needs it (thread "
+                                 "indices, warp shuffles, warp groups waiting on each other), True for every kernel "
+                                 "(checks the thread-level lowering without a GPU), False never (such programs are "
+                                 "refused)", status=_cpu_only, check=lambda v: _choice(v, (True, False, "auto")))
     # ---- TileLang keys tilecraft honours ----
     disable_wgmma: bool = _opt("tl.disable_wgmma", False, bool, "transform/infer_layouts.py",
                                "never use wgmma (wins over tc.use_wgmma)")
@@ -207,8 +210,8 @@ class Options:
                                   "--use_fast_math for the CUDA compiler (the CPU target stays exact)")
     disable_fast_math: bool = _opt("tl.disable_fast_math", False, bool, "compiler/cuda.py",
                                    "no fast math (wins over tl.enable_fast_math)")
-    ptxas_register_usage_level: Any = _opt("tl.ptxas_register_usage_level", None, int, "compiler/cuda.py",
-                                           "-Xptxas --register-usage-level=N", _cuda_only, _level)
+    ptxas_register_usage_level: int | None = _opt("tl.ptxas_register_usage_level", None, int, "compiler/cuda.py",
+                                                  "-Xptxas --register-usage-level=N", _cuda_only, _level)
     enable_ptxas_verbose_output: bool = _opt("tl.enable_ptxas_verbose_output", False, bool,
                                              "compiler/cuda.py", "ptxas -v, printed after the compile",
                                              _cuda_only)
@@ -395,7 +398,7 @@ class Options:
         return self.use_tma and not self.disable_tma_lower
 
     @property
-    def warp_specialization(self):
+    def warp_specialization(self) -> TriState:
         """tc.warp_specialize (True, False or "auto") unless tl.disable_warp_specialized vetoes it."""
         return False if self.disable_warp_specialized else self.warp_specialize
 

@@ -61,6 +61,24 @@ def test_options_are_hashable_typed_and_read_like_the_old_dict():
     assert Options.make({"tirx.disable_vectorize": True}, warn=False).tir_disable_vectorize  # later spelling
 
 
+def test_three_way_switches_are_typed_and_take_only_their_three_values():
+    import typing
+    from dataclasses import fields
+    from tilecraft.options import TriState
+    hints = typing.get_type_hints(Options)
+    choice = {f.name for f in fields(Options) if f.metadata.get("kind") == "choice"}
+    assert choice == {"warp_specialize", "persistent_tiles", "cpu_threads"}
+    assert {name: hints[name] for name in choice} == dict.fromkeys(choice, TriState)
+    assert hints["ptxas_register_usage_level"] == typing.Optional[int]
+    for f in fields(Options):
+        if f.name in choice:
+            key = f.metadata["key"]
+            for v in (True, False, "auto"):
+                assert getattr(Options.make({key: v}, warn=False), f.name) == v
+            with pytest.raises(ValueError, match=f"'{key}' must be one of"):
+                Options.make({key: "sometimes"}, warn=False)
+
+
 def test_ignored_values_warn_once_with_the_reason_defaults_do_not():
     _WARNED.clear()
     with warnings.catch_warnings(record=True) as w:

@@ -36,6 +36,7 @@ from ..ir.loop_plan import CpAsync, CpSync, Persistent, TileWalk, Tma, TmaLoad, 
 from ..ir.lowering import SWIZZLE_SM90, Mma80Plan, WgmmaPlan
 from ..ir.layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
 from ..ir.oob import out_of_bounds
+from ..options import TriState
 from .pipelining.overlap import overlap_parts, ring_split
 from .pipelining.parts import body_stmts, flat, producers, static_ge
 from .pipelining.persistent import AUTO_MAX_K_TILES, AUTO_MIN_WAVES, tile_coords
@@ -53,8 +54,8 @@ class Switches:
     wgmma_async: bool
     tma: bool
     mbarrier: bool
-    warp_specialize: object   # True, False or "auto"
-    persistent: object        # True, False or "auto"
+    warp_specialize: TriState
+    persistent: TriState
     overlap: bool
     pingpong: bool
 
