@@ -12,6 +12,8 @@
   | `sass`         | cuobjdump and nvdisasm, to read SASS              |
   | `cxx`          | a C++ compiler (the CPU target)                   |
   | `big_memory`   | ~3 GiB of free host memory (2^31-element tensors) |
+  | `redis`        | redis-py and a redis-server binary (scripts/ensure_redis.sh installs it where it can) |
+  | `ray`          | the ray package (a local Ray cluster is started by the test's fixture) |
 
   A test whose requirement is missing is skipped at collection with the reason; nothing else
   skips for want of a tool.  Each requirement is probed once per session.
@@ -86,6 +88,33 @@ def _big_memory() -> str:
     return "" if avail >= 3.5 * 2 ** 30 else f"needs ~3.5 GiB of free memory, {avail / 2 ** 30:.1f} GiB available"
 
 
+def _redis() -> str:
+    """redis-py, and a redis-server binary: scripts/ensure_redis.sh finds one or installs it (apt, as
+    root); the tests start their own server on a free port. Never mocked: without it they skip."""
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return "needs the redis package (pip install 'tilecraft[scale]')"
+    import subprocess
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "ensure_redis.sh")
+    try:
+        proc = subprocess.run(["bash", script], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"needs redis-server (scripts/ensure_redis.sh could not run: {e})"
+    if proc.returncode != 0:
+        return f"needs redis-server ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'not found'})"
+    os.environ["TILECRAFT_TEST_REDIS_SERVER"] = proc.stdout.strip().splitlines()[-1]
+    return ""
+
+
+def _ray() -> str:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "needs the ray package (pip install 'tilecraft[scale]')"
+    return ""
+
+
 def _timing() -> str:
     """Assertions on measured times flake on a loaded machine, which CI's is: they run only when asked
     for (TILECRAFT_TIMING_TESTS=1); compile-time goals are rows of benchmarks/bench.py's compile group."""
@@ -102,6 +131,8 @@ REQUIREMENTS = {
     "sass": (_sass, "reads SASS with cuobjdump and nvdisasm"),
     "cxx": (_cxx, "needs a C++ compiler"),
     "big_memory": (_big_memory, "holds tensors past 2^31 elements (~2.5 GiB of host memory)"),
+    "redis": (_redis, "needs redis-py and a redis-server (scripts/ensure_redis.sh)"),
+    "ray": (_ray, "needs the ray package"),
     "timing": (_timing, "asserts on measured times (only with TILECRAFT_TIMING_TESTS=1)"),
 }
 _PROBED: dict = {}

@@ -80,6 +80,17 @@ def _parse_json_object(name: str, raw: str) -> dict:
     return value
 
 
+def _parse_executor(name: str, raw: str) -> str:
+    value = raw.strip().lower() or "local"
+    if value not in ("local", "ray"):
+        raise ValueError(f"{name}={raw!r}: expected 'local' or 'ray'")
+    return value
+
+
+def _parse_text(name: str, raw: str) -> str:
+    return raw.strip()
+
+
 def _default_cxx() -> str:
     for candidate in ("g++", "c++", "clang++"):
         found = shutil.which(candidate)
@@ -109,6 +120,7 @@ class Knob(Generic[T]):
     parse: Callable[[str, str], T]
     default: Any
     doc: str
+    secret: bool = False  # never printed (describe() shows whether it is set)
 
     def source(self) -> str | None:
         """Where the current value comes from: "override", a variable name, or None (default)."""
@@ -136,8 +148,9 @@ class Knob(Generic[T]):
 _overrides: dict[str, Any] = {}
 
 
-def _knob(name: str, parse: Callable[[str, str], T], default: Any, doc: str, extra: tuple[str, ...] = ()) -> Knob[T]:
-    return Knob(name.lower(), (f"TILECRAFT_{name}", f"TILELANG_{name}", *extra), parse, default, doc)
+def _knob(name: str, parse: Callable[[str, str], T], default: Any, doc: str, extra: tuple[str, ...] = (),
+          secret: bool = False) -> Knob[T]:
+    return Knob(name.lower(), (f"TILECRAFT_{name}", f"TILELANG_{name}", *extra), parse, default, doc, secret)
 
 
 class Knobs:
@@ -151,6 +164,23 @@ class Knobs:
     auto_tuning_disable_cache: bool = _knob(
         "AUTO_TUNING_DISABLE_CACHE", _parse_bool, False,
         "re-tune every time instead of reusing autotuning results stored on disk")
+    cache_url: str = _knob(
+        "CACHE_URL", _parse_text, "",
+        "a shared compile cache: redis://host:port/db (behind the local disk cache) or a shared directory "
+        "(file:///path or a path); needs TILECRAFT_CACHE_KEY (compiler/shared_cache.py)")
+    cache_key: str = _knob(
+        "CACHE_KEY", _parse_text, "",
+        "the team's secret for signing cache entries (HMAC-SHA256); when set, unsigned or foreign entries "
+        "are refused and rebuilt", secret=True)
+    autotune_executor: str = _knob(
+        "AUTOTUNE_EXECUTOR", _parse_executor, "local",
+        "where autotuning compiles and benchmarks: local (forked processes) or ray (a Ray cluster)")
+    ray_address: str = _knob(
+        "RAY_ADDRESS", _parse_text, "",
+        "the Ray cluster the ray executor joins (ray.init(address=...)); empty: a local one", extra=("RAY_ADDRESS",))
+    tuning_db: Path = _knob(
+        "TUNING_DB", _parse_path, lambda: cache_dir() / "tuning.sqlite",
+        "the SQLite tuning database (default <cache dir>/tuning.sqlite)")
     auto_tuning_max_cpu_count: int = _knob(
         "AUTO_TUNING_MAX_CPU_COUNT", _parse_int, -1,
         "most processes compiling autotuning configs at once (-1: one per CPU core)")
@@ -211,6 +241,32 @@ def autotune_max_workers() -> int:
     cpus = os.cpu_count() or 1
     cap = knobs.auto_tuning_max_cpu_count
     return max(1, cpus if cap is None or cap <= 0 else min(cap, cpus))
+
+
+def cache_url() -> str:
+    """``TILECRAFT_CACHE_URL``: the shared cache's address, or ``""``."""
+    return knobs.cache_url
+
+
+def cache_signing_key() -> bytes | None:
+    """``TILECRAFT_CACHE_KEY`` as bytes, or None when unset or empty."""
+    key = knobs.cache_key
+    return key.encode("utf-8") if key else None
+
+
+def autotune_executor() -> str:
+    """``TILECRAFT_AUTOTUNE_EXECUTOR``: ``"local"`` (default) or ``"ray"``."""
+    return knobs.autotune_executor
+
+
+def ray_address() -> str | None:
+    """``TILECRAFT_RAY_ADDRESS`` (or ``RAY_ADDRESS``); None: start a local Ray."""
+    return knobs.ray_address or None
+
+
+def tuning_db() -> Path:
+    """``TILECRAFT_TUNING_DB``: the tuning database's file."""
+    return knobs.tuning_db
 
 
 def print_on_compilation() -> bool:
@@ -306,7 +362,8 @@ def describe() -> str:
     lines = []
     for k in all_knobs():
         src = k.source() or "default"
-        lines.append(f"{k.names[0]:<36} {str(k.get()):<28} ({src})  {k.doc}")
+        value = ("<set>" if k.get() else "<unset>") if k.secret else str(k.get())
+        lines.append(f"{k.names[0]:<36} {value:<28} ({src})  {k.doc}")
     return "\n".join(lines)
 
 

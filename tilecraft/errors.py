@@ -51,6 +51,11 @@ class InternalCompilerError(TilecraftError):
     """A bug in tilecraft itself, reported with the user's line that triggered it."""
 
 
+class CacheTrustWarning(UserWarning):
+    """A cache entry was refused before anything of it was loaded (unsigned, signed with another
+    key, or damaged) and is rebuilt, or the shared cache is not used (e.g. no signing key)."""
+
+
 class PerformanceWarning(UserWarning):
     """The compiled kernel is correct but the toolchain reported something that makes it slower
     than it should be (e.g. ptxas serialising wgmma instructions)."""

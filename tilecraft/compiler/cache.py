@@ -14,6 +14,10 @@ the sha256 of every artifact. Why each piece:
 - A corrupt or partial entry (unreadable json, checksum mismatch, missing file) is a miss: it is
   removed and the caller rebuilds. A cache problem never reaches the user as an exception; a
   cache directory that cannot be written degrades to a private temporary entry.
+- Sharing (``shared_cache.py``): with ``TILECRAFT_CACHE_KEY`` set, every entry's meta.json is signed
+  (HMAC) and an entry is verified before it is loaded (unsigned, foreign or damaged: refused with a
+  warning, removed, rebuilt); ``TILECRAFT_CACHE_URL`` puts a Redis behind this cache, or a shared
+  directory in place of its root.
 
 In-memory caching of loaded kernels is the jit layer's job, not this module's.
 """
@@ -38,9 +42,11 @@ from typing import Any, Mapping
 from filelock import FileLock
 
 from .. import env
+from . import shared_cache
+from .shared_cache import cache_stats, reset_cache_stats
 
 __all__ = ["cache_key", "compiler_version_hash", "toolchain_key", "kernel_cache_key", "DiskCache", "CacheEntry",
-           "cache_info", "clear_cache"]
+           "cache_info", "clear_cache", "cache_stats", "reset_cache_stats"]
 
 log = logging.getLogger("tilecraft.cache")
 
@@ -270,16 +276,32 @@ def _remove_temp_dirs() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _write_files(directory: Path, blobs: dict[str, bytes], key: str, meta: dict) -> dict:
+def _new_doc(namespace: str, blobs: dict[str, bytes], key: str, meta: dict) -> dict:
+    """meta.json of a new entry: the artifacts' checksums and the caller's metadata, signed when a
+    signing key is set."""
+    record = {name: {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)} for name, data in blobs.items()}
+    doc = {"format": FORMAT, "key": key, "created": time.time(), "artifacts": record, "meta": meta}
+    signing_key = shared_cache.signing_key()
+    return shared_cache.sign(namespace, doc, signing_key) if signing_key is not None else doc
+
+
+def _write_files(directory: Path, blobs: dict[str, bytes], doc: dict) -> dict:
     """Write artifacts and then meta.json (last, so a missing meta marks a partial write)."""
-    record = {}
     for name, data in blobs.items():
         with open(directory / name, "wb") as f:
             f.write(data)
-        record[name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-    doc = {"format": FORMAT, "key": key, "created": time.time(), "artifacts": record, "meta": meta}
     (directory / META).write_text(json.dumps(doc, indent=1, sort_keys=True))
     return doc
+
+
+def _check_doc(namespace: str, key: str, doc: Any) -> str | None:
+    """Why meta.json ``doc`` does not describe a usable entry ``key`` (its files not yet looked at)."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
+        return "damaged (meta.json of another format or key)"
+    if not isinstance(doc.get("artifacts"), dict):
+        return "damaged (meta.json lists no artifacts)"
+    signing_key = shared_cache.signing_key()
+    return shared_cache.verify(namespace, doc, signing_key) if signing_key is not None else None
 
 
 class DiskCache:
@@ -292,10 +314,7 @@ class DiskCache:
     def __init__(self, namespace: str):
         _check_key(namespace)
         self.namespace = namespace
-
-    @property
-    def root(self) -> Path:
-        return env.cache_dir() / self.namespace
+        self._refused_remote: set[str] = set()  # keys whose remote entry was refused: a rebuild replaces it
 
     def _entry_dir(self, key: str) -> Path:
         return self.root / key[:2] / key
@@ -303,22 +322,32 @@ class DiskCache:
     def _lock(self, key: str) -> FileLock:
         return FileLock(str(self.root / key[:2] / f"{key}.lock"))
 
+    @property
+    def root(self) -> Path:
+        return (shared_cache.shared_directory() or env.cache_dir()) / self.namespace
+
     def _load(self, key: str) -> CacheEntry | None:
-        """The entry if it is complete and every checksum matches, else None (no side effects)."""
+        """The entry if it is complete, every checksum matches and (with a signing key) it is signed
+        with that key, else None (no side effects)."""
+        return self._check(key)[0]
+
+    def _check(self, key: str) -> tuple[CacheEntry | None, str | None]:
+        """(the entry, None) or (None, why it is refused: ``"trust: ..."`` for a signature problem)."""
         path = self._entry_dir(key)
         try:
             doc = json.loads((path / META).read_text())
-            if doc.get("format") != FORMAT or doc.get("key") != key:
-                return None
+            why = _check_doc(self.namespace, key, doc)
+            if why is not None:
+                return None, why
             artifacts = doc["artifacts"]
             for name, info in artifacts.items():
                 _check_name(name)
                 file = path / name
                 if file.stat().st_size != info["size"] or _sha256_file(file) != info["sha256"]:
-                    return None
-            return CacheEntry(path, key, doc.get("meta", {}), artifacts)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
+                    return None, f"damaged (artifact {name} does not match its checksum)"
+            return CacheEntry(path, key, doc.get("meta", {}), artifacts), None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            return None, f"damaged ({type(exc).__name__})"
 
     def _remove(self, key: str) -> None:
         """Move a bad entry aside (atomic) and delete it; called with the key's lock held."""
@@ -338,18 +367,62 @@ class DiskCache:
         if env.cache_disabled():
             return None
         if not self._entry_dir(key).exists():
-            return None
+            entry = self._get_remote(key)
+            shared_cache.count(self.namespace, "remote_hit" if entry is not None else "miss")
+            return entry
         entry = self._load(key)
         if entry is not None:
+            shared_cache.count(self.namespace, "hit")
             return entry
         try:
             with self._lock(key):
-                entry = self._load(key)  # a concurrent writer may have just repaired it
+                entry, why = self._check(key)  # a concurrent writer may have just repaired it
                 if entry is None:
-                    log.warning("tilecraft cache: removing damaged entry %s/%s", self.namespace, key)
+                    if shared_cache.signing_key() is not None:
+                        shared_cache.refuse(self.namespace, key, "local", why or "damaged")
+                    else:
+                        log.warning("tilecraft cache: removing damaged entry %s/%s (%s)", self.namespace, key, why)
                     self._remove(key)
-                return entry
         except OSError:
+            entry = None
+        shared_cache.count(self.namespace, "hit" if entry is not None else "miss")
+        return entry
+
+    def _get_remote(self, key: str) -> CacheEntry | None:
+        """The entry from the remote store, verified and published locally; None on a miss, on a
+        refused entry (with a warning; the rebuild replaces it) or when the store cannot be reached."""
+        store = shared_cache.remote_store()
+        if store is None:
+            return None
+        try:
+            files = store.get(self.namespace, key)
+        except Exception as exc:  # noqa: BLE001 - a network problem is a miss, never an error
+            shared_cache.remote_failed(self.namespace, "be read", exc)
+            return None
+        if files is None:
+            return None
+        try:
+            doc = json.loads(files.pop(META).decode("utf-8"))
+            why = _check_doc(self.namespace, key, doc)
+            if why is None:
+                listed = doc["artifacts"]
+                if set(listed) != set(files):
+                    why = "damaged (its artifacts are not the ones meta.json lists)"
+                for name, data in files.items():
+                    _check_name(name)
+                    if why is None and hashlib.sha256(data).hexdigest() != listed[name].get("sha256"):
+                        why = f"damaged (artifact {name} does not match its checksum)"
+        except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            why = f"damaged ({type(exc).__name__})"
+        if why is not None:
+            if not why.startswith("foreign"):  # another team's entry is theirs: first writer wins
+                self._refused_remote.add(key)
+            shared_cache.refuse(self.namespace, key, "shared", why)
+            return None
+        try:
+            return self._publish(key, files, doc)
+        except OSError as exc:
+            log.warning("tilecraft cache: cannot write to %s (%s); the shared entry is not used", self.root, exc)
             return None
 
     def put(self, key: str, artifacts: Mapping[str, bytes | str], meta: Mapping[str, Any] | None = None) -> CacheEntry:
@@ -366,17 +439,34 @@ class DiskCache:
             blobs[name] = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         meta = dict(meta or {})
         json.dumps(meta)  # fail early (TypeError) on metadata that cannot be stored
+        doc = _new_doc(self.namespace, blobs, key, meta)
         if not env.cache_disabled():
             try:
-                return self._publish(key, blobs, meta)
+                entry = self._publish(key, blobs, doc)
             except OSError as exc:
                 log.warning("tilecraft cache: cannot write to %s (%s); using a temporary entry", self.root, exc)
+            else:
+                shared_cache.count(self.namespace, "store")
+                self._put_remote(key, blobs, doc)
+                return entry
         tmp = Path(tempfile.mkdtemp(prefix=f"tilecraft-{self.namespace}-"))
         _temp_dirs.append(str(tmp))
-        doc = _write_files(tmp, blobs, key, meta)
+        _write_files(tmp, blobs, doc)
         return CacheEntry(tmp, key, meta, doc["artifacts"])
 
-    def _publish(self, key: str, blobs: dict[str, bytes], meta: dict) -> CacheEntry:
+    def _put_remote(self, key: str, blobs: dict[str, bytes], doc: dict) -> None:
+        store = shared_cache.remote_store()
+        if store is None or "signature" not in doc:
+            return
+        files = {META: json.dumps(doc, indent=1, sort_keys=True).encode(), **blobs}
+        try:
+            if store.put(self.namespace, key, files, replace=key in self._refused_remote):
+                shared_cache.count(self.namespace, "remote_store")
+            self._refused_remote.discard(key)
+        except Exception as exc:  # noqa: BLE001 - never lose a build to the network
+            shared_cache.remote_failed(self.namespace, "be written", exc)
+
+    def _publish(self, key: str, blobs: dict[str, bytes], doc: dict) -> CacheEntry:
         parent = self.root / key[:2]
         parent.mkdir(parents=True, exist_ok=True)
         with self._lock(key):
@@ -386,7 +476,7 @@ class DiskCache:
             self._remove(key)  # a damaged leftover would block os.replace
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:16]}-", dir=parent))
             try:
-                _write_files(tmp, blobs, key, meta)
+                _write_files(tmp, blobs, doc)
                 os.replace(tmp, self._entry_dir(key))
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -422,7 +512,7 @@ def _entry_dirs(root: Path) -> list[Path]:
 
 def cache_info(namespace: str | None = None) -> dict[str, Any]:
     """Number of entries and bytes on disk, overall and per namespace."""
-    root = env.cache_dir()
+    root = shared_cache.shared_directory() or env.cache_dir()
     per_ns: dict[str, dict[str, int]] = {}
     for entry in _entry_dirs(root):
         ns = entry.parent.parent.name
@@ -442,7 +532,7 @@ def cache_info(namespace: str | None = None) -> dict[str, Any]:
 
 def clear_cache(namespace: str | None = None) -> None:
     """Remove every entry (of one namespace, or all of them)."""
-    root = env.cache_dir()
+    root = shared_cache.shared_directory() or env.cache_dir()
     target = root if namespace is None else root / namespace
     if namespace is not None:
         _check_key(namespace)
