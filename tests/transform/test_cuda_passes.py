@@ -1,0 +1,294 @@
+"""Every CUDA pass alone, IR in / IR (or lowering state) out: a small program runs through the
+passes before it in `CUDA_PIPELINE` (its prerequisites), then through the pass itself with the same
+`PassContext`, and the test checks what the pass's docstring promises on the function before and
+after.  No code is generated or compiled; the generated code of these passes is checked in
+tests/cuda and tests/cpu.  (plan_pipelines: test_plan_pipelines.py; shift_parallel_anchors,
+insert_syncs, hoist_invariants: their own files.)"""
+from __future__ import annotations
+
+import pytest
+
+import tilecraft.language as T
+from tilecraft.compiler.build import effective_pass_configs
+from tilecraft.errors import TilecraftError
+from tilecraft.ir import Alloc, Annotate, AnnotationKey, Copy, For, Gemm, TileOp, collect
+from tilecraft.ir.hopper import BarrierArrive, BarrierInit, BarrierWait, WarpGroupScope
+from tilecraft.ir.intrinsics.base import IntrinsicCall
+from tilecraft.ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, WgmmaPlan
+from tilecraft.kernels.gemm import matmul
+from tilecraft.target import Target
+from tilecraft.transform.cuda_pipeline import CUDA_PIPELINE
+from tilecraft.transform.infer_layouts import infer_layouts
+from tilecraft.transform.lower_cuda import lower_cuda
+from tilecraft.transform.lower_manual_sync_cuda import lower_manual_sync_cuda
+from tilecraft.transform.pipeline import PassContext
+from tilecraft.transform.pipeline_copies import pipeline_copies
+from tilecraft.transform.plan_shared_layouts import plan_shared_layouts
+from tilecraft.transform.plan_shared_memory import plan_shared_memory
+from tilecraft.transform.stage_epilogue import stage_epilogue
+from tilecraft.transform.stage_gemm_operands import stage_gemm_operands
+from tilecraft.transform.validate import validate
+from tilecraft.transform.widen_k_tiles import widen_k_tiles
+
+SM80 = Target.resolve({"kind": "cuda", "arch": "sm_80"})
+SM90 = Target.resolve({"kind": "cuda", "arch": "sm_90a"})
+
+
+def around(func, target, the_pass, configs=None):
+    """(the function as `the_pass` receives it, what it returns): the passes before it in the CUDA
+    list, then it, all with one context (the target's defaults under `configs`, as `build` does)."""
+    ctx = PassContext(target, effective_pass_configs(configs, target))
+    for p in CUDA_PIPELINE[:CUDA_PIPELINE.index(the_pass)]:
+        func = p(func, ctx)
+    return func, the_pass(func, ctx)
+
+
+def nodes(func, cls):
+    return collect(func.body, lambda n: isinstance(n, cls))
+
+
+def buffer_named(func, name):
+    (a,) = [a for a in nodes(func, Alloc) if a.buffer.name == name]
+    return a.buffer
+
+
+def gemm_tir(**kw):
+    return matmul.get_tir(512, 512, 512, **kw)
+
+
+# ---- validate ---------------------------------------------------------------------------------
+
+def test_validate_returns_a_valid_program_unchanged_and_refuses_a_bad_one_at_its_line():
+    func = gemm_tir()
+    before, after = around(func, SM80, validate)
+    assert after is before is func
+
+    @T.prim_func
+    def shifts_a_float(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                B[i] = A[i] << 1   # noqa: the line the error names
+    with pytest.raises(TilecraftError) as e:
+        around(shifts_a_float, SM80, validate)
+    assert "test_cuda_passes.py" in str(e.value) and "<<" in str(e.value)
+
+
+# ---- lower_manual_sync_cuda -------------------------------------------------------------------
+
+def producer_consumer():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=256) as _:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.copy(A, A_s)
+                T.copy(B, B_s)
+                T.barrier_arrive(ready)
+            with T.ws(0):
+                T.clear(C_f)
+                T.barrier_wait(ready, 0)
+                T.gemm(A_s, B_s, C_f)
+                T.copy(C_f, C)
+    return main
+
+
+def test_lower_manual_sync_cuda_turns_barriers_into_intrinsics_and_marks_the_kernel_manual():
+    before, after = around(producer_consumer(), SM90, lower_manual_sync_cuda)
+    for cls in (BarrierInit, BarrierArrive, BarrierWait):
+        assert nodes(before, cls) and not nodes(after, cls)
+    assert len(nodes(after, WarpGroupScope)) == len(nodes(before, WarpGroupScope)) == 2   # the branches stay
+    names = {c.intrinsic.describe() for c in nodes(after, IntrinsicCall)}
+    assert any("mbar" in n for n in names), names
+    assert [a.key for a in nodes(after, Annotate)].count(AnnotationKey.MANUAL_WARP_GROUPS) == 1
+    assert not [a for a in nodes(before, Annotate) if a.key == AnnotationKey.MANUAL_WARP_GROUPS]
+
+
+def test_lower_manual_sync_cuda_leaves_a_program_without_manual_constructs_alone():
+    before, after = around(gemm_tir(), SM80, lower_manual_sync_cuda)
+    assert after.script() == before.script()
+    assert not [a for a in nodes(after, Annotate) if a.key == AnnotationKey.MANUAL_WARP_GROUPS]
+
+
+# ---- widen_k_tiles ----------------------------------------------------------------------------
+
+def k_tile(func, name="A_shared"):
+    return tuple(buffer_named(func, name).shape)
+
+
+def pipelined(func):
+    (loop,) = [f for f in nodes(func, For) if f.kind == "pipelined"]
+    return loop
+
+
+def test_widen_k_tiles_deepens_short_k_tiles_of_a_tma_wgmma_loop():
+    func = matmul.get_tir(1024, 1024, 1024, 128, 128, 32, num_stages=3, threads=256)   # 64-byte rows
+    before, after = around(func, SM90, widen_k_tiles)
+    assert (k_tile(before), k_tile(before, "B_shared")) == ((128, 32), (32, 128))
+    assert (k_tile(after), k_tile(after, "B_shared")) == ((128, 64), (64, 128))   # 128-byte rows
+    assert (pipelined(before).extent.value, pipelined(after).extent.value) == (32, 16)
+    copy_a = [c for c in nodes(pipelined(after), Copy) if c.src.buffer.name == "A"]
+    assert [tuple(e.value if hasattr(e, "value") else e for e in c.src.extents) for c in copy_a] == [(128, 64)]
+
+
+@pytest.mark.parametrize("target,configs,shape", [
+    (SM90, {"tc.widen_k_tiles": False}, (128, 128, 32, 256)),   # turned off
+    (SM80, None, (128, 128, 32, 256)),                           # no TMA + wgmma loop
+    (SM90, None, (128, 256, 32, 256)),                           # the deeper ring would pass 128 KB
+    (SM90, None, (128, 128, 32, 128)),                           # splits as two blocks per SM: keeps its k-tiles
+    (SM90, None, (128, 256, 64, 256)),                           # already 128-byte rows
+])
+def test_widen_k_tiles_leaves_other_loops_as_written(target, configs, shape):
+    bm, bn, bk, threads = shape
+    func = matmul.get_tir(1024, 1024, 1024, bm, bn, bk, num_stages=3, threads=threads)
+    before, after = around(func, target, widen_k_tiles, configs)
+    assert k_tile(after) == k_tile(before) == (bm, bk)
+    assert pipelined(after).extent.value == pipelined(before).extent.value
+
+
+# ---- infer_layouts ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target,plan", [(SM80, Mma80Plan), (SM90, WgmmaPlan)])
+def test_infer_layouts_plans_the_gemm_and_lays_out_every_fragment(target, plan):
+    before, after = around(gemm_tir(), target, infer_layouts)
+    (g_before,), (g_after,) = nodes(before, Gemm), nodes(after, Gemm)
+    assert g_before.plan is None and isinstance(g_after.plan, plan)
+    assert not before.lowering.fragment_layouts
+    fragments = {a.buffer for a in nodes(after, Alloc) if a.buffer.scope == "fragment"}
+    assert fragments and set(after.lowering.fragment_layouts) == fragments
+    assert after.lowering.fragment_layouts[g_after.c.buffer].num_regs == 128 * 128 // 128
+
+
+# ---- stage_gemm_operands ----------------------------------------------------------------------
+
+def fragment_b():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_f = T.alloc_fragment((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_f)
+            T.clear(C_f)
+            T.gemm(A_s, B_f, C_f)
+            T.copy(C_f, C)
+    return main
+
+
+def test_stage_gemm_operands_sends_a_fragment_b_through_a_shared_tile():
+    before, after = around(fragment_b(), SM80, stage_gemm_operands)
+    (g_before,), (g_after,) = nodes(before, Gemm), nodes(after, Gemm)
+    assert g_before.b.buffer.scope == "fragment"
+    staged = g_after.b.buffer
+    assert staged.scope == "shared" and tuple(staged.shape) == (32, 64) and staged.dtype == g_before.b.buffer.dtype
+    assert g_after.a.buffer is g_before.a.buffer and g_after.plan == g_before.plan
+    fills = [c for c in nodes(after, Copy) if c.dst.buffer is staged]
+    assert len(fills) == 1 and fills[0].src.buffer is g_before.b.buffer
+    assert any(a.buffer is staged for a in nodes(after, Alloc))
+
+
+def test_stage_gemm_operands_leaves_shared_operands_alone():
+    before, after = around(gemm_tir(), SM80, stage_gemm_operands)
+    assert after.body is before.body
+
+
+# ---- stage_epilogue ---------------------------------------------------------------------------
+
+def test_stage_epilogue_stores_the_accumulator_through_a_padded_shared_tile():
+    before, after = around(gemm_tir(), SM80, stage_epilogue)
+    (store,) = [c for c in nodes(before, Copy) if c.dst.buffer.scope == "global"]
+    assert store.src.buffer.scope == "fragment"
+    (out,) = [c for c in nodes(after, Copy) if c.dst.buffer.scope == "global"]
+    stage = out.src.buffer
+    assert stage.scope == "shared" and tuple(stage.shape) == (128, 128 + 8)
+    (into,) = [c for c in nodes(after, Copy) if c.dst.buffer is stage]
+    assert into.src.buffer is store.src.buffer
+    off = around(gemm_tir(), SM80, stage_epilogue, {"tc.stage_epilogue": False})
+    assert off[1].body is off[0].body
+
+
+# ---- plan_shared_layouts ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("target,swizzle", [(SM80, SWIZZLE_SM80), (SM90, SWIZZLE_SM90)])
+def test_plan_shared_layouts_swizzles_the_tiles_the_gemm_reads(target, swizzle):
+    before, after = around(gemm_tir(), target, plan_shared_layouts)
+    assert not before.lowering.smem_layouts
+    tiles = {buffer_named(after, "A_shared"), buffer_named(after, "B_shared")}
+    assert {b: after.lowering.smem_layouts.get(b) for b in tiles} == dict.fromkeys(tiles, swizzle)
+
+
+def test_plan_shared_layouts_leaves_rows_that_are_not_a_power_of_two_chunks_plain():
+    # B's rows: 96 halves, twelve 16-byte chunks -- no swizzle fits; A's: 32 halves, four chunks
+    before, after = around(matmul.get_tir(256, 192, 256, 64, 96, 32, num_stages=0), SM80, plan_shared_layouts)
+    assert isinstance(nodes(after, Gemm)[0].plan, Mma80Plan)
+    assert buffer_named(after, "B_shared") not in after.lowering.smem_layouts
+    assert after.lowering.smem_layouts.get(buffer_named(after, "A_shared")) == SWIZZLE_SM80
+
+
+# ---- pipeline_copies --------------------------------------------------------------------------
+
+def test_pipeline_copies_multi_buffers_the_tiles_and_consumes_every_plan():
+    before, after = around(gemm_tir(num_stages=3), SM80, pipeline_copies)
+    assert pipelined(before).plan is not None
+    assert not [f for f in nodes(after, For) if f.plan is not None]
+    assert (k_tile(before), k_tile(after)) == ((128, 32), (3, 128, 32))     # S buffers, a leading stage dim
+    assert tuple(buffer_named(after, "B_shared").shape) == (3, 32, 128)
+    assert after.lowering.smem_layouts.get(buffer_named(after, "A_shared")) == SWIZZLE_SM80   # keeps its swizzle
+
+
+def test_pipeline_copies_builds_the_tma_descriptors_of_a_tma_loop():
+    func = matmul.get_tir(8192, 8192, 8192, 128, 256, 64, num_stages=3, threads=256)
+    before, after = around(func, SM90, pipeline_copies)
+    assert not before.lowering.tma_descs
+    assert {d.tensor for d in after.lowering.tma_descs} >= {"A", "B"}
+
+
+def test_pipeline_copies_leaves_an_unplanned_loop_alone():
+    before, after = around(gemm_tir(num_stages=0), SM80, pipeline_copies)
+    assert after.body is before.body
+
+
+# ---- lower_cuda -------------------------------------------------------------------------------
+
+def test_lower_cuda_leaves_thread_level_code_only():
+    before, after = around(gemm_tir(), SM80, lower_cuda)
+    assert nodes(before, TileOp) and not nodes(after, TileOp)
+    assert not [f for f in nodes(after, For) if f.kind == "parallel"]
+    assert not [a for a in nodes(after, Alloc) if a.buffer.scope == "fragment"]
+    c_local = [a.buffer for a in nodes(after, Alloc) if a.buffer.name == "C_local"]
+    assert c_local and c_local[0].scope == "local" and c_local[0].numel == 128   # this thread's registers
+    gemm_calls = [c for c in nodes(after, IntrinsicCall) if "gemm" in c.intrinsic.describe()]
+    assert gemm_calls
+
+
+# ---- plan_shared_memory -----------------------------------------------------------------------
+
+def test_plan_shared_memory_places_every_shared_buffer_aligned_within_the_total():
+    before, after = around(gemm_tir(), SM80, plan_shared_memory)
+    assert not before.lowering.smem_offsets
+    shared = {a.buffer for a in nodes(after, Alloc) if a.buffer.scope == "shared"}
+    offsets = after.lowering.smem_offsets
+    assert shared and shared <= set(offsets)
+    assert all(offsets[b] % 128 == 0 for b in shared)
+    assert after.lowering.smem_bytes >= max(offsets[b] + b.nbytes for b in shared)
+    a, b = buffer_named(after, "A_shared"), buffer_named(after, "B_shared")   # both live in the loop
+    assert offsets[a] + a.nbytes <= offsets[b] or offsets[b] + b.nbytes <= offsets[a]
+
+
+# ---- coverage -----------------------------------------------------------------------------------
+
+def test_every_pass_of_every_pipeline_has_a_pass_level_test():
+    """Each pass of the three lists is imported by name by a test file here (which runs it alone)."""
+    import re
+    from pathlib import Path
+    from tilecraft.transform.cpu_threads import CPU_THREADS_PIPELINE
+    from tilecraft.transform.pipeline import CPU_PIPELINE
+    here = Path(__file__).parent
+    texts = [p.read_text() for p in here.glob("test_*.py")]
+    passes = {p.__name__ for p in (*CPU_PIPELINE, *CPU_THREADS_PIPELINE, *CUDA_PIPELINE)}
+    untested = {name for name in passes
+                if not any(re.search(rf"^from tilecraft\.transform\.[\w.]+ import .*\b{name}\b", t, re.M) for t in texts)}
+    assert len(passes) == 19 and untested == set()
