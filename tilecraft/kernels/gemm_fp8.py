@@ -1,0 +1,111 @@
+"""FP8 (e4m3) GEMMs: C = A @ B^T with A (M, K) and B (N, K) both K-major, the layout torch._scaled_mm and
+DeepSeek's weights use and the one Hopper's fp8 wgmma needs (it reads 8-bit B only K-major, k32 a step).
+
+- `fp8_matmul`: per-tensor scales, C = (A @ B^T) * scale_a * scale_b (scales: 1-element fp32 tensors).
+- `fp8_matmul_blockscaled`: DeepSeek-V3's fine-grained scales: A (activations) one fp32 scale per 1x128
+  (row, k-block) -> Scales_A (M, ceil(K/128)); B (weights) one per 128x128 block -> Scales_B
+  (ceil(N/128), ceil(K/128)).  Each 128-deep k-block is multiplied into a fresh accumulator and folded
+  into the fp32 result with its scales, which is also DeepGEMM's "promotion": the tensor core's fp8
+  accumulation never runs longer than 128 products.
+Output fp32 or bf16 (`out_dtype`).
+"""
+import tilecraft as tilelang
+import tilecraft.language as T
+
+GROUP = 128  # DeepSeek's quantization block
+
+
+@tilelang.jit(out_idx=[-1])
+def fp8_matmul(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, block_K: int = 128,
+               num_stages: int = 3, threads: int = 128, out_dtype: str = "bfloat16",
+               in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K), in_dtype), Scale_A: T.Tensor((1,), "float32"),
+             Scale_B: T.Tensor((1,), "float32"), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_N, block_K), in_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.use_swizzle(panel_size=10)
+            T.clear(C_local)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared)
+                T.gemm(A_shared, B_shared, C_local, transpose_B=True)
+            scale = Scale_A[0] * Scale_B[0]
+            for i, j in T.Parallel(block_M, block_N):
+                C_local[i, j] = C_local[i, j] * scale
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128,
+                           num_stages: int = 3, threads: int = 128, out_dtype: str = "bfloat16",
+                           in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float"):
+    """block_K is the scale group (128); block_N must divide 128 so that one B scale covers a block's columns."""
+    block_K = GROUP
+    if GROUP % block_N:
+        raise ValueError(f"fp8_matmul_blockscaled: block_N={block_N} must divide {GROUP} (one weight scale per block)")
+    KB, NB = -(-K // GROUP), -(-N // GROUP)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K), in_dtype),
+             Scales_A: T.Tensor((M, KB), "float32"), Scales_B: T.Tensor((NB, KB), "float32"),
+             C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
+            B_shared = T.alloc_shared((block_N, block_K), in_dtype)
+            sa_shared = T.alloc_shared((block_M,), "float32")
+            C_part = T.alloc_fragment((block_M, block_N), accum_dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.use_swizzle(panel_size=10)
+            T.clear(C_local)
+            for ko in T.Pipelined(KB, num_stages=num_stages):
+                T.copy(A[by * block_M, ko * block_K], A_shared)
+                T.copy(B[bx * block_N, ko * block_K], B_shared)
+                T.copy(Scales_A[by * block_M:(by + 1) * block_M, ko], sa_shared)  # rows past M read as 0
+                T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
+                sb = Scales_B[bx * block_N // GROUP, ko]
+                for i, j in T.Parallel(block_M, block_N):
+                    C_local[i, j] += C_part[i, j] * (sa_shared[i] * sb)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+    return main
+
+
+def ref_fp8_matmul(a, b, scale_a, scale_b, out_dtype=None):
+    """(A @ B^T) * scale_a * scale_b in fp32 from the fp8 values (torch's dequantized product)."""
+    import torch
+    c = (a.float() @ b.float().t()) * (scale_a.float() * scale_b.float())
+    return c.to(out_dtype or torch.float32)
+
+
+def ref_fp8_matmul_blockscaled(a, b, scales_a, scales_b, out_dtype=None):
+    """Dequantize A per 1x128 and B per 128x128 block, multiply in fp32."""
+    import torch
+    M, K = a.shape
+    N = b.shape[0]
+    sa = scales_a.float().repeat_interleave(GROUP, dim=1)[:, :K]
+    sb = scales_b.float().repeat_interleave(GROUP, dim=0)[:N].repeat_interleave(GROUP, dim=1)[:, :K]
+    c = (a.float() * sa) @ (b.float() * sb).t()
+    return c.to(out_dtype or torch.float32)
+
+
+def quantize_fp8_per_tensor(x):
+    """x -> (e4m3 tensor, fp32 scale of shape (1,)) with x ~ q * scale."""
+    import torch
+    scale = (x.abs().amax().float() / 448.0).clamp_min(1e-12).reshape(1)
+    return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def quantize_fp8_blocks(x, rows: int):
+    """x (R, C) -> (e4m3 tensor, fp32 scales (ceil(R/rows), ceil(C/128))): one scale per rows x 128 block
+    (rows=1: DeepSeek's activations; rows=128: its weights)."""
+    import torch
+    R, C = x.shape
+    pr, pc = -R % rows, -C % GROUP
+    xp = torch.nn.functional.pad(x.float(), (0, pc, 0, pr))
+    blocks = xp.view((R + pr) // rows, rows, (C + pc) // GROUP, GROUP)
+    scales = (blocks.abs().amax(dim=(1, 3)) / 448.0).clamp_min(1e-12)
+    q = (blocks / scales[:, None, :, None]).to(torch.float8_e4m3fn).view(R + pr, C + pc)[:R, :C].contiguous()
+    return q, scales
