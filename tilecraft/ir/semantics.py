@@ -79,6 +79,35 @@ def reduce_combine(kind: str, acc, v):
 
 # ---- regions -------------------------------------------------------------------------------------
 
+def shared_row_stride(region) -> int | None:
+    """The stored row length (elements) of a 2-D gemm operand read from a shared tile, as the
+    tensor-core header addresses it: rows along the region's outer non-unit dimension, elements
+    contiguous along its inner one, which must be the buffer's last.  A whole-width operand's row
+    length is its own; a column slice of a wider tile (`Q_shared[:, 512:576]`) has its parent's
+    stride, and must start on a 128-byte boundary at a row that is a multiple of 8 (known here), so
+    that ldmatrix addresses and the XOR swizzle line up.  None: not addressable that way."""
+    from .expr import Const
+    dims = [d for d, e in enumerate(region.extents) if not same(e, 1)]
+    shape = region.buffer.shape
+    if len(dims) != 2 or dims[1] != len(shape) - 1:
+        return None
+    d0, d1 = dims
+    stride = 1
+    for e in shape[d0 + 1:]:
+        if not isinstance(e, int):
+            return None
+        stride *= e
+    if stride == region.extents[d1]:
+        return stride
+    c0, r0 = region.starts[d1], region.starts[d0]
+    if not (isinstance(c0, Const) and isinstance(r0, Const)):
+        return None
+    nbytes = region.buffer.dtype.bytes
+    if (c0.value * nbytes) % 128 or r0.value % 8 or (stride * nbytes) % 16:
+        return None
+    return stride
+
+
 def region_indices(region, tile_idx) -> tuple:
     """Full buffer indices of the element at `tile_idx` of `region`; `tile_idx` indexes the
     region's non-unit extents only (a unit extent stays at its start: `A[i, j:j+n]` is 1-D)."""

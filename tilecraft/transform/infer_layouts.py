@@ -24,7 +24,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, same_seq, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
-from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
+from ..ir.semantics import (shared_row_stride, loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
 from .warp_groups import thread_contexts
 from ..ir.layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
@@ -102,9 +102,12 @@ def fragment_accesses(body) -> list:
 
 
 def mma_capable(g: Gemm, threads: int) -> bool:
+    """mma.sync (tc::gemm_ss / gemm_rs): shared operands must be addressable as rows of a stored
+    tile (a whole tile, or a column slice of a wider one on a 128-byte boundary: gemm_ss_ld)."""
     m, n, k = g.mnk
     return (g.a.buffer.dtype.name in MMA_DTYPES and g.c.buffer.dtype.name == "float32" and
             k % 16 == 0 and threads % 32 == 0 and g.c.covers_whole() and
+            all(shared_row_stride(r) is not None for r in (g.a, g.b) if r.buffer.scope == "shared") and
             warp_partition(m, n, threads // 32, g.policy) is not None)
 
 

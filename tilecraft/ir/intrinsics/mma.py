@@ -62,3 +62,32 @@ class GemmRS(Intrinsic):
         _check_mma(self, self.entry)
         require(self.wn == 1, self, "A in registers requires WN == 1 (warps only along M)")
         require(self.swz_b in (0, 1), self, "SWZ_B must be 0 or 1")
+
+
+@dataclass(frozen=True)
+class GemmSSLd(GemmSS):
+    """GemmSS where A or B is a column slice of a wider shared tile: `lda` / `ldb` are the stored
+    row lengths in elements (the parent tile's width), the header's gemm_ss_ld."""
+    entry = "tc::gemm_ss_ld"
+    lda: int = 0
+    ldb: int = 0
+
+    def check(self):
+        super().check()
+        la = self.m if self.trans_a else self.k
+        lb = self.k if self.trans_b else self.n
+        require(self.lda >= la and self.ldb >= lb, self, "LDA / LDB must be at least the operand's row length")
+        require(self.lda * self.dtype.bytes % 16 == 0 and self.ldb * self.dtype.bytes % 16 == 0, self,
+                "stored rows must be whole 16-byte chunks (ldmatrix)")
+
+
+@dataclass(frozen=True)
+class GemmRSLd(GemmRS):
+    """GemmRS where B is a column slice of a wider shared tile (`ldb` its stored row length)."""
+    entry = "tc::gemm_rs_ld"
+    ldb: int = 0
+
+    def check(self):
+        super().check()
+        require(self.ldb >= (self.k if self.trans_b else self.n), self, "LDB must be at least B's row length")
+        require(self.ldb * self.dtype.bytes % 16 == 0, self, "stored rows must be whole 16-byte chunks (ldmatrix)")

@@ -6,7 +6,7 @@ from ...ir import (Sync, Alloc, Buffer, For, Gemm, Load, Ref, Store, binary, cas
 from ...ir import intrinsics as I
 from ...ir.lowering import WGMMA_PLANS, Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ...ir.layout.fragment import mma_accumulator_layout, wgmma_accumulator_layout
-from ...ir.semantics import gemm_accumulator_dtype, region_indices
+from ...ir.semantics import gemm_accumulator_dtype, region_indices, shared_row_stride
 from .ctx import Ctx, register, _whole_fragment
 
 
@@ -61,15 +61,21 @@ def lower_gemm(g: Gemm, ctx: Ctx):
                     f"same block_M and warps along M only (policy=T.GemmWarpPolicy.FullRow). With {ctx.threads} "
                     f"threads the {m} rows must split over {warps} warps of 16 rows each"
                     + (f": use threads <= {max(32, m // 16 * 32)} for block_M={m}" if m < 16 * warps else ""), g.span)
-            c = I.evaluate(I.GemmRS(m, n, k, wm, wn, g.trans_b, swz_b, _elem(g)),
-                           Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),)), span=g.span)
+            ldb = shared_row_stride(g.b)
+            intr = (I.GemmRS(m, n, k, wm, wn, g.trans_b, swz_b, _elem(g)) if ldb == (k if g.trans_b else n) else
+                    I.GemmRSLd(m, n, k, wm, wn, g.trans_b, swz_b, _elem(g), ldb))
+            c = I.evaluate(intr, Ref(ctx.reg(g.a.buffer), (const(0),)), b_ref, Ref(c_reg, (const(0),)), span=g.span)
         else:
             swz_a = int(g.a.buffer in ctx.swizzled)
             args = (Ref(g.a.buffer, g.a.starts), b_ref, Ref(c_reg, (const(0),)))
             if g.pipeline_hook is not None:  # the pipeline's sync, run before the last k16 step
                 args += (g.pipeline_hook,)
-            c = I.evaluate(I.GemmSS(m, n, k, wm, wn, g.trans_a, g.trans_b, swz_a, swz_b, _elem(g)), *args,
-                           span=g.span)
+            # a column slice of a wider shared tile keeps its parent's row stride (gemm_ss_ld)
+            lda, ldb = shared_row_stride(g.a), shared_row_stride(g.b)
+            ss = (m, n, k, wm, wn, g.trans_a, g.trans_b, swz_a, swz_b, _elem(g))
+            intr = (I.GemmSS(*ss) if (lda, ldb) == (m if g.trans_a else k, k if g.trans_b else n) else
+                    I.GemmSSLd(*ss, lda, ldb))
+            c = I.evaluate(intr, *args, span=g.span)
         return seq(pre, c)
     for x, what in ((g.a, "A"), (g.b, "B")):
         if x.buffer.scope == "fragment":

@@ -159,13 +159,15 @@ struct FragAddr {
   }
 };
 
-template <int M, int K, int WM, bool TRANS_A, int SWZ_A>
+template <int M, int K, int WM, bool TRANS_A, int SWZ_A, int LA = (TRANS_A ? M : K)>
 struct ALoader {
   static constexpr int WTM = M / WM, MI = WTM / 16;
   // !TRANS_A: [M][K], rows m, x4 plain: lane -> (m = l % 16, k-chunk = l / 16)
   //  TRANS_A: [K][M], rows k, x4 .trans: matrix i = l / 8 is (m-half i & 1, k-half i >> 1), so
   //           lane -> (k = l % 8 + 8 * (l / 16), m-chunk = (l / 8) & 1)
-  using Addr = FragAddr<TRANS_A ? M : K, SWZ_A, TRANS_A ? 2 * MI : 0>;
+  // LA: the stored row length (elements) -- the tile's own width, or its parent's when the
+  // operand is a column slice of a wider shared tile (gemm_ss_ld)
+  using Addr = FragAddr<LA, SWZ_A, TRANS_A ? 2 * MI : 0>;
   Addr addr;
   TC_DEVICE ALoader(uint32_t smem, int lane, int wm)
       : addr(smem, TRANS_A ? 0 : wm * WTM, TRANS_A ? wm * (WTM / 8) : 0,
@@ -180,7 +182,7 @@ struct ALoader {
   }
 };
 
-template <int N, int K, int WN, bool TRANS_B, int SWZ_B>
+template <int N, int K, int WN, bool TRANS_B, int SWZ_B, int LB_ = (TRANS_B ? K : N)>
 struct BLoader {
   static constexpr int WTN = N / WN, NI = WTN / 8;
   // !TRANS_B: [K][N], rows k, .trans: x4 matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15),
@@ -189,7 +191,7 @@ struct BLoader {
   //  TRANS_B: [N][K], rows n, plain: x4 matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7),
   //           (n 8-15, k 8-15); lane -> (n = l % 8 + 8 * (l / 16), k-chunk = (l / 8) & 1).
   //           x2: lane -> (n = l % 8, k-chunk = (l / 8) & 1).
-  static constexpr int LB = TRANS_B ? K : N;
+  static constexpr int LB = LB_;  // the stored row length, as ALoader's LA
   using Addr = FragAddr<LB, SWZ_B, TRANS_B ? 0 : NI>;
   Addr addr, addr2;
   TC_DEVICE BLoader(uint32_t smem, int lane, int wn)
@@ -236,9 +238,23 @@ struct NoHook {
 // SWZ_A / SWZ_B: 0 plain, 1 swizzle_offset<stored row length, sizeof(T)>.
 // hook() (optional) runs once, after the last k16 step's fragments are in registers and before
 // its mmas: tc::PipelineBarrier<N> there lets a pipelined loop's wait + barrier overlap the mmas.
+// gemm_ss_ld: the same, where A or B is a column slice of a wider shared tile: LDA / LDB are the
+// stored row lengths in elements (A: K, or M when transposed; B: N, or K when transposed, for a
+// whole tile).  A slice starts on a 16-byte boundary, and on a swizzle-group boundary (8 chunks) of a
+// swizzled tile, at a row that is a multiple of 8: the lowering checks (transform/cuda_ops/gemm.py).
+template <int M, int N, int K, int WM, int WN, bool TRANS_A, bool TRANS_B, int SWZ_A, int SWZ_B,
+          class T, int LDA, int LDB, class Hook = NoHook>
+TC_DEVICE void gemm_ss_ld(const T* A, const T* B, float* C, Hook hook = Hook());
+
 template <int M, int N, int K, int WM, int WN, bool TRANS_A, bool TRANS_B, int SWZ_A, int SWZ_B,
           class T, class Hook = NoHook>
 TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
+  gemm_ss_ld<M, N, K, WM, WN, TRANS_A, TRANS_B, SWZ_A, SWZ_B, T, (TRANS_A ? M : K), (TRANS_B ? K : N)>(A, B, C, hook);
+}
+
+template <int M, int N, int K, int WM, int WN, bool TRANS_A, bool TRANS_B, int SWZ_A, int SWZ_B,
+          class T, int LDA, int LDB, class Hook>
+TC_DEVICE void gemm_ss_ld(const T* A, const T* B, float* C, Hook hook) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WM >= 1 && WN >= 1, "tc::gemm_ss: WM and WN must be >= 1");
   static_assert(M % (16 * WM) == 0, "tc::gemm_ss: M must be a multiple of 16*WM (m16 tiles per warp)");
@@ -249,8 +265,8 @@ TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
   constexpr int MI = M / WM / 16, NI = N / WN / 8, KS = K / 16;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % (WM * WN);  // a T.ws branch: from 0
   const int wm = warp % WM, wn = warp / WM;
-  const detail::ALoader<M, K, WM, TRANS_A, SWZ_A> la(smem_addr(A), lane, wm);
-  const detail::BLoader<N, K, WN, TRANS_B, SWZ_B> lb(smem_addr(B), lane, wn);
+  const detail::ALoader<M, K, WM, TRANS_A, SWZ_A, LDA> la(smem_addr(A), lane, wm);
+  const detail::BLoader<N, K, WN, TRANS_B, SWZ_B, LDB> lb(smem_addr(B), lane, wn);
   uint32_t a[2][MI][4];
   uint32_t b[2][NI][2];
   la.load(a[0], 0);
@@ -279,8 +295,17 @@ TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
 // (FlashAttention's P @ V: P's f32 accumulator converted to T is used as the mma A operand.)
 // For k-step kk the A fragment is {pack(A[mi][2kk][h=0]), pack(A[mi][2kk][h=1]),
 // pack(A[mi][2kk+1][h=0]), pack(A[mi][2kk+1][h=1])}.  Requires WN == 1; B as in gemm_ss.
+// gemm_rs_ld: B a column slice of a wider shared tile, LDB its stored row length (as gemm_ss_ld).
+template <int M, int N, int K, int WM, int WN, bool TRANS_B, int SWZ_B, class T, int LDB>
+TC_DEVICE void gemm_rs_ld(const T* A_regs, const T* B, float* C);
+
 template <int M, int N, int K, int WM, int WN, bool TRANS_B, int SWZ_B, class T>
 TC_DEVICE void gemm_rs(const T* A_regs, const T* B, float* C) {
+  gemm_rs_ld<M, N, K, WM, WN, TRANS_B, SWZ_B, T, (TRANS_B ? K : N)>(A_regs, B, C);
+}
+
+template <int M, int N, int K, int WM, int WN, bool TRANS_B, int SWZ_B, class T, int LDB>
+TC_DEVICE void gemm_rs_ld(const T* A_regs, const T* B, float* C) {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WN == 1, "tc::gemm_rs: A in registers requires WN == 1 (warps only along M)");
   static_assert(WM >= 1, "tc::gemm_rs: WM must be >= 1");
@@ -291,7 +316,7 @@ TC_DEVICE void gemm_rs(const T* A_regs, const T* B, float* C) {
   constexpr int MI = M / WM / 16, NI = N / WN / 8, KS = K / 16, NK = K / 8;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) % (WM * WN);  // a T.ws branch: from 0
   const int wn = warp / WM;
-  const detail::BLoader<N, K, WN, TRANS_B, SWZ_B> lb(smem_addr(B), lane, wn);
+  const detail::BLoader<N, K, WN, TRANS_B, SWZ_B, LDB> lb(smem_addr(B), lane, wn);
   uint32_t b[2][NI][2];
   lb.load(b[0], 0);
 #pragma unroll
