@@ -19,7 +19,7 @@ import threading
 
 from ..errors import InternalCompilerError, TilecraftError
 from ..ir import (Buffer, Evaluate, Expr, If, Kernel, Let, Load, PrimFunc, Region, Span, Store, Var,
-                  as_expr, cast, const, dtype as dt)
+                  as_expr, cast, collect, const, dtype as dt)
 from ..ir.intrinsics import Extern, IntrinsicCall
 from .builder import Builder, activate, caller_span
 from .compat import AttrScope
@@ -291,6 +291,12 @@ class Parser(ExprMixin, LoopMixin):
                 self.builder.emit(Store(old, (const(0),), cast(value, old.dtype), span=self.span(node)))
                 return
             if isinstance(value, Buffer) and value.scope == "var":
+                if isinstance(old, Buffer) and old.scope == "var" and old is not value and self._names_existing(value):
+                    # `x = y` of two T.alloc_var scalars copies y's value into x (TileLang), it does
+                    # not make x another name for y's storage
+                    self.builder.emit(Store(old, (const(0),), cast(Load(value, (const(0),)), old.dtype),
+                                            span=self.span(node)))
+                    return
                 self.bind(target.id, value)
                 return
             if isinstance(value, Expr):
@@ -307,6 +313,7 @@ class Parser(ExprMixin, LoopMixin):
             values = list(value)
             if len(values) != len(target.elts):
                 raise self.error(node, f"cannot unpack {len(values)} values into {len(target.elts)} names")
+            values = self._snapshot_unpacked(target.elts, values, node)
             for t, v in zip(target.elts, values):
                 self.assign(t, v, node)
         elif isinstance(target, ast.Subscript):
@@ -316,6 +323,38 @@ class Parser(ExprMixin, LoopMixin):
             self.store(obj, self.subscript(obj, target.slice, node), value, node)
         else:
             raise self.error(node, f"cannot assign to {ast.unparse(target)}")
+
+    def _names_existing(self, buf) -> bool:
+        """Whether `buf` is already bound to a name (an existing T.alloc_var read, not a fresh one)."""
+        return any(v is buf for scope in self.scopes for v in scope.values())
+
+    def _snapshot_unpacked(self, targets, values, node) -> list:
+        """`a[0], a[1] = a[1], a[0]`: Python evaluates every right-hand value before it assigns any.
+        Values that read a buffer one of the targets writes (an element store, or a T.alloc_var
+        name) are taken into lets first, so a later store cannot see an earlier one's result."""
+        written = set()
+        for t in targets:
+            if isinstance(t, ast.Subscript):
+                obj = self.eval(t.value)
+                if isinstance(obj, Buffer):
+                    written.add(id(obj))
+            elif isinstance(t, ast.Name) and self.is_kernel_name(t.id):
+                old = self.lookup(t.id, t)
+                if isinstance(old, Buffer) and old.scope == "var":
+                    written.add(id(old))
+        if not written:
+            return values
+        out = []
+        for v in values:
+            if isinstance(v, Buffer) and v.scope == "var" and id(v) in written and self._names_existing(v):
+                v = Load(v, (const(0),))
+            if isinstance(v, Expr) and any(id(ld.buffer) in written for ld in collect(v, lambda n: isinstance(n, Load))):
+                var = Var(self.builder.fresh_name("unpacked"), v.dtype)
+                self.builder.emit(Let(var, v, span=self.span(node)))
+                self.let_values[var] = v
+                v = var
+            out.append(v)
+        return out
 
     def _outer_let_rebound(self, name, outer, node):
         """`x = ...` inside an `if`/loop body for an `x` bound (as a let) outside it: Python would
