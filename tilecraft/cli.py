@@ -411,6 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--also-compile", metavar="ARCH", default=None,
                    help="with --cpu (implied): also compile every kernel for this CUDA arch (e.g. sm_90a; NVRTC, "
                         "no launch) so its lowering's refusals show and kernel.get_plan() shows its plan")
+    p.add_argument("--arch", metavar="ARCH", default=None,
+                   help="with --cpu (implied): the GPU architecture torch.cuda reports to the program (default: "
+                        "the --also-compile arch, else sm_90a), for a program that demands e.g. sm_120; same as "
+                        "TILECRAFT_CPU_ARCH")
     p.add_argument("program", metavar="PROG.py")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's own arguments")
     p.set_defaults(fn=_run)
@@ -421,11 +425,14 @@ def _run(args) -> int:
     """`tilecraft run`: the program's own exceptions and exit status pass through unchanged."""
     from .compat import run_module, run_program
     from . import env
-    if args.cpu or args.also_compile or env.knobs.run_on_cpu:
+    if args.cpu or args.also_compile or args.arch or env.knobs.run_on_cpu:
         from .compat import cpu_mode
         from .target import ARCHS
-        if args.also_compile and args.also_compile not in ARCHS:
-            raise CliError(f"--also-compile {args.also_compile}: expected one of {', '.join(ARCHS)}")
+        for flag, value in (("--also-compile", args.also_compile), ("--arch", args.arch)):
+            if value and value not in ARCHS:
+                raise CliError(f"{flag} {value}: expected one of {', '.join(ARCHS)}")
+        if args.arch:
+            os.environ["TILECRAFT_CPU_ARCH"] = args.arch
         os.environ["TILECRAFT_RUN_ON_CPU"] = "1"       # the program's own subprocesses too
         if args.also_compile:
             os.environ["TILECRAFT_ALSO_COMPILE"] = args.also_compile

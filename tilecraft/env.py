@@ -209,6 +209,11 @@ class Knobs:
     also_compile: str = _knob(
         "ALSO_COMPILE", lambda name, raw: raw.strip(), "",
         "CPU mode: every kernel is also compiled (not launched) for this CUDA arch, e.g. sm_90a")
+    cpu_arch: str = _knob(
+        "CPU_ARCH", lambda name, raw: raw.strip(), "",
+        "CPU mode: the GPU architecture torch.cuda reports (get_device_capability, names, properties), e.g. "
+        "sm_120 for a program that demands one; default: the ALSO_COMPILE arch, else sm_90a.  Only what the "
+        "program sees changes: the CPU target runs every construct it has whatever the arch")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 

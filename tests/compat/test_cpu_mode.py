@@ -79,7 +79,8 @@ TOO_MUCH_SHARED = textwrap.dedent('''
 def _run(args, tmp_path, source, env=None, timeout=300):
     prog = tmp_path / "prog.py"
     prog.write_text(source)
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TILECRAFT_RUN_ON_CPU", "TILECRAFT_ALSO"))}
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("TILECRAFT_RUN_ON_CPU", "TILECRAFT_ALSO", "TILECRAFT_CPU_ARCH"))}
     full_env.update(PYTHONPATH=ROOT + os.pathsep + full_env.get("PYTHONPATH", ""), **(env or {}))
     return subprocess.run([sys.executable, *[str(prog) if a == "PROG" else a for a in args]], cwd=tmp_path,
                           env=full_env, capture_output=True, text=True, timeout=timeout)
@@ -211,3 +212,27 @@ def test_also_compile_rejects_an_unknown_arch():
     with pytest.raises(ValueError, match="sm_91"):
         cpu_mode.install("sm_91")
     assert not cpu_mode.active()
+
+
+DEMANDS_SM120 = textwrap.dedent('''
+    import torch
+    import tilelang
+    cap = torch.cuda.get_device_capability()
+    if cap < (12, 0):
+        raise RuntimeError(f"SM120 or newer is required, got compute capability {cap}")
+    print("sees", cap, torch.cuda.get_device_name(0))
+''')
+
+
+def test_the_reported_arch_is_a_knob(tmp_path):
+    """A program that demands a newer GPU than CPU mode's default (sm_90a) sees the one asked for with
+    `--arch` / TILECRAFT_CPU_ARCH; the default stays sm_90a (programs pick Hopper paths by it)."""
+    r = _run(["-m", "tilecraft", "run", "--cpu", "PROG"], tmp_path, DEMANDS_SM120)
+    assert r.returncode != 0 and "got compute capability (9, 0)" in r.stderr
+    r = _run(["-m", "tilecraft", "run", "--cpu", "--arch", "sm_120", "PROG"], tmp_path, DEMANDS_SM120)
+    assert r.returncode == 0 and "sees (12, 0) tilecraft CPU mode (sm_120)" in r.stdout, r.stderr
+    source = "import tilecraft.compat; tilecraft.compat.install()\n" + DEMANDS_SM120
+    r = _run(["PROG"], tmp_path, source, env={"TILECRAFT_RUN_ON_CPU": "1", "TILECRAFT_CPU_ARCH": "sm_100a"})
+    assert r.returncode != 0 and "got compute capability (10, 0)" in r.stderr
+    r = _run(["-m", "tilecraft", "run", "--cpu", "--arch", "sm_99", "PROG"], tmp_path, DEMANDS_SM120)
+    assert r.returncode != 0 and "--arch sm_99: expected one of" in r.stderr

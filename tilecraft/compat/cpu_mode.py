@@ -29,8 +29,10 @@ Tensors asked for on CUDA land on the CPU:
 ``tensor.device`` says ``cpu`` and ``tensor.is_cuda`` is False: a program that checks them by hand
 sees the truth.
 
-``torch.cuda`` bookkeeping answers as one GPU of the reported architecture would (the
-``--also-compile`` arch, else sm_90a): ``is_available`` -> True (TileLang programs guard on it and
+``torch.cuda`` bookkeeping answers as one GPU of the reported architecture would
+(``TILECRAFT_CPU_ARCH`` / ``tilecraft run --cpu --arch``, else the ``--also-compile`` arch, else
+sm_90a: a program that demands an sm_120 GPU runs with ``--arch sm_120``; the CPU target runs the
+same constructs whatever is reported): ``is_available`` -> True (TileLang programs guard on it and
 would stop; torch's own modules asking -- the profiler, ``torch.compile``'s backends -- get the
 truth, and tilecraft's own code asks ``target.cuda_available()``, False in CPU mode),
 ``is_initialized`` -> True, ``init``, ``synchronize``, ``empty_cache``, ``ipc_collect``,
@@ -351,14 +353,17 @@ def install(also_compile: str | None = None) -> None:
     also = also_compile if also_compile is not None else env.knobs.also_compile
     if also:
         _check_arch(also)
+    reported = env.knobs.cpu_arch or also or "sm_90a"
+    _check_arch(reported)
     with _lock:
         if _state:
             if also:
-                _state["also"] = _state["arch"] = also
+                _state["also"] = also
+                _state["arch"] = env.knobs.cpu_arch or also
             return
         import torch
         import torch.utils._device as tdev
-        arch = also or "sm_90a"
+        arch = reported
         state: dict = {"arch": arch, "also": also or None, "cuda": {}}
         for name, value in _cuda_names(arch).items():
             state["cuda"][name] = getattr(torch.cuda, name, _MISSING)

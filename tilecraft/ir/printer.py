@@ -193,6 +193,9 @@ class Printer(_Dispatch):
     def visit_BarrierArrive(self, s):
         self.emit(f"T.barrier_arrive({self.expr(s.barrier)})")
 
+    def visit_MmaCommitArrive(self, s):
+        self.emit(f"T.tcgen05_mma_arrive({self.expr(s.barrier)})")
+
     def visit_BarrierWait(self, s):  # the line is part of the kernel: a CPU wait that fails names it
         at = f", at={s.span.short()!r}" if s.span is not None else ""
         self.emit(f"T.barrier_wait({self.expr(s.barrier)}, {self.expr(s.parity)}{at})")

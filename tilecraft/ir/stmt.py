@@ -99,6 +99,7 @@ class AnnotationKey(enum.StrEnum):
     LAYOUT = "layout"                      # T.annotate_layout: {buffer: layout}
     NO_SET_MAX_NREG = "no_set_max_nreg"    # T.disable_warp_group_reg_alloc(): register budgets as launched
     MANUAL_WARP_GROUPS = "manual_warp_groups"  # the kernel orders its warp groups itself (lower_manual_sync_cuda)
+    REQUIRES_ARCH = "requires_arch"        # a construct only some CUDA archs have: an ir/blackwell.py ArchNeed
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,24 +1,19 @@
-"""TileLang's Blackwell-only constructs (tcgen05 MMA and tensor memory, block-scaled MMA, cluster
-launch control): each is refused at the user's line with the architecture it needs.  tilecraft
-compiles for the CPU target and CUDA sm_80 / sm_90a; a Blackwell backend is a later step, and
-emulating these on other targets would not be the program the user wrote (its tensor-memory
-traffic, barriers and 2-CTA pairs are the point of it)."""
+"""TileLang's Blackwell-only constructs.  Tensor memory and the tcgen05 MMA with its commit
+(language/tcgen05.py) run on the CPU target, whose exact semantics need no Blackwell hardware, and
+are refused by every CUDA target at the user's line naming sm_100.  The ones below (block-scaled
+MMA, tensor-memory copies and loads by hand, descriptors, cluster launch control) are refused at the
+user's line with the architecture they need, on every target."""
 from __future__ import annotations
 
 from .builder import caller_span, current_span
 
 # name -> (architecture, what the construct is)
 BLACKWELL = {
-    "tcgen05_gemm": ("sm_100", "a tcgen05 MMA into tensor memory"),
     "tcgen05_gemm_blockscaled": ("sm_100", "a block-scaled tcgen05 MMA (MX formats with scale factors)"),
-    "tcgen05_mma_arrive": ("sm_100", "an mbarrier arrival when tcgen05 MMAs complete"),
     "tcgen05_sf_warp_transpose": ("sm_100", "the scale-factor transpose for block-scaled tcgen05 MMA"),
     "tcgen05_cp_warpx4": ("sm_100", "a shared-to-tensor-memory copy (tcgen05.cp)"),
     "tcgen05_ld": ("sm_100", "a tensor-memory load (tcgen05.ld)"),
     "tcgen05_st": ("sm_100", "a tensor-memory store (tcgen05.st)"),
-    "tcgen05_before_thread_sync": ("sm_100", "a tcgen05 fence"),
-    "tcgen05_after_thread_sync": ("sm_100", "a tcgen05 fence"),
-    "alloc_tmem": ("sm_100", "a tensor-memory allocation"),
     "alloc_tcgen05_smem_desc": ("sm_100", "a tcgen05 shared-memory descriptor"),
     "alloc_tcgen05_instr_desc": ("sm_100", "a tcgen05 instruction descriptor"),
     "initialize_tcgen05_descriptor": ("sm_100", "a tcgen05 shared-memory descriptor"),
@@ -46,4 +41,7 @@ def _refuse(name: str, arch: str, what: str):
 
 
 globals().update({name: _refuse(name, arch, what) for name, (arch, what) in BLACKWELL.items()})
-__all__ = sorted(BLACKWELL)
+from .tcgen05 import (alloc_tmem, tcgen05_gemm, tcgen05_mma_arrive, tcgen05_before_thread_sync,  # noqa: E402
+                      tcgen05_after_thread_sync)
+from . import tcgen05 as _tcgen05  # noqa: E402
+__all__ = sorted(BLACKWELL) + _tcgen05.__all__

@@ -162,16 +162,16 @@ def async_copy(src, dst):
     copy(src, dst)
 
 
-def _gemm_operand(x, what, allowed):
+def _gemm_operand(x, what, allowed, op="T.gemm"):
     if isinstance(x, Load):
-        raise error(f"T.gemm: {what} must be a tile (a buffer or a slice), not a single element")
-    r = as_region(x, f"T.gemm {what}")
+        raise error(f"{op}: {what} must be a tile (a buffer or a slice), not a single element")
+    r = as_region(x, f"{op} {what}")
     if r.buffer.scope not in allowed:
-        raise error(f"T.gemm: {what} {r.buffer.name} is in {r.buffer.scope} memory; it must be "
+        raise error(f"{op}: {what} {r.buffer.name} is in {r.buffer.scope} memory; it must be "
                     f"{' or '.join(allowed)}",
                     hint="copy it into a T.alloc_shared / T.alloc_fragment tile first")
     if len(r.squeezed_shape()) != 2 and not (len(r.extents) == 2):
-        raise error(f"T.gemm: {what} {_describe(r)} must be a 2-D tile")
+        raise error(f"{op}: {what} {_describe(r)} must be a 2-D tile")
     return r
 
 
@@ -181,36 +181,44 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     _ignored_options("T.gemm", k_pack=(k_pack, 1, "k_pack packs operands for AMD matrix cores"),
                      wg_wait=(wg_wait, 0, "tilecraft's T.gemm completes before the next statement"),
                      use_wgmma=(use_wgmma, None, "wgmma is chosen per kernel with pass_configs tc.use_wgmma"))
-    a = _gemm_operand(A, "A", ("shared", "fragment", "local"))
-    bb = _gemm_operand(B, "B", ("shared", "fragment", "local"))
-    c = _gemm_operand(C, "C", ("fragment", "local"))
+    b.emit(gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum))
+
+
+def gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm",
+            c_scopes=("fragment", "local")) -> Gemm:
+    """The checked `Gemm` tile op of `op_name(A, B, C, ...)` (not emitted): T.gemm's and the
+    tcgen05 gemm's (language/tcgen05.py, whose accumulator may be tensor memory) shared checks."""
+    b = require_kernel(op_name)
+    a = _gemm_operand(A, "A", ("shared", "fragment", "local"), op_name)
+    bb = _gemm_operand(B, "B", ("shared", "fragment", "local"), op_name)
+    c = _gemm_operand(C, "C", c_scopes, op_name)
     pol = policy.value if isinstance(policy, GemmWarpPolicy) else str(policy)
     if pol not in ("Square", "FullRow", "FullCol"):
-        raise error(f"T.gemm: unknown policy {policy!r}; use T.GemmWarpPolicy.Square/FullRow/FullCol")
+        raise error(f"{op_name}: unknown policy {policy!r}; use T.GemmWarpPolicy.Square/FullRow/FullCol")
     op = Gemm(a, bb, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum), span=b.span)
     a2 = a.squeezed_shape() if len(a.squeezed_shape()) == 2 else a.extents
     b2 = bb.squeezed_shape() if len(bb.squeezed_shape()) == 2 else bb.extents
     c2 = c.squeezed_shape() if len(c.squeezed_shape()) == 2 else c.extents
     for r, shape in ((a, a2), (bb, b2), (c, c2)):
         if 1 in tuple(shape) or len(r.squeezed_shape()) != 2:
-            raise error(f"T.gemm: {_describe(r)} has a dimension of 1 ({tuple(shape)}); T.gemm multiplies 2-D tiles "
-                        f"of at least 2 x 2 elements",
+            raise error(f"{op_name}: {_describe(r)} has a dimension of 1 ({tuple(shape)}); {op_name} multiplies "
+                        f"2-D tiles of at least 2 x 2 elements",
                         hint="a matrix-vector product: a T.Parallel loop over the products and T.reduce_sum")
     m, n, k = op.mnk
     kb = b2[1] if transpose_B else b2[0]
     ta = "transpose_A=True" if transpose_A else "A as (M, K)"
     tb = "transpose_B=True" if transpose_B else "B as (K, N)"
     if k != kb:
-        raise error(f"T.gemm: tile shapes do not agree: {a.buffer.name} {tuple(a2)} and "
+        raise error(f"{op_name}: tile shapes do not agree: {a.buffer.name} {tuple(a2)} and "
                     f"{bb.buffer.name} {tuple(b2)} have different K ({k} vs {kb}) with {ta}, {tb}",
                     hint="for B stored as (N, K) pass transpose_B=True")
     if tuple(c2) != (m, n):
-        raise error(f"T.gemm: accumulator {c.buffer.name} has shape {tuple(c2)} but "
+        raise error(f"{op_name}: accumulator {c.buffer.name} has shape {tuple(c2)} but "
                     f"{a.buffer.name} @ {bb.buffer.name} is ({m}, {n})")
     if a.buffer.dtype is not bb.buffer.dtype:
-        raise error(f"T.gemm: A ({a.buffer.name}) is {a.buffer.dtype} but B ({bb.buffer.name}) is "
+        raise error(f"{op_name}: A ({a.buffer.name}) is {a.buffer.dtype} but B ({bb.buffer.name}) is "
                     f"{bb.buffer.dtype}; both operands must have the same dtype")
-    b.emit(op)
+    return op
 
 
 def fill(buffer, value):

@@ -14,6 +14,8 @@ its whole tile, in program order:
   (cpu_threads.py); the check stays for what that analysis leaves here (a simulation over its
   budget): the kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py)
   instead of hanging or computing something else;
+- a tcgen05 commit (`MmaCommitArrive`, ir/blackwell.py) is one arrival, whoever runs it: the gemms
+  before it have completed when it runs;
 - register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once);
 - an `if` on the thread index around tile work (`if tx < 32: ... else: ...`) is a branch of those
   threads, as on CUDA (thread_range_branches.py): each branch runs once, in program order.
@@ -24,6 +26,7 @@ import warnings
 
 from ..ir import AnnotationKey, If, Kernel, Mutator, Ref, const, seq
 from ..ir import intrinsics as I
+from ..ir.blackwell import MmaCommitArrive
 from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
 from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
@@ -112,6 +115,9 @@ class _Lower(Mutator):
     def visit_BarrierArrive(self, s: BarrierArrive):
         n = self.lanes if self.lanes is not None else group_threads(self.groups, self.block_threads)
         return I.evaluate(I.CpuMbarArrive(), self.visit(s.barrier), const(n), span=s.span)
+
+    def visit_MmaCommitArrive(self, s: MmaCommitArrive):
+        return I.evaluate(I.CpuMbarArrive(), self.visit(s.barrier), const(1), span=s.span)
 
     def visit_BarrierWait(self, s: BarrierWait):
         self.sites += 1

@@ -28,6 +28,7 @@ from dataclasses import replace
 from ..ir import Annotate, AnnotationKey, If, Kernel, Mutator, Sync, binary, const, seq
 from ..ir import intrinsics as I
 from ..ir.expr import thread_index
+from ..ir.blackwell import MmaCommitArrive
 from ..ir.func import PrimFunc
 from ..errors import TilecraftError
 from ..ir.hopper import REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
@@ -87,6 +88,13 @@ class _Lower(Mutator):
 
     def visit_BarrierWait(self, s: BarrierWait):
         return I.evaluate(I.MbarWaitParity(), s.barrier, s.parity, span=s.span)
+
+    def visit_MmaCommitArrive(self, s: MmaCommitArrive):
+        # CUDA targets refuse tcgen05 before this pass (validate/arch.py): here only the CPU target's
+        # thread-level mode, whose gemms are spread over the issuing threads with no single completion
+        raise TilecraftError("a tcgen05 commit (T.tcgen05_gemm(mbar=...) / T.tcgen05_mma_arrive) is not available in "
+                             "the CPU target's thread-level mode (a program that reads the thread index or "
+                             "needs its warp groups to run concurrently)", s.span)
 
     def visit_SetMaxNreg(self, s: SetMaxNreg):
         if not self.sm90a:  # warned about by lower_manual_sync_cpu.warn_register_hints

@@ -4,6 +4,7 @@ exception on a user's mistake.
 
 Before and after: the parsed IR, unchanged (these rules only check).  One file per concern, each a
 `rule(func, target)` that raises `TilecraftError` at the offending statement:
+- arch.py       constructs only some CUDA architectures have (tensor memory, tcgen05, clusters), on the others
 - names.py      every scalar name has a value when the kernel runs (a T.dynamic used only as a tile size)
 - extents.py    loop extents (TileLang's symbolic-T.Parallel rule, CUDA's constant extents) and grid sizes
 - operators.py  operators on dtypes that have none (`<<` on a float), integer division by a constant 0,
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 from ...ir.func import PrimFunc
 from .accesses import check_accesses
+from .arch import check_arch
 from .extents import check_extents
 from .limits import check_limits
 from .names import check_names
 from .operators import check_operators
 
-RULES = (check_names, check_extents, check_operators, check_accesses, check_limits)
+RULES = (check_arch, check_names, check_extents, check_operators, check_accesses, check_limits)
 
 
 def validate(func: PrimFunc, ctx) -> PrimFunc:
