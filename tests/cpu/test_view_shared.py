@@ -102,8 +102,9 @@ def test_a_view_larger_than_its_tile_is_refused():
     assert "test_view_shared.py" in str(e.value)
 
 
-def test_only_shared_tiles_are_viewed():
-    with pytest.raises(TilecraftError, match=r"only shared tiles can be viewed"):
+def test_a_fragment_is_reshaped_not_reinterpreted():
+    # a fragment view keeps the element type (tests/cpu/test_view_fragment.py reshapes one)
+    with pytest.raises(TilecraftError, match=r"a register fragment can only be reshaped"):
         @T.prim_func
         def main(A: T.Tensor((16, 16), "float32")):
             with T.Kernel(1, threads=32) as bx:

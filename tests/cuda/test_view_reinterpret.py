@@ -115,7 +115,8 @@ def _bad(body):
 @pytest.mark.parametrize("body,needle", [
     (lambda X, s, f: T.view(s, shape=[16, 16], dtype="float32"), "needs 1024 bytes"),
     (lambda X, s, f: T.view(s, dtype="float32"), "needs 1024 bytes but s (16, 16) float16 has 512"),
-    (lambda X, s, f: T.view(f, dtype="float16"), "only shared tiles can be viewed"),
+    (lambda X, s, f: T.view(f, dtype="float16"), "a register fragment can only be reshaped"),
+    (lambda X, s, f: T.view(f, shape=[16, 8]), "a register fragment can only be reshaped"),
     (lambda X, s, f: T.view(X, shape=[16, 9], dtype="float32"), "needs 576 bytes"),
     (lambda X, s, f: T.view(s, shape=[16, 5], dtype="float64"), "needs 640 bytes"),
 ])

@@ -13,7 +13,11 @@ view names the first one's base.  What holds downstream:
   - bytes are the base's bytes only when both sides index row-major: a base that a gemm gives a
     swizzled layout can be reused through a view as scratch, but what a swizzled base holds is not
     readable element-for-element through a view.
-Register fragments and local buffers have per-thread layouts and cannot be viewed.
+A register fragment can be reshaped (`T.reshape(frag, shape)`, or `T.view` with its element type):
+the view holds the same elements in row-major order, `view[idx]` is `frag[unravel(ravel(idx))]`, as
+TileLang's reshape of a fragment.  On the CPU target it is the same array; on CUDA it names the same
+per-thread registers with the base's layout reshaped (ir/layout/reshape.py, transform/infer_layouts.py).
+A fragment's registers cannot be reinterpreted as another element type; local buffers cannot be viewed.
 """
 from __future__ import annotations
 
@@ -38,11 +42,11 @@ def view(buffer, shape=None, dtype=None):
     base's)."""
     b = require_kernel("T.view")
     if not isinstance(buffer, Buffer):
-        raise error(f"T.view: the first argument must be a shared tile or a global tensor, got {buffer!r}")
-    if buffer.scope not in ("shared", "global"):
-        raise error(f"T.view({buffer.name}): only shared tiles can be viewed among on-chip buffers ({buffer.name} "
-                    f"is {buffer.scope}: a register fragment's layout is per thread); global tensors can be too",
-                    hint="copy the fragment into a shared tile and view that")
+        raise error(f"T.view: the first argument must be a shared tile, a register fragment or a global tensor, "
+                    f"got {buffer!r}")
+    if buffer.scope not in ("shared", "global", "fragment"):
+        raise error(f"T.view({buffer.name}): {buffer.name} is a {buffer.scope} buffer; shared tiles, register fragments "
+                    f"and global tensors can be viewed", hint="copy it into a shared tile or a fragment and view that")
     try:
         d = dt.dtype(dtype) if dtype is not None else buffer.dtype
     except (TilecraftError, ValueError) as e:
@@ -59,6 +63,11 @@ def view(buffer, shape=None, dtype=None):
     n = 1
     for s in shape:
         n = n * s
+    if buffer.scope == "fragment" and (d != buffer.dtype or n != buffer.numel):
+        raise error(f"T.view({buffer.name}, shape={shape}, dtype={d}): a register fragment can only be reshaped: "
+                    f"the same element type ({buffer.dtype}) and number of elements ({buffer.numel}), as "
+                    f"{tuple(buffer.shape)}", hint="a fragment's registers are per thread; view a shared tile to "
+                    "reinterpret bytes")
     if isinstance(n, int) and all(isinstance(s, int) for s in base_shape):
         need, have = n * d.bits, buffer.numel * buffer.dtype.bits
         if need > have:

@@ -27,6 +27,7 @@ from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
 from ..ir.semantics import (shared_row_stride, loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
 from .warp_groups import thread_contexts
+from ..ir.layout.reshape import fragment_views, reshape_layout
 from ..ir.layout.fragment import (FragmentLayout, default_layout, extend_over_loop, extend_uniform, extend_window,
                                replicated_layout,
                                uniform_slot_part, mma_accumulator_layout,
@@ -152,8 +153,9 @@ class _Inference:
         self.plans: dict = {}
         self._uniform = None  # fragments some nest or copy indexes uniformly (_uniformly_indexed)
         self.notes: list = []  # one line per gemm: the path chosen and, if wgmma was asked for, why not
+        self.views = fragment_views(kernel.body)  # T.reshape of a fragment: the same registers, reshaped
 
-    def set(self, buf: Buffer, layout: FragmentLayout, why, span) -> bool:
+    def set(self, buf: Buffer, layout: FragmentLayout, why, span, through_view=False) -> bool:
         old = self.layouts.get(buf)
         if old is not None:
             if not old.equivalent(layout):
@@ -166,7 +168,27 @@ class _Inference:
             raise TilecraftError(f"internal: layout shape {layout.shape} for {buf.name}{buf.shape}", span)
         self.layouts[buf] = layout
         self.reasons[buf] = why
+        if not through_view:
+            self._set_views(buf, layout, why)
         return True
+
+    def _set_views(self, buf: Buffer, layout: FragmentLayout, why):
+        """A fragment and its reshaped views (T.reshape / T.view) name the same registers: once one
+        of them has a layout, the others take it reshaped (ir/layout/reshape.py), slot for slot."""
+        base = self.views[buf].base if buf in self.views else buf
+        group = [base] + [v for v, s in self.views.items() if s.base is base]
+        for other in group:
+            if other is buf:
+                continue
+            view = self.views[other if other is not base else buf]
+            lay = reshape_layout(layout, other.shape)
+            if lay is None:
+                raise TilecraftError(
+                    f"T.reshape({view.base.name}, {tuple(view.buffer.shape)}): {why} gives {buf.name} the register "
+                    f"layout {layout.describe()}, which cannot be named with the shape {tuple(other.shape)} of "
+                    f"{other.name} on the CUDA target (its row-major elements do not split into whole digits)",
+                    view.span, hint="copy the fragment into a fragment of the new shape (T.Parallel) instead")
+            self.set(other, lay, f"{why}, seen through T.reshape", view.span, through_view=True)
 
     def run(self, body):
         gemms = collect(body, lambda n: isinstance(n, Gemm))

@@ -18,7 +18,7 @@ The per-op lowerings are registered by op class in `CUDA_LOWERING`.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Store, binary, collect, const, substitute
+from ..ir import Alloc, Const, For, Gemm, If, Kernel, Load, Mutator, Ref, Seq, Store, binary, collect, const, substitute
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan
 from ..ir.layout.fragment import FragmentLayout, covering_slot, extend_over_loop, extend_window, uniform_slot_part
@@ -100,6 +100,10 @@ class _Lower(Mutator):
         if a.buffer.scope == "fragment":
             return Alloc(self.ctx.reg(a.buffer), span=a.span)
         return a
+
+    def visit_View(self, v):
+        """A reshaped fragment names its base's registers (Ctx.reg): nothing to declare."""
+        return Seq(()) if v.buffer.scope == "fragment" else v
 
     def visit_Ref(self, e: Ref):
         """`&frag[0]` (a whole fragment handed to an intrinsic, e.g. tc::wgmma_drain): the address

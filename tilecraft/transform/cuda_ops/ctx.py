@@ -6,6 +6,7 @@ from ...errors import TilecraftError
 from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
 from ...ir.expr import thread_index
 from ...ir.layout.fragment import FragmentLayout
+from ...ir.layout.reshape import fragment_views
 from ...ir.oob import out_of_bounds
 from ...registry import Registry
 
@@ -21,6 +22,8 @@ class Ctx:
         self.layouts = layouts
         self.swizzled = swizzled  # shared tiles with the sm80 XOR swizzle (tc::gemm_ss SWZ_A / SWZ_B)
         self.regs: dict = {}
+        # T.reshape of a fragment: view -> base, one register array (ir/layout/reshape.py)
+        self.views = {b: v.base for b, v in fragment_views(kernel.body).items()}
         self.n = 0
         # shared buffers lowering creates for one statement (written, then read, never carried
         # to a later statement or iteration): plan_shared_memory may overlap them with anything
@@ -43,6 +46,7 @@ class Ctx:
         sub.threads = threads
         sub.tid = binary("-", self.tid, base) if base else self.tid
         sub.regs = self.regs
+        sub.views = self.views
         sub.n = self.n
         sub.scratch = self.scratch
         sub.compact_scratch = self.compact_scratch
@@ -53,6 +57,9 @@ class Ctx:
         return Var(f"{base}{self.n}")
 
     def reg(self, frag: Buffer) -> Buffer:
+        base = self.views.get(frag)
+        if base is not None:
+            return self.reg(base)
         r = self.regs.get(frag)
         if r is None:
             lay = self.layout(frag, None)
