@@ -320,3 +320,37 @@ def test_early_stop_skips_the_rest_after_k_configs_without_improvement():
     assert "skipped" in result.table()
     with pytest.raises(ValueError, match="early_stop"):
         tuner(make_factory(None), configs, early_stop=0)
+
+
+def test_early_stop_true_times_no_config_in_full_that_a_probe_shows_far_slower(monkeypatch):
+    """TileLang's `run(early_stop=True, early_stop_factor=f)`: after the best so far, a config whose
+    short probe is over f x that best is recorded with the probe's latency and not timed in full;
+    the choice is the same as without it.  (chunk=1 costs 16x chunk=16's sleep floor.)"""
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")  # both runs tune
+    configs = [{"chunk": 16}, {"chunk": 1}, {"chunk": 8}]
+    result = tuner(make_factory(None), configs).run(early_stop=True, early_stop_factor=2.0)
+    assert result.config == {"chunk": 16}
+    first, slow, _ = result.all_results
+    assert first.status == "ok" and slow.status == "skipped (early stop)"
+    assert "short probe" in slow.reason and slow.latency > 2.0 * first.latency
+    plain = tuner(make_factory(None), configs).run(early_stop=False)
+    assert [r.status for r in plain.all_results] == ["ok"] * 3 and plain.config == {"chunk": 16}
+    with pytest.raises(ValueError, match="early_stop_factor"):
+        tuner(make_factory(None), configs).run(early_stop=True, early_stop_factor=0.5)
+
+
+def test_the_decorator_takes_early_stop_and_its_factor():
+    tuned = autotune(configs=[{"chunk": 16}, {"chunk": 1}], early_stop=True, early_stop_factor=2.0,
+                     ref_prog=ref, **FAST)(make_factory(None))
+    tuned(M, N, K)
+    assert tuned.last_result.config == {"chunk": 16}
+    assert tuned.last_result.all_results[1].status == "skipped (early stop)"
+    with pytest.raises(TypeError, match="early_stop"):
+        autotune(configs=[{"chunk": 16}], early_stop=3)
+
+
+def test_grouped_compile_gives_the_same_choice():
+    configs = [{"chunk": 1}, {"chunk": 16}]
+    assert tuner(make_factory(None), configs).run(enable_grouped_compile=True).config == {"chunk": 16}
+    with pytest.raises(TypeError, match="enable_grouped_compile"):
+        tuner(make_factory(None), configs).run(enable_grouped_compile="yes")

@@ -113,3 +113,29 @@ def test_decorator_stacked_on_jit_with_inputs():
 def test_autotune_is_exported_from_the_package():
     assert tilelang.autotune is autotune
     assert tilelang.autotuner.set_autotune_inputs is set_autotune_inputs
+
+
+PASS_CONFIG_SPACE = [
+    {"block_M": 32, "block_N": 32, "pass_configs": {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}},
+    {"block_M": 32, "block_N": 32, "pass_configs": {"tl.no_such_option": True}},  # refused: its own compile error
+]
+
+
+def test_a_configs_pass_configs_reach_its_compile_in_api_mode():
+    """TileLang's per-config compiler options in the search space (example_gemm_autotune_pass_configs):
+    `"pass_configs"` is not a kernel argument; each config compiles with its own options."""
+    result = (AutoTuner.from_kernel(matmul_program, PASS_CONFIG_SPACE).set_kernel_parameters((M, N, K), {})
+              .set_compile_args(out_idx=[-1], target="cpu")
+              .set_profile_args(ref_prog=ref, supply_type=TensorSupplyType.Normal, **FAST)
+              .run(enable_grouped_compile=True))
+    good, bad = result.all_results
+    assert good.status == "ok" and bad.status == "compile error" and "tl.no_such_option" in bad.reason
+    assert result.kernel.pass_configs.get("tl.disable_warp_specialized") is True
+
+
+def test_a_configs_pass_configs_reach_its_compile_in_decorator_mode():
+    tuned = autotune(configs=PASS_CONFIG_SPACE, ref_prog=ref, supply_type=TensorSupplyType.Normal, **FAST)(matmul)
+    kernel = tuned(M, N, K)
+    assert tuned.last_result.config["pass_configs"] == PASS_CONFIG_SPACE[0]["pass_configs"]
+    assert kernel.pass_configs.get("tl.disable_warp_specialized") is True
+    assert tuned.last_result.all_results[1].status == "compile error"

@@ -162,8 +162,11 @@ def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 2
              max_mismatched_ratio: float = 0.01, skip_check: bool = False,
              manual_check_prog: Callable | None = None, cache_input_tensors: bool = True,
              supply_prog: Callable | None = None, flops: float | Callable | None = None,
-             bytes: float | Callable | None = None) -> Callable[[Callable], AutoTuneImpl]:  # noqa: A002
-    """Decorator: tune the ``@jit`` factory below it over ``configs`` whenever it is called."""
+             bytes: float | Callable | None = None,  # noqa: A002
+             early_stop: bool = False, early_stop_factor: float | None = None) -> Callable[[Callable], AutoTuneImpl]:
+    """Decorator: tune the ``@jit`` factory below it over ``configs`` whenever it is called.
+    ``early_stop=True``: configs slower than ``early_stop_factor`` x the best so far in a short
+    probe are not timed in full (``AutoTuner.run``)."""
     if configs is None:
         raise TypeError("autotune: configs= is required (a list of dicts, or a function returning one)")
     if callable(configs) is False and not isinstance(configs, (list, tuple)):
@@ -172,6 +175,11 @@ def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 2
                         max_mismatched_ratio=max_mismatched_ratio, skip_check=skip_check, warmup=warmup, rep=rep,
                         timeout=timeout, manual_check_prog=manual_check_prog,
                         cache_input_tensors=cache_input_tensors, supply_prog=supply_prog, flops=flops, bytes=bytes)
+    if not isinstance(early_stop, bool):
+        raise TypeError(f"autotune: early_stop must be True or False, got {early_stop!r}")
+    if early_stop or early_stop_factor is not None:
+        from .tuner import _with_early_stop, ProfileArgs
+        profile_args["early_stop_factor"] = _with_early_stop(ProfileArgs(), early_stop, early_stop_factor).early_stop_factor
 
     def decorate(factory: Callable) -> AutoTuneImpl:
         return AutoTuneImpl(factory, configs, profile_args)

@@ -32,6 +32,19 @@ def is_jit_factory(obj: Any) -> bool:
     return callable(obj) and hasattr(obj, "fn") and hasattr(obj, "compile_kwargs")
 
 
+def is_real_jit(obj: Any) -> bool:
+    """A tilecraft ``@jit`` factory (not a stand-in with the same surface)."""
+    from ..jit import JITFactory
+    return isinstance(obj, JITFactory)
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _keyable(value: Any) -> bool:
     try:
         cache_key(value)
@@ -122,20 +135,58 @@ class Program:
         return self.factory is not None and not self.explicit_compile_args
 
     def _call_kwargs(self, config: dict) -> dict:
-        return {**self.kwargs, **config}
+        return {**self.kwargs, **self._split(config)[0]}
+
+    def _split(self, config: dict) -> tuple[dict, dict | None]:
+        """(the function's keyword arguments, the config's own pass_configs or None): a config may carry
+        `"pass_configs": {...}` (TileLang's per-config compiler options in the search space), compiled
+        with those options over the compile args' ones, unless the function itself takes `pass_configs`."""
+        if ("pass_configs" not in config or _takes(self.fn, "pass_configs")
+                or (self.through_factory and not is_real_jit(self.factory))):  # a stand-in gets it as given
+            return dict(config), None
+        extra = config["pass_configs"]
+        if extra is not None and not isinstance(extra, dict):
+            raise TypeError(f"autotune: a config's pass_configs must be a dict, got {extra!r}")
+        return {k: v for k, v in config.items() if k != "pass_configs"}, dict(extra or {})
+
+    def _compile_args_for(self, extra: dict | None) -> dict:
+        args = dict(self.compile_args)
+        if extra:
+            base = args.get("pass_configs")
+            base = dict(getattr(base, "given", None) or base or {})
+            args["pass_configs"] = {**base, **extra}
+        return args
+
+    def _factory_for(self, extra: dict | None):
+        """The jit factory compiling with the config's own pass_configs (a copy of it; cached)."""
+        if not extra:
+            return self.factory
+        from ..compiler.cache import cache_key as _key
+        from ..jit import JITFactory
+        key = _key(sorted((str(k), v) for k, v in extra.items()))
+        cache = self.__dict__.setdefault("_factories", {})
+        if key not in cache:
+            f = self.factory
+            kw = {k: getattr(f, k) for k in ("execution_backend", "compile_flags", "debug_root_path")
+                  if getattr(f, k, None) is not None}
+            cache[key] = JITFactory(f.fn, out_idx=f.compile_kwargs.get("out_idx"), target=f.compile_kwargs.get("target"),
+                                    pass_configs=self._compile_args_for(extra)["pass_configs"], **kw)
+        return cache[key]
 
     def compile(self, config: dict) -> tuple[Any, Any]:
         """(kernel, prim_func or None) for ``config``."""
-        kw = self._call_kwargs(config)
+        kw, extra = self._split(config)
+        kw = {**self.kwargs, **kw}
         if self.through_factory:
             # `.compile`: the kernel without running it (an eager-style jit runs when called)
-            kernel = getattr(self.factory, "compile", self.factory)(*self.args, **kw)
+            factory = self._factory_for(extra)
+            kernel = getattr(factory, "compile", factory)(*self.args, **kw)
             func = getattr(kernel, "prim_func", None) or getattr(kernel, "func", None)  # JITKernel.func
             return kernel, func
         import tilecraft
 
         func = self.fn(*self.args, **kw)
-        return tilecraft.compile(func, **_accepted(tilecraft.compile, self.compile_args)), func
+        return tilecraft.compile(func, **_accepted(tilecraft.compile, self._compile_args_for(extra))), func
 
     def prepare(self) -> None:
         """Resolve the target here, in the parent: a forked child must not query the GPU (CUDA
@@ -153,26 +204,28 @@ class Program:
         Prefers a runtime hook (``factory.precompile``), then the build step alone (which writes
         the cache entry without loading the binary onto a device), then a full compile.
         """
-        kw = self._call_kwargs(config)
-        if self.through_factory and hasattr(self.factory, "precompile"):
-            self.factory.precompile(*self.args, **kw)
+        kw, extra = self._split(config)
+        kw = {**self.kwargs, **kw}
+        factory = self._factory_for(extra) if self.through_factory else self.factory
+        if self.through_factory and hasattr(factory, "precompile"):
+            factory.precompile(*self.args, **kw)
             return
         target = getattr(self, "_target", None)
         if target is not None:
             from ..compiler.build import build
             from ..ir.func import PrimFunc
 
-            get_tir = getattr(self.factory, "get_tir", None) if self.through_factory else None
+            get_tir = getattr(factory, "get_tir", None) if self.through_factory else None
             func = get_tir(*self.args, **kw) if get_tir is not None else self.fn(*self.args, **kw)
             if isinstance(func, PrimFunc):
-                build(func, target, self.compile_args.get("pass_configs"))
+                build(func, target, self._compile_args_for(extra).get("pass_configs"))
                 return
         if self.through_factory:
-            getattr(self.factory, "compile", self.factory)(*self.args, **kw)
+            getattr(factory, "compile", factory)(*self.args, **kw)
             return
         import tilecraft
 
-        tilecraft.compile(self.fn(*self.args, **kw), **_accepted(tilecraft.compile, self.compile_args))
+        tilecraft.compile(self.fn(*self.args, **kw), **_accepted(tilecraft.compile, self._compile_args_for(extra)))
 
     def key_parts(self) -> tuple:
         """Everything about the program that a stored tuning result depends on."""

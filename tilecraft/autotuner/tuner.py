@@ -9,7 +9,9 @@ A run goes:
    (``parallel.precompile``) purely to fill the disk cache.
 3. Config by config, in this process: compile (now a cache hit), check against ``ref_prog``
    (or ``manual_check_prog``) on the same inputs, time with the profiler. A config that fails
-   to compile, to launch, or to match is recorded with its reason and skipped.
+   to compile, to launch, or to match is recorded with its reason and skipped.  With
+   ``early_stop=True`` (``early_stop_factor=f``) a checked config is first timed briefly; one
+   slower than f times the best so far is recorded with that time and not timed in full.
 4. The reference is timed on the best config's inputs, the result is stored on disk.
 
 The latency of a config is the median of its samples (robust to the odd slow repetition).
@@ -59,11 +61,32 @@ class ProfileArgs:
     flops: float | Callable | None = None
     bytes: float | Callable | None = None
     early_stop: int | None = None  # stop after this many timed configs in a row that beat no best
+    # TileLang's early_stop=True: a config whose short probe is slower than this factor times the best
+    # so far is not timed in full (it cannot win); None: every config is timed in full
+    early_stop_factor: float | None = None
 
     def key_parts(self) -> tuple:
         """What decides which configs pass (not the timing settings)."""
         return (self.supply_type, self.ref_prog is not None, self.manual_check_prog is not None,
                 self.rtol, self.atol, self.max_mismatched_ratio, self.skip_check)
+
+
+PROBE_MS = 5.0            # the early-stop probe's warmup and timing budget (ms), at most the run's own
+DEFAULT_EARLY_STOP_FACTOR = 1.5
+
+
+def _with_early_stop(pa: ProfileArgs, early_stop, factor) -> ProfileArgs:
+    """``run(early_stop=..., early_stop_factor=...)`` applied to the profile arguments."""
+    if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1):
+        raise ValueError(f"early_stop_factor must be a number >= 1 (a config slower than factor x the best is "
+                         f"not timed in full), got {factor!r}")
+    if early_stop is None:
+        return pa if factor is None else replace(pa, early_stop_factor=float(factor))
+    if isinstance(early_stop, bool):
+        return replace(pa, early_stop_factor=float(factor or DEFAULT_EARLY_STOP_FACTOR) if early_stop else None)
+    if not isinstance(early_stop, int) or early_stop < 1:
+        raise ValueError(f"early_stop must be True/False or a positive int, got {early_stop!r}")
+    return replace(pa, early_stop=early_stop)
 
 
 def _excerpt(reason: str | None, max_lines: int = 3, width: int = 160) -> str:
@@ -106,16 +129,16 @@ class AutoTuner:
                          manual_check_prog: Callable | None = None, cache_input_tensors: bool = True,
                          supply_prog: Callable | None = None, flops: float | Callable | None = None,
                          bytes: float | Callable | None = None,  # noqa: A002 - the user-facing name
-                         early_stop: int | None = None) -> "AutoTuner":
+                         early_stop: int | bool | None = None, early_stop_factor: float | None = None) -> "AutoTuner":
         """How configs are checked and timed. ``flops``/``bytes`` (numbers, or functions of the
         config) add a TFLOP/s or GB/s column to ``AutotuneResult.table()``. ``early_stop=k`` ends
         the search once k timed configs in a row fail to beat the best so far (configs are tried in
-        the order given, so list the likely winners first); the rest are reported as skipped."""
-        if early_stop is not None and (not isinstance(early_stop, int) or early_stop < 1):
-            raise ValueError(f"early_stop must be a positive int or None, got {early_stop!r}")
-        self.profile_args = ProfileArgs(TensorSupplyType(supply_type), ref_prog, supply_prog, rtol, atol,
-                                        max_mismatched_ratio, skip_check, warmup, rep, timeout,
-                                        manual_check_prog, cache_input_tensors, flops, bytes, early_stop)
+        the order given, so list the likely winners first); the rest are reported as skipped.
+        ``early_stop=True`` / ``early_stop_factor``: TileLang's probe-based early stop (``run``)."""
+        pa = ProfileArgs(TensorSupplyType(supply_type), ref_prog, supply_prog, rtol, atol,
+                         max_mismatched_ratio, skip_check, warmup, rep, timeout,
+                         manual_check_prog, cache_input_tensors, flops, bytes)
+        self.profile_args = _with_early_stop(pa, early_stop, early_stop_factor)
         return self
 
     def set_kernel_parameters(self, args: tuple = (), kwargs: dict | None = None) -> "AutoTuner":
@@ -141,12 +164,24 @@ class AutoTuner:
             raise TypeError(f"autotune: every config must be a dict of keyword arguments, got {bad[0]!r}")
         return configs
 
-    def run(self, warmup: float | None = None, rep: float | None = None, timeout: float | None = None) -> AutotuneResult:
-        """Tune and return the best config with its kernel (see the module docstring)."""
+    def run(self, warmup: float | None = None, rep: float | None = None, timeout: float | None = None,
+            early_stop: bool | int | None = None, early_stop_factor: float | None = None,
+            enable_grouped_compile: bool | None = None) -> AutotuneResult:
+        """Tune and return the best config with its kernel (see the module docstring).
+
+        ``early_stop=True`` (TileLang's): a checked config is first timed with a short probe, and
+        one slower than ``early_stop_factor`` (default 1.5) times the best so far is not timed in
+        full; an int keeps ``set_profile_args``' meaning (stop after that many configs in a row
+        without a new best).  ``enable_grouped_compile``: TileLang compiles the configs in groups;
+        tilecraft always compiles them at once in parallel worker processes (step 2), so either
+        value gives the same kernels and the same choice."""
         began = time.perf_counter()
         pa = self.profile_args
         pa = replace(pa, warmup=pa.warmup if warmup is None else warmup, rep=pa.rep if rep is None else rep,
                      timeout=pa.timeout if timeout is None else timeout)
+        if enable_grouped_compile is not None and not isinstance(enable_grouped_compile, bool):
+            raise TypeError(f"enable_grouped_compile must be a bool, got {enable_grouped_compile!r}")
+        pa = _with_early_stop(pa, early_stop, early_stop_factor)
         configs = self._resolve_configs()
         program = Program(self.kernel, self._args, self._kwargs, self._compile_args)
         user_inputs = current_autotune_inputs()
@@ -185,7 +220,7 @@ class AutoTuner:
                     pair = built.pop(r.index, None) or self._compile(program, r)
                     if pair is not None:
                         kernel, func = pair
-                        evaluated = self._evaluate(r, kernel, pa, user_inputs)
+                        evaluated = self._evaluate(r, kernel, pa, user_inputs, best[0].latency if best else None)
                         if evaluated is not None:
                             if best is None or r.latency < best[0].latency:
                                 best = (r, kernel, func, *evaluated)
@@ -241,9 +276,11 @@ class AutoTuner:
             self._inputs, self._input_sig = inputs, sig
         return inputs
 
-    def _evaluate(self, r: ConfigResult, kernel: Any, pa: ProfileArgs,
-                  user_inputs: tuple | None) -> tuple[Profiler, list] | None:
-        """Check and time one compiled config; on failure record why and return None."""
+    def _evaluate(self, r: ConfigResult, kernel: Any, pa: ProfileArgs, user_inputs: tuple | None,
+                  best: float | None = None) -> tuple[Profiler, list] | None:
+        """Check and time one compiled config; on failure record why and return None.  With
+        ``pa.early_stop_factor`` and a best latency so far, a short probe slower than factor x best
+        ends the timing there: the config is recorded as skipped, with the probe's latency."""
         profiler = Profiler(kernel, pa.supply_type)
         inputs = self._inputs_for(profiler, pa, user_inputs)  # a ValueError here is the user's mistake
         stage = LAUNCH_ERROR
@@ -261,6 +298,14 @@ class AutoTuner:
                 profiler.assert_allclose(ref, pa.rtol, pa.atol, pa.max_mismatched_ratio, input_tensors=inputs,
                                          manual_check_prog=pa.manual_check_prog)
                 stage = LAUNCH_ERROR
+            if pa.early_stop_factor is not None and best is not None:
+                probe = profiler.bench_stats(warmup=min(pa.warmup, PROBE_MS), rep=min(pa.rep, PROBE_MS),
+                                             input_tensors=inputs)
+                if probe.median > pa.early_stop_factor * best:
+                    r.status, r.latency, r.stats = SKIPPED, probe.median, probe.as_dict()
+                    r.reason = (f"early stop: a short probe took {probe.median:.4g} ms, over "
+                                f"{pa.early_stop_factor:g} x the best so far ({best:.4g} ms)")
+                    return None
             stats = profiler.bench_stats(warmup=pa.warmup, rep=pa.rep, input_tensors=inputs)
         except AssertionError as exc:
             r.status, r.reason = (MISMATCH if stage == MISMATCH else LAUNCH_ERROR), str(exc) or "assertion failed"
