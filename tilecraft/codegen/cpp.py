@@ -78,34 +78,19 @@ class CppPrinter(CPrinter):
         self.kernel = k
         for v in k.block_vars:
             self.nonneg.add(v)
-        grid = [self.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
         allocs = [a.buffer for a in collect(k.body, lambda n: isinstance(n, Alloc))]
         big = [b for b in allocs if b.numel > _STACK_LIMIT]
         self.hoisted = set(big)
         d = self.doc
-        d.line("{")
-        d.indent()
-        d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
-        d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
-        # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
-        # costs more than such a kernel does
-        # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/openmp.py)
-        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::omp_threads(tc_nblocks))")
-        d.line("{")
-        d.indent()
+        self.open_block_team(k)
         for b in big:
             store = self.name.fresh(f"{self.name(b)}_storage")
             t = self.type_name(b.dtype)
             d.line(f"tc::Storage {store}({b.numel} * sizeof({t}));  // zeroed, freed when the thread's loop ends")
             restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             d.line(f"{t}*{restrict} {self.name(b)} = ({t}*){store}.p;")
-        d.line("#pragma omp for schedule(dynamic, 1)")
-        d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
-        d.indent()
-        names = [self.name(v) for v in k.block_vars]
-        exprs = ["(int)(tc_b % tc_gx)", "(int)((tc_b / tc_gx) % tc_gy)", "(int)(tc_b / (tc_gx * tc_gy))"]
-        for n, ex in zip(names, exprs):
-            d.line(f"const int {n} = {ex};")
+        self.open_block_loop()
+        names = self.block_indices(k)
         for n in names:
             d.line(f"(void){n};")
         if _uses_rng(k):
@@ -129,6 +114,51 @@ class CppPrinter(CPrinter):
         d.line("}")
         self.kernel = outer
 
+    # ---- what both CPU printers open a kernel with (this one and cpp_threads.py) -------------------
+
+    def open_block_team(self, k: Kernel) -> None:
+        """`{`, the grid's extents and the OpenMP team that runs its blocks, left open for the team's
+        per-thread set-up."""
+        grid = [self.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
+        d = self.doc
+        d.line("{")
+        d.indent()
+        d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
+        d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
+        # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
+        # costs more than such a kernel does
+        # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/openmp.py)
+        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::omp_threads(tc_nblocks))")
+        d.line("{")
+        d.indent()
+
+    def open_block_loop(self) -> None:
+        """The team's loop over the blocks, left open for a block's body."""
+        d = self.doc
+        d.line("#pragma omp for schedule(dynamic, 1)")
+        d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
+        d.indent()
+
+    def block_indices(self, k: Kernel) -> list:
+        """This block's indices, declared from the loop's `tc_b`; their names."""
+        names = [self.name(v) for v in k.block_vars]
+        exprs = ["(int)(tc_b % tc_gx)", "(int)((tc_b / tc_gx) % tc_gy)", "(int)(tc_b / (tc_gx * tc_gy))"]
+        for n, ex in zip(names, exprs):
+            self.doc.line(f"const int {n} = {ex};")
+        return names
+
+
+def open_entry(p: CppPrinter, func: PrimFunc) -> None:
+    """The entry function's signature and its parameters and size symbols read from the argument arrays."""
+    d = p.doc
+    d.line(f'extern "C" int {ENTRY}(void** tc_args, const int64_t* tc_dims) {{')
+    d.indent()
+    for i, b in enumerate(func.params):
+        d.line(f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
+    for i, s in enumerate(func.symbols):
+        d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
+        d.line(f"(void){p.name(s)};")
+
 
 def _uses_rng(node) -> bool:
     return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)))
@@ -149,13 +179,7 @@ def generate_cpp(func: PrimFunc) -> str:
     d.line('#include "tilecraft_cpu.h"')
     d.line("")
     paste_imports(d, func)
-    d.line(f'extern "C" int {ENTRY}(void** tc_args, const int64_t* tc_dims) {{')
-    d.indent()
-    for i, b in enumerate(func.params):
-        d.line(f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
-    for i, s in enumerate(func.symbols):
-        d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
-        d.line(f"(void){p.name(s)};")
+    open_entry(p, func)
     from .cpp_manual_sync import entry_epilogue, entry_prologue, error_text_function  # mbarrier waits
     asserts = _has_asserts(func.body)
     if asserts:  # a false T.device_assert stops its block (visit_Kernel): return -1, the text in tc_error_text(-1)

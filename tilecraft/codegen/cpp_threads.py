@@ -27,7 +27,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters this mode reuses)
 from .c_printer import paste_imports
-from .cpp import ENTRY, CppPrinter
+from .cpp import CppPrinter, open_entry
 
 TARGET = "cpu_threads"
 _STACK_BASE = 64 * 1024   # bytes per fiber besides its register arrays (frames, header calls)
@@ -157,30 +157,18 @@ class CppThreadsPrinter(CppPrinter):
         self.kernel = k
         for v in (*k.block_vars, *k.thread_vars):
             self.nonneg.add(v)
-        grid = [self.expr(g) for g in k.grid] + ["1"] * (3 - len(k.grid))
         regs = sum(a.buffer.numel * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
                    if a.buffer.scope != "shared")
         stack = _STACK_BASE + 2 * regs
         smem = int(self.func.lowering.smem_bytes)
         d = self.doc
-        d.line("{")
-        d.indent()
-        d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
-        d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
-        d.line("#pragma omp parallel if(tc_nblocks > 1) num_threads(tc::omp_threads(tc_nblocks))")
-        d.line("{")
-        d.indent()
+        self.open_block_team(k)
         d.line(f"tc::simt::Block& tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")
         d.line(f"std::vector<unsigned char> tc_smem_store({smem} + 128);")
         d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.data() + 127) & ~(uintptr_t)127);")
-        d.line("#pragma omp for schedule(dynamic, 1)")
-        d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
-        d.indent()
+        self.open_block_loop()
         d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
-        names = [self.name(v) for v in k.block_vars]
-        exprs = ["(int)(tc_b % tc_gx)", "(int)((tc_b / tc_gx) % tc_gy)", "(int)(tc_b / (tc_gx * tc_gy))"]
-        for n, ex in zip(names, exprs):
-            d.line(f"const int {n} = {ex};")
+        names = self.block_indices(k)
         d.line("auto tc_thread = [&]() {")
         d.indent()
         d.line("const int tc_tid = tc::simt::tid();")
@@ -215,13 +203,7 @@ def generate_cpp_threads(func: PrimFunc) -> str:
     d.line('#include "tilecraft_cpu_threads.h"')
     d.line("")
     paste_imports(d, func)
-    d.line(f'extern "C" int {ENTRY}(void** tc_args, const int64_t* tc_dims) {{')
-    d.indent()
-    for i, b in enumerate(func.params):
-        d.line(f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)} = ({p.type_name(b.dtype)}*)tc_args[{i}];")
-    for i, s in enumerate(func.symbols):
-        d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
-        d.line(f"(void){p.name(s)};")
+    open_entry(p, func)
     d.line("tc::cpu_assert_text() = nullptr;")
     d.line("tc::simt::reset();")
     p.stmt(func.body)
