@@ -186,6 +186,30 @@ def test_torch_cuda_bookkeeping_answers_and_is_restored():
     assert torch.cuda.is_available is before
 
 
+def test_cuda_random_tensors_leave_the_cpu_generator_as_a_gpu_would():
+    """A seeded program that draws "cuda" tensors and then CPU ones (DeepSeek's cu_seqlens: randn on
+    cuda, then torch.randint on the CPU) sees the CPU draws it would see on a GPU machine."""
+    torch.manual_seed(0)
+    want = torch.randint(0, 4096, (2,))
+    with cpu_mode.enabled():
+        torch.manual_seed(0)
+        q = torch.randn(64, 8, device="cuda")
+        r = torch.rand(5, device="cuda")
+        i = torch.randint(0, 9, (4,), device="cuda")
+        p = torch.randperm(7, device="cuda")
+        n = torch.normal(0.0, 1.0, (3,), device="cuda")
+        like = torch.randn_like(q, device="cuda")
+        got = torch.randint(0, 4096, (2,))
+        assert torch.equal(got, want), (got, want)
+        torch.manual_seed(0)   # seeds the "cuda" generator too, as torch.manual_seed seeds the GPU's
+        assert torch.equal(q, torch.randn(64, 8, device="cuda"))
+        state = torch.cuda.get_rng_state()
+        a = torch.randn(3, device="cuda")
+        torch.cuda.set_rng_state(state)
+        assert torch.equal(a, torch.randn(3, device="cuda"))
+        assert all(t.device.type == "cpu" for t in (q, r, i, p, n, like))
+
+
 def test_cuda_events_time_on_the_host_clock():
     with cpu_mode.enabled():
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

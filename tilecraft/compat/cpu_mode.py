@@ -42,7 +42,13 @@ truth, and tilecraft's own code asks ``target.cuda_available()``, False in CPU m
 ``get_arch_list``, ``is_bf16_supported``, ``mem_get_info`` (host memory),
 ``memory_allocated`` / ``max_memory_allocated`` / ``memory_reserved`` / ``max_memory_reserved``
 -> 0; ``manual_seed`` / ``manual_seed_all`` / ``seed`` / ``initial_seed`` / ``get_rng_state`` /
-``set_rng_state`` act on the CPU generator (the one "cuda" tensors now come from);
+``set_rng_state`` act on CPU mode's "cuda" generator: a CPU generator of its own that the random
+factories asked for on CUDA (``randn``, ``rand``, ``randint``, ``randperm``, ``normal``, the ``*_like``
+forms, with ``device=`` naming CUDA and no generator of their own) draw from, seeded by
+``torch.manual_seed`` as torch seeds the GPU's; so the CPU generator advances exactly as on a GPU
+machine, and a program that draws from both (``torch.randn(..., device="cuda")`` then
+``torch.randint(...)`` on the CPU, as DeepSeek's cu_seqlens generator) sees the same CPU draws (the
+"cuda" values are not the GPU's Philox values);
 ``Event(enable_timing=True)`` with ``record`` / ``elapsed_time`` / ``synchronize`` / ``query`` on
 the host clock (a CPU kernel has finished when its call returns); ``Stream``, ``current_stream``,
 ``default_stream``, ``set_stream``, ``stream(s)``, ``device(i)``, ``device_of(t)``,
@@ -109,9 +115,14 @@ def _cpu_device(device):
     return "cpu" if _is_cuda(device) else device
 
 
-def _mode_class():
+def _mode_class(cuda_gen=None):
     import torch
     from torch.overrides import TorchFunctionMode
+
+    # random factories that take device= and generator=: asked for on CUDA, they draw from CPU
+    # mode's "cuda" generator (the module docstring), as on a GPU machine from the GPU's
+    random_factories = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal,
+                        torch.randn_like, torch.rand_like, torch.randint_like}
 
     def to(func, args, kwargs):
         args = tuple(_cpu_device(a) if i == 1 and isinstance(a, (str, int, torch.device)) else a
@@ -134,6 +145,8 @@ def _mode_class():
                 device = kwargs.get("device")
                 if device is not None and _is_cuda(device):
                     kwargs = dict(kwargs, device="cpu")
+                    if cuda_gen is not None and func in random_factories and kwargs.get("generator") is None:
+                        kwargs["generator"] = cuda_gen
                 if kwargs.get("pin_memory"):
                     kwargs = dict(kwargs, pin_memory=False)
             handler = special.get(func)
@@ -294,9 +307,9 @@ class _NoContext:
         return False
 
 
-def _cuda_names(arch: str) -> dict:
+def _cuda_names(arch: str, gen) -> dict:
+    """`gen`: CPU mode's "cuda" generator (the module docstring)."""
     import torch
-    gen = torch.default_generator
     sm = int("".join(c for c in arch if c.isdigit()))
     default_stream = Stream()
 
@@ -333,8 +346,8 @@ def _cuda_names(arch: str) -> dict:
         "manual_seed": seed_cpu, "manual_seed_all": seed_cpu,
         "seed": lambda: gen.seed(), "seed_all": lambda: gen.seed(),
         "initial_seed": lambda: gen.initial_seed(),
-        "get_rng_state": lambda device="cuda": torch.get_rng_state(),
-        "set_rng_state": lambda new_state, device="cuda": torch.set_rng_state(new_state),
+        "get_rng_state": lambda device="cuda": gen.get_state(),
+        "set_rng_state": lambda new_state, device="cuda": gen.set_state(new_state),
         "Event": Event, "Stream": Stream,
         "current_stream": lambda device=None: default_stream,
         "default_stream": lambda device=None: default_stream,
@@ -365,7 +378,9 @@ def install(also_compile: str | None = None) -> None:
         import torch.utils._device as tdev
         arch = reported
         state: dict = {"arch": arch, "also": also or None, "cuda": {}}
-        for name, value in _cuda_names(arch).items():
+        cuda_gen = torch.Generator()   # CPU mode's "cuda" generator, seeded as torch's default CPU one is
+        cuda_gen.manual_seed(torch.default_generator.initial_seed())
+        for name, value in _cuda_names(arch, cuda_gen).items():
             state["cuda"][name] = getattr(torch.cuda, name, _MISSING)
             setattr(torch.cuda, name, _distinct(name, value))
         init = tdev.DeviceContext.__init__
@@ -391,7 +406,7 @@ def install(also_compile: str | None = None) -> None:
         torch.Generator = _generator_class(torch.Generator)
         if torch.get_default_device().type == "cuda":
             torch.set_default_device("cpu")
-        mode = _mode_class()()
+        mode = _mode_class(cuda_gen)()
         mode.__enter__()
         state["mode"] = mode
         from . import cpu_mode_triton
