@@ -221,6 +221,14 @@ def _cpu_gemm(p: CppPrinter, call) -> str:
             f"{b}, {g.b_strides[0]}, {g.b_strides[1]}, {c}, {g.c_strides[0]}, {g.c_strides[1]})")
 
 
+@I.register_emitter(I.CpuReduceRow, "cpu")
+def _cpu_reduce(p: CppPrinter, call) -> str:
+    from ..ir.intrinsics.cpu_reduce import REDUCERS
+    r = call.intrinsic
+    src, init = (p.expr(x) for x in call.args)
+    return f"tc::reduce_row<{REDUCERS[r.kind]}>({src}, {r.n}, {r.stride}, (float)({init}))"
+
+
 @I.register_emitter(I.NamedBarrierSync, "cpu")
 @I.register_emitter(I.NamedBarrierArrive, "cpu")
 @I.register_emitter(I.FenceProxyAsyncShared, "cpu")

@@ -13,7 +13,9 @@ through `-I`) compiles from the header as before: the PCH only ever saves time.
 Flags and why: `-march=native` (AVX2 vectors for the tile loops and the GEMM micro-kernel; the
 machine is part of the kernel cache key, `cache.toolchain_key`); `-ffp-contract=off` (no fused
 multiply-adds the program did not write: a*b+c rounds twice, as on every machine, so results do
-not depend on the host's FMA units); `-fno-strict-aliasing` (a T.view names a tile's bytes with
+not depend on the host's FMA units); `-fno-trapping-math` (floating-point exceptions are never
+observed, so a loop with a select on a comparison -- a clamp, a NaN test, 16-bit conversions --
+can be if-converted and vectorized; values are unchanged); `-fno-strict-aliasing` (a T.view names a tile's bytes with
 another element type, and the CPU target's reference semantics must hold for it as on the GPU).
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ HEADER = "tilecraft_cpu.h"
 _ARCH = ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else []
 # the flags a translation unit is compiled with (the PCH must be made with exactly these)
 CFLAGS = ["-O2", *_ARCH, "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-ffp-contract=off",
-          "-fno-strict-aliasing", "-w"]
+          "-fno-trapping-math", "-fno-strict-aliasing", "-w"]
 FLAGS = [*CFLAGS, "-shared"]
 
 

@@ -18,6 +18,8 @@ from ..registry import Registry
 from ..ir.semantics import (FreshVars as _Names, gemm_accumulator_dtype, reduce_combine as _combine,
                             reduce_identity as _identity, region_indices, scan_accumulator_dtype)
 
+from ..ir.intrinsics.cpu_reduce import REDUCERS as CPU_ROW_REDUCERS
+
 CPU_LOWERING = Registry("CPU lowering")   # tile op class -> fn(op, names) -> Stmt
 register = CPU_LOWERING.register
 
@@ -130,19 +132,43 @@ def _b_operand(op: Gemm, kk, j):
     return Load(op.b.buffer, region_indices(op.b, idx))
 
 
+def _row_stride(op: Reduce, names, acc_t):
+    """The element stride along the reduced dim when the reduction runs as `tc::reduce_row` calls: a
+    float32-accumulated sum / abssum / max / min / absmax of a float on-chip buffer (row-major, no
+    T.view renaming it); None otherwise (the loop below, which keeps its sequential order)."""
+    src = op.src
+    if (acc_t != dt.float32 or op.kind not in CPU_ROW_REDUCERS or src.scope == "global"
+            or id(src) in names.viewed or not src.dtype.is_float or src.dtype.bits > 32
+            or not all(isinstance(s, int) for s in src.shape)):
+        return None
+    stride = 1
+    for s in src.shape[op.dim + 1:]:
+        stride *= s
+    return stride
+
+
 @register(Reduce)
 def lower_reduce(op: Reduce, names):
+    """Each output element folds its row of `src` into the destination (or the identity): float32
+    sums, maxima and minima as one `tc::reduce_row` call each (the header's fixed 8-lane order, which
+    vectorizes), the other kinds and types as a loop in element order."""
     src, dst, d = op.src, op.dst, op.dim
     acc_t = scan_accumulator_dtype(src.dtype)
     acc = Buffer(f"red{names.var().name}", (1,), acc_t, "local")
     keep = [s for i, s in enumerate(src.shape) if i != d] or [1]
     keepdim = dst.ndim == src.ndim
+    row_stride = _row_stride(op, names, acc_t)
 
     def body(ix):
         r = names.var()
         full = list(ix[:d]) + [r] + list(ix[d:]) if src.ndim > 1 else [r]
         out_idx = (list(ix[:d]) + [const(0)] + list(ix[d:])) if keepdim else (list(ix) if src.ndim > 1 else [const(0)])
         init = _identity(op.kind, acc_t) if op.clear else cast(Load(dst, tuple(out_idx)), acc_t)
+        if row_stride is not None:
+            first = list(ix[:d]) + [const(0)] + list(ix[d:]) if src.ndim > 1 else [const(0)]
+            row = I.call(I.CpuReduceRow(op.kind, src.shape[d], row_stride), Ref(src, tuple(first)), init,
+                         dtype=acc_t, span=op.span)
+            return Store(dst, tuple(out_idx), cast(row, dst.dtype), span=op.span)
         a0 = Load(acc, (const(0),))
         return seq(
             Alloc(acc),

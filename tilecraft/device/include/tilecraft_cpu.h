@@ -26,14 +26,6 @@
 #endif
 #endif
 
-// x86 with F16C (-march=native): 16-bit float conversions by the hardware's vcvtph2ps / vcvtps2ph,
-// bit-for-bit the software conversions below (which the other machines use), and vectorizable
-#if defined(__F16C__) && defined(__FLT16_MAX__)
-#define TC_F16C 1
-#else
-#define TC_F16C 0
-#endif
-
 // The OpenMP threads a kernel's blocks run on (set by the runtime when the library is loaded,
 // runtime/openmp.py: torch.get_num_threads(), bounded by the CPUs); 0: OpenMP's default.
 extern "C" {
@@ -52,7 +44,9 @@ static inline int omp_threads(int64_t nblocks) {
 static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
-// IEEE binary16.  Conversions are exact bit manipulations (no reliance on compiler _Float16).
+// IEEE binary16.  Conversions are exact bit manipulations (no reliance on compiler _Float16),
+// written without branches (every case computed, the right one selected) so that a loop of them
+// vectorizes: GCC has no vector form of _Float16 conversions without AVX-512 FP16.
 struct half_t {
   uint16_t bits;
   half_t() = default;
@@ -61,50 +55,32 @@ struct half_t {
   half_t(int i) : bits(from_float((float)i)) {}
   half_t(int64_t i) : bits(from_float((float)i)) {}
   operator float() const { return to_float(bits); }
+  // round to nearest even; overflow to inf; NaNs become the one canonical NaN (sign kept)
   static uint16_t from_float(float f) {
-    uint32_t x = f2u(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t absx = x & 0x7fffffffu;
-#if TC_F16C
-    if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  // the one canonical NaN, as below
-    _Float16 hv = (_Float16)f;  // vcvtps2ph: the same round-to-nearest-even as the bit manipulation below
-    uint16_t hb;
-    std::memcpy(&hb, &hv, 2);
-    return hb;
-#endif
-    if (absx >= 0x7f800000u) return (uint16_t)(sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u));
-    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  // rounds to inf
-    if (absx < 0x38800000u) {  // subnormal or zero in half
-      float a = u2f(absx);
-      // scale so that the half subnormal unit (2^-24) becomes 1, round to nearest even
-      float scaled = a * 16777216.0f;
-      uint32_t m = (uint32_t)std::nearbyint(scaled);
-      return (uint16_t)(sign | m);
-    }
-    uint32_t exp = ((absx >> 23) - 112u) << 10;
-    uint32_t mant = (absx >> 13) & 0x3ffu;
-    uint32_t rest = absx & 0x1fffu;
-    uint32_t h = exp | mant;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;  // round to nearest even
+    const uint32_t x = f2u(f);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    const uint32_t absx = x & 0x7fffffffu;
+    // normal: rebias the exponent, round the 13 dropped bits to nearest even (a carry out of the
+    // mantissa steps the exponent); inputs clamped at 65536, so that 65520 and up give inf
+    const uint32_t c = absx < 0x47800000u ? absx : 0x47800000u;
+    const uint32_t norm = (c + 0xc8000fffu + ((c >> 13) & 1u)) >> 13;
+    // subnormal or zero in half (below 2^-14): adding 0.5 puts the value's half-subnormal units
+    // (2^-24) in the low mantissa bits of the float sum, rounded to nearest even by the addition
+    const uint32_t sub = f2u(u2f(absx) + 0.5f) - 0x3f000000u;
+    // selected by masks (GCC's vectorizer refuses these selects written as ?: once inlined)
+    const uint32_t is_sub = 0u - (uint32_t)(absx < 0x38800000u), is_nan = 0u - (uint32_t)(absx > 0x7f800000u);
+    const uint32_t h = (((sub & is_sub) | (norm & ~is_sub)) & ~is_nan) | (0x7e00u & is_nan);
     return (uint16_t)(sign | h);
   }
   static float to_float(uint16_t h) {
-#if TC_F16C
-    if ((h & 0x7c00u) != 0x7c00u) {  // vcvtph2ps (exact); infinities and NaNs keep their bits below
-      _Float16 hv;
-      std::memcpy(&hv, &h, 2);
-      return (float)hv;
-    }
-#endif
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    if (exp == 0) {
-      float v = (float)mant * 5.9604644775390625e-08f;  // 2^-24
-      return sign ? -v : v;
-    }
-    if (exp == 31) return u2f(sign | 0x7f800000u | (mant << 13));
-    return u2f(sign | ((exp + 112u) << 23) | (mant << 13));
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1fu;
+    const uint32_t mant = h & 0x3ffu;
+    const float sub = (float)(int)mant * 5.9604644775390625e-08f;  // exact (2^-24 units)
+    const uint32_t norm = ((exp + 112u) << 23) | (mant << 13);
+    const uint32_t special = 0x7f800000u | (mant << 13);  // inf / NaN, payload kept
+    const uint32_t mag = exp == 0 ? f2u(sub) : exp == 31 ? special : norm;
+    return u2f(sign | mag);
   }
 };
 
@@ -118,11 +94,10 @@ struct bfloat16_t {
   bfloat16_t(int64_t i) : bits(from_float((float)i)) {}
   operator float() const { return u2f((uint32_t)bits << 16); }
   static uint16_t from_float(float f) {
-    uint32_t x = f2u(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet NaN
-    uint32_t lsb = (x >> 16) & 1u;
-    x += 0x7fffu + lsb;
-    return (uint16_t)(x >> 16);
+    const uint32_t x = f2u(f);
+    const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+    // a NaN stays a (quiet) NaN; a select, not a branch, so that conversion loops vectorize
+    return (x & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((x >> 16) | 0x40u) : (uint16_t)(rounded >> 16);
   }
 };
 
@@ -292,12 +267,46 @@ static inline float min(float a, float b) { return a != a ? b : b != b ? a : a <
 static inline double max(double a, double b) { return std::fmax(a, b); }
 static inline double min(double a, double b) { return std::fmin(a, b); }
 
+// float exp / exp2 / exp10: 2^y for y = x * log2(base) in double (exact enough: the product's relative
+// error 2^-53 moves the result by less than 2^-45 of it), as 2^n * p(y - n) with n = rint(y) and p a
+// degree-7 polynomial on [-1/2, 1/2] (relative error 6e-11), evaluated in double (fused multiply-adds:
+// exactly defined, so every machine gets the same bits, from the FMA unit or libm's fma) and rounded
+// once to float: within 0.501 ulp of the exact value over every float input (measured against double exp
+// at every 97th bit pattern; glibc's expf: 0.502; torch's vectorized expf, SLEEF's u10: 1.0), with
+// subnormal results rounded once, +-inf / NaN / overflow / underflow exact.  Straight-line code
+// (selects, no calls or branches), so a loop of it vectorizes, and a vectorized loop gives the
+// same bits as the scalar code: the reference does not depend on how the compiler vectorized.
+static inline float exp2_to_float(double y) {
+  y = y > 129.0 ? 129.0 : y;  // the result is +inf from 128 up, 0 below -150; NaN passes both
+  y = y < -151.0 ? -151.0 : y;
+  const double magic = 6755399441055744.0;  // 1.5 * 2^52: y + magic rounds y to the integer n
+  const double t = y + magic;
+  const double f = y - (t - magic);  // in [-1/2, 1/2], exact
+  double p = 1.5303699001378845e-05;
+  p = __builtin_fma(p, f, 0.00015469729140704658);
+  p = __builtin_fma(p, f, 0.0013333478480888061);
+  p = __builtin_fma(p, f, 0.009618025613598036);
+  p = __builtin_fma(p, f, 0.055504109063177154);
+  p = __builtin_fma(p, f, 0.24022651213495422);
+  p = __builtin_fma(p, f, 0.6931471805568341);
+  p = __builtin_fma(p, f, 0.9999999999595622);
+  uint64_t tb, scale;
+  std::memcpy(&tb, &t, 8);
+  const double m = magic;
+  uint64_t mb;
+  std::memcpy(&mb, &m, 8);
+  scale = (tb - mb + 1023u) << 52;  // the bits of 2^n (n in [-151, 129]: a normal double)
+  double s;
+  std::memcpy(&s, &scale, 8);
+  return (float)(p * s);  // exact in double, one rounding to float (subnormals included)
+}
+
 #define TC_MATH1(name, expr_f, expr_d)                                  \
   static inline float name(float x) { return expr_f; }                  \
   static inline double name(double x) { return expr_d; }
-TC_MATH1(exp, std::exp(x), std::exp(x))
-TC_MATH1(exp2, std::exp2(x), std::exp2(x))
-TC_MATH1(exp10, std::pow(10.0f, x), std::pow(10.0, x))
+TC_MATH1(exp, exp2_to_float((double)x * 1.4426950408889634), std::exp(x))
+TC_MATH1(exp2, exp2_to_float((double)x), std::exp2(x))
+TC_MATH1(exp10, exp2_to_float((double)x * 3.3219280948873622), std::pow(10.0, x))
 TC_MATH1(log, std::log(x), std::log(x))
 TC_MATH1(log2, std::log2(x), std::log2(x))
 TC_MATH1(log10, std::log10(x), std::log10(x))
@@ -305,7 +314,7 @@ TC_MATH1(log1p, std::log1p(x), std::log1p(x))
 TC_MATH1(sqrt, std::sqrt(x), std::sqrt(x))
 TC_MATH1(rsqrt, 1.0f / std::sqrt(x), 1.0 / std::sqrt(x))
 TC_MATH1(tanh, std::tanh(x), std::tanh(x))
-TC_MATH1(sigmoid, 1.0f / (1.0f + std::exp(-x)), 1.0 / (1.0 + std::exp(-x)))
+TC_MATH1(sigmoid, 1.0f / (1.0f + exp2_to_float((double)x * -1.4426950408889634)), 1.0 / (1.0 + std::exp(-x)))
 TC_MATH1(erf, std::erf(x), std::erf(x))
 TC_MATH1(floor, std::floor(x), std::floor(x))
 TC_MATH1(ceil, std::ceil(x), std::ceil(x))
@@ -359,6 +368,48 @@ template <class T> static inline bool isinf(T x) { return std::isinf((double)(fl
 static inline bool isinf(double x) { return std::isinf(x); }
 template <class T> static inline bool isfinite(T x) { return std::isfinite((double)(float)x); }
 static inline bool isfinite(double x) { return std::isfinite(x); }
+
+// T.reduce_sum / abssum / max / min / absmax of a float32-accumulated tile, one output element: the
+// n elements p[0], p[s], ..., p[(n - 1) s], each converted to float (|x| for abssum / absmax), folded
+// in this fixed order: element i into lane i % 8 (each lane starting from the identity and folding
+// its elements in order), the lanes pairwise ((0 1)(2 3))((4 5)(6 7)), and the result into `init`
+// (the destination's value, or the identity when the reduction clears it): init op lanes.  The
+// order does not depend on the machine or on whether the compiler vectorized the loop (8 lanes are
+// one AVX2 vector), so the reference stays one value; a GPU's reduction has its own tree order.
+struct ReduceSum {
+  static float id() { return 0.0f; }
+  static float in(float x) { return x; }
+  static float f(float a, float b) { return a + b; }
+};
+struct ReduceAbsSum : ReduceSum {
+  static float in(float x) { return std::fabs(x); }
+};
+struct ReduceMax {
+  static float id() { return -std::numeric_limits<float>::infinity(); }
+  static float in(float x) { return x; }
+  static float f(float a, float b) { return max(a, b); }
+};
+struct ReduceAbsMax : ReduceMax {
+  static float id() { return 0.0f; }
+  static float in(float x) { return std::fabs(x); }
+};
+struct ReduceMin {
+  static float id() { return std::numeric_limits<float>::infinity(); }
+  static float in(float x) { return x; }
+  static float f(float a, float b) { return min(a, b); }
+};
+template <class R, class T>
+static inline float reduce_row(const T* __restrict__ p, int64_t n, int64_t s, float init) {
+  float lane[8];
+  for (int l = 0; l < 8; ++l) lane[l] = R::id();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] = R::f(lane[l], R::in((float)p[(i + l) * s]));
+  for (int l = 0; i < n; ++i, ++l) lane[l] = R::f(lane[l], R::in((float)p[i * s]));
+  const float lo = R::f(R::f(lane[0], lane[1]), R::f(lane[2], lane[3]));
+  const float hi = R::f(R::f(lane[4], lane[5]), R::f(lane[6], lane[7]));
+  return R::f(init, R::f(lo, hi));
+}
 
 // Atomics across OpenMP threads (blocks run concurrently); each returns the value it replaced
 // (T.atomic_*(..., return_prev=True)), like CUDA's.  Types with native support use the compiler's

@@ -17,6 +17,7 @@ from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, G
                    PRED, PTR, READ, READ_WRITE, TMA, VALUE, WGMMA, WGMMA_GROUPS, WRITE, Effects, Intrinsic, IntrinsicCall,
                    IntrinsicError, Operand, emitter, register_emitter)
 from .cpu_gemm import CpuGemm
+from .cpu_reduce import CpuReduceRow
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
 from .debug import DeviceAssert, Print, PrintElem
 from .extern import ACCESS_MODES, Extern
