@@ -58,6 +58,35 @@ def flat_then_square(M=32, N=16, threads=64):
     return main
 
 
+@tilelang.jit(out_idx=[-1])
+def masked_single_query(N=64, H=8, D=32, lo=10, hi=50, threads=128):
+    """DSA's block-sparse indexer with one query per block: logits is [N, 1] and a T.Parallel loop over
+    N writes logits[i, 0] (the unit dimension indexed by a constant) where the key is masked."""
+    @T.prim_func
+    def main(K: T.Tensor((N, D), "float16"), Qm: T.Tensor((H, D), "float16"), W: T.Tensor((1, H), "float32"),
+             Out: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            k_s = T.alloc_shared((N, D), "float16")
+            q_s = T.alloc_shared((H, D), "float16")
+            s = T.alloc_fragment((N, H), "float32")
+            s3 = T.reshape(s, (N, 1, H))
+            w = T.alloc_fragment((1, H), "float32")
+            lg = T.alloc_fragment((N, 1), "float32")
+            T.copy(K, k_s)
+            T.copy(Qm, q_s)
+            T.copy(W, w)
+            T.gemm(k_s, q_s, s, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)
+            for i, q, h in T.Parallel(N, 1, H):
+                s3[i, q, h] = T.max(s3[i, q, h], 0) * w[q, h]
+            T.reduce_sum(s3, lg, dim=-1, clear=True)
+            for i in T.Parallel(N):
+                if i < lo or i >= hi:
+                    lg[i, 0] = -T.infinity("float32")
+            for i in T.Parallel(N):
+                Out[i] = lg[i, 0]
+    return main
+
+
 def _inputs(N=64, Q=2, H=8, D=32, device="cpu"):
     g = torch.Generator().manual_seed(7)
     k = torch.randn(N, D, generator=g).half()
@@ -78,6 +107,19 @@ def test_views_of_one_fragment_share_its_elements(build, device):
     torch.testing.assert_close(build(flat_then_square)(a), (a * 2 + 1).view(16, 32))
 
 
+def _masked_ref(device="cpu"):
+    g = torch.Generator().manual_seed(3)
+    k, q, w = torch.randn(64, 32, generator=g).half(), torch.randn(8, 32, generator=g).half(), torch.randn(1, 8, generator=g)
+    ref = ((k.float() @ q.float().T).relu() * w).sum(-1)
+    ref[:10] = ref[50:] = float("-inf")
+    return [t.to(device) for t in (k, q, w)], ref.to(device)
+
+
+def test_a_unit_dimension_indexed_by_a_constant(build, device):
+    args, ref = _masked_ref(device)
+    torch.testing.assert_close(build(masked_single_query)(*args), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_the_cuda_lowering_of_a_view_on_the_cpu_threads():
     """The CPU target's thread-level mode lowers as for CUDA (per-thread registers, the view's
     layout reshaped from its base's, reductions over lanes)."""
@@ -88,6 +130,9 @@ def test_the_cuda_lowering_of_a_view_on_the_cpu_threads():
     a = torch.randn(32 * 16)
     k2 = tilelang.compile(flat_then_square.fn(), out_idx=[-1], target="cpu", pass_configs={"tc.cpu_threads": True})
     torch.testing.assert_close(k2(a), (a * 2 + 1).view(16, 32))
+    args, ref = _masked_ref()
+    k3 = tilelang.compile(masked_single_query.fn(), out_idx=[-1], target="cpu", pass_configs={"tc.cpu_threads": True})
+    torch.testing.assert_close(k3(*args), ref, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("lay,shape", [

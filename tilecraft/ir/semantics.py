@@ -238,6 +238,23 @@ def partial_anchor(accesses, loop_vars, eligible=None):
     return best
 
 
+def unit_anchor(accesses, loop_vars):
+    """When neither `parallel_anchor` nor `partial_anchor` finds one: an access indexed by every loop
+    variable exactly once and, in its other dimensions, by uniform values into dimensions of size 1
+    (`logits[i, 0]` of an [N, 1] fragment in `for i in T.Parallel(N)`): the nest runs over that
+    fragment's layout without its unit dimensions.  Returns (buffer, per-dimension loop position or
+    None) or None."""
+    for buf, idx in accesses:
+        dims = mixed_dims(idx, loop_vars)
+        if dims is None:
+            continue
+        used = [k for k in dims if k is not None]
+        if (sorted(used) == list(range(len(loop_vars)))
+                and all(k is not None or buf.shape[d] == 1 for d, k in enumerate(dims))):
+            return buf, dims
+    return None
+
+
 def slice_dims(src: Region, dst: Region):
     """For a copy of a slice of fragment `src` into the whole fragment `dst`: per dimension of
     src, the dst dimension it fills (whole dimensions, in order) or None (a unit extent: a uniform

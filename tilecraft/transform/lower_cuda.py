@@ -25,7 +25,8 @@ from ..ir.layout.fragment import FragmentLayout, covering_slot, extend_over_loop
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .plan_shared_memory import plan_kernel
 from .warp_groups import scope_base, scope_threads
-from ..ir.semantics import loop_dims, mixed_dims, parallel_anchor, partial_anchor, window_dims, writes_a_projection
+from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, unit_anchor, window_dims,
+                             writes_a_projection)
 
 # ---- parallel loops and the driver ---------------------------------------------------------------
 
@@ -143,6 +144,14 @@ class _Lower(Mutator):
                 base = extend_over_loop(ctx.layout(anchor[0], f.span), anchor[1], extents,
                                         not writes_a_projection(inner, vars_))
                 anchor = anchor if base is not None else None
+        if anchor is None:
+            anchor = unit_anchor(accesses, vars_)
+            if anchor is not None:  # `x[i, 0]` of an [N, 1] fragment: its layout without the unit dimensions
+                keep = [d for d, k in enumerate(anchor[1]) if k is not None]
+                proj = ctx.layout(anchor[0], f.span).project(keep)
+                pos = [anchor[1][d] for d in keep]
+                base = FragmentLayout(tuple(extents), proj.threads, proj.thread_digits, proj.reg_digits,
+                                      tuple(proj.coords[pos.index(k)] for k in range(len(vars_))))
         if anchor is None:
             if accesses:
                 names = sorted({b.name for b, _ in accesses})
