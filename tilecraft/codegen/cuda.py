@@ -288,7 +288,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     params += [f"int {p.name(s)}" for s in func.symbols]
     tma = func.lowering.tma_descs  # tensor maps, passed by value (device/include/tilecraft/tma.h)
     params += [f"const __grid_constant__ tc::TmaDesc tc_tma_desc_{i}" for i in range(len(tma))]
-    d.line(f'extern "C" __global__ void __launch_bounds__({bounds}) {name}({", ".join(params)}) {{')
+    # T.ClusterKernel: the cluster shape is compiled in, so an ordinary launch runs whole clusters
+    cluster = f"__cluster_dims__({', '.join(map(str, k.cluster))}) " if k.cluster else ""
+    d.line(f'extern "C" __global__ void {cluster}__launch_bounds__({bounds}) {name}({", ".join(params)}) {{')
     d.indent()
     d.line(f"extern __shared__ __align__({1024 if hopper else 128}) unsigned char tc_smem[];")
     tx, ty, _ = k.threads
@@ -302,7 +304,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
         d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: this thread's generator")
     grid = [p.expr(g) for g in k.grid]
     swz = collect(k.body, lambda n: isinstance(n, Annotate) and n.key == AnnotationKey.USE_SWIZZLE)
-    if swz and len(k.block_vars) >= 2 and not func.symbols:
+    # not in a cluster kernel: the raster would separate a cluster's blocks, whose ranks
+    # (T.block_rank_in_cluster) are computed from the block indices
+    if swz and len(k.block_vars) >= 2 and not func.symbols and not k.cluster:
         _swizzle_blocks(p, k, swz[0].value[0], grid)
         rest = k.block_vars[2:]
     else:

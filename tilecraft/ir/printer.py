@@ -156,7 +156,11 @@ class Printer(_Dispatch):
     def visit_Kernel(self, s):
         grid = ", ".join(self.expr(g) for g in s.grid)
         names = ", ".join(v.name for v in s.block_vars)
-        self.emit(f"with T.Kernel({grid}, threads={list(s.threads)}) as ({names}):")
+        if s.cluster:
+            self.emit(f"with T.ClusterKernel({grid}, threads={list(s.threads)}, cluster_dims={list(s.cluster)}) "
+                      f"as ({names}):")
+        else:
+            self.emit(f"with T.Kernel({grid}, threads={list(s.threads)}) as ({names}):")
         self.indent += 1
         self.stmt(s.body)
         self.indent -= 1

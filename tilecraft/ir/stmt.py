@@ -120,6 +120,9 @@ class Kernel(Stmt):
     threads: tuple
     body: Stmt
     thread_vars: tuple = ()  # Vars for threadIdx.x/y/z, used by low-level code
+    # thread-block cluster dims (x, y, z) of T.ClusterKernel (sm_90+: its blocks are co-scheduled on one GPC
+    # and may share shared memory and mbarriers); () for none.  Each grid extent is a multiple of its dim.
+    cluster: tuple = ()
 
     @property
     def num_threads(self) -> int:

@@ -54,6 +54,7 @@ from .layout import Layout, Fragment  # noqa: E402
 from .ptx import (ptx_cp_async, ptx_commit_group, ptx_wait_group, fence_proxy_async,  # noqa: E402
                   mbarrier_arrive_expect_tx, named_barrier_arrive, any_sync, all_sync, ballot_sync, ballot)
 from .blackwell import *  # noqa: E402,F401,F403 - sm_100 / sm_120 constructs, refused by name
+from .cluster import ClusterKernel, block_rank_in_cluster, alloc_cluster_barrier  # noqa: E402
 from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reducer  # noqa: E402
 from .misc import Var, Ramp, Broadcast, align_up  # noqa: E402
 im2col = c2d_im2col  # TileLang's newer name, same arguments

@@ -74,9 +74,15 @@ def barrier_wait(barrier_id, parity=None):
     b.emit(BarrierWait(ref, as_expr(parity, dt.int32), span=b.span))
 
 
-def mbarrier_arrive(mbarrier):
-    """`T.mbarrier_arrive(bars[i])`: the same as T.barrier_arrive."""
+def mbarrier_arrive(mbarrier, cta_id=None):
+    """`T.mbarrier_arrive(bars[i])`: the same as T.barrier_arrive.  `cta_id`: arrive on that block of the
+    cluster's mbarrier instead (language/cluster.py), not supported yet."""
     b = require_kernel("T.mbarrier_arrive")
+    if cta_id is not None:
+        raise error("T.mbarrier_arrive(bar, cta_id): an arrival on another block's mbarrier of the cluster (a "
+                    "remote arrival) is not supported by tilecraft yet: the CPU target runs a cluster's blocks "
+                    "one after another",
+                    hint="arrive on this block's own mbarrier: T.mbarrier_arrive(bar)")
     b.emit(BarrierArrive(_barrier_ref("T.mbarrier_arrive", mbarrier), span=b.span))
 
 

@@ -13,6 +13,7 @@ from .builder import current, error, require_kernel, warn_once
 class KernelSpec:
     grid: tuple
     threads: tuple
+    cluster: tuple = ()   # T.ClusterKernel's cluster dims (x, y, z), language/cluster.py
 
     def __enter__(self):
         # only reached when Python itself runs the `with`: the body is not a @T.prim_func

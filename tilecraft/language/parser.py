@@ -453,7 +453,8 @@ class Parser(ExprMixin, LoopMixin):
             self.builder.kernel = None
         grid = tuple(as_expr(g) for g in spec.grid)
         from .grid_sync import split  # T.sync_grid(): one kernel per stretch between grid barriers
-        for part in split(Kernel(grid, block_vars, spec.threads, body, frame.thread_vars, span=self.span(node))):
+        for part in split(Kernel(grid, block_vars, spec.threads, body, frame.thread_vars, cluster=spec.cluster,
+                                 span=self.span(node))):
             self.builder.emit(part)
 
     for _bad in ("Continue", "FunctionDef", "ClassDef", "Try", "Raise", "Delete",

@@ -276,6 +276,6 @@ def insert_syncs(func: PrimFunc, ctx) -> PrimFunc:
 
     def fix(k: Kernel):
         body = _Syncs(k, overlap).block(_stmts(k.body), _State(overlap))
-        return Kernel(k.grid, k.block_vars, k.threads, seq(*body), k.thread_vars, span=k.span)
+        return replace(k, body=seq(*body))
     stmts = [fix(s) if isinstance(s, Kernel) else s for s in _stmts(func.body)]
     return func.with_body(seq(*stmts))

@@ -20,6 +20,8 @@ this pass never turns a kernel that compiled into one that does not.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Mutator, Region, Seq, collect, const, seq
 from ..ir.func import PrimFunc
 from .warp_groups import is_manual
@@ -60,7 +62,7 @@ class _Stage(Mutator):
             changed = True
         if not changed:
             return k
-        return Kernel(k.grid, k.block_vars, k.threads, seq(*out), k.thread_vars, span=k.span)
+        return replace(k, body=seq(*out))
 
     def _stage(self, c: Copy, used: int):
         src, dst = c.src, c.dst
