@@ -86,10 +86,7 @@ def build_calls(kernel):
     ns["entries"][-1] = entry         # CPU tensors: get_device() is -1
     ns.update(raw_stream=raw_stream, Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like,
               compiled_call=None, is_compiling=fastpath._is_compiling_fn(torch))
-    for i, p in enumerate(kernel.params):
-        ns[f"D{i}"], ns[f"S{i}"] = p.dtype, tuple(p.shape)
-    exec(compile(fastpath._source(kernel, True, device_attr="is_cpu"), "<before>", "exec"), ns)  # noqa: S102
-    before = ns["__call__"]
+    before, _ = fastpath.python_calls(kernel, True, ns, device_attr="is_cpu")
 
     fast = dict(entries={-1: entry}, load=lambda dev: entry, raw_stream=raw_stream,
                 stream_handle=ns["stream_handle"])
@@ -98,9 +95,9 @@ def build_calls(kernel):
         launcher = claunch.cuda_launcher(kernel, fast, launch_address=address, device_attr="is_cpu", variant=variant)
         if launcher is None:
             continue
-        cns = dict(fast=launcher, MISS=claunch.MISS, compiled_call=None, is_compiling=ns["is_compiling"])
-        exec(compile(fastpath.C_SOURCE, "<after>", "exec"), cns)  # noqa: S102
-        after["torch-aware build" if claunch.module(variant).native_build() else "Python.h-only build"] = cns["__call__"]
+        call, _ = fastpath.c_calls(dict(fast=launcher, MISS=claunch.MISS, compiled_call=None,
+                                        is_compiling=ns["is_compiling"]))
+        after["torch-aware build" if claunch.module(variant).native_build() else "Python.h-only build"] = call
     return before, after, ns, entry
 
 

@@ -35,7 +35,7 @@ def test_generated_call_is_used_on_cuda():
     k = K.vector_add(4096)
     assert k.target.kind == "cuda"
     assert type(k).launcher == "c" and claunch.module().native_build(), claunch.error()
-    fast = type(k).__call__.__globals__["fast"]
+    fast = type(k).call_namespace["fast"]
     assert type(fast) is claunch.module().Launcher and fast.native == 1  # at::Tensor read directly
     # an output unlike any input, allocated with its own shape: a GEMM without TMA tensor maps
     # (kernels that take tensor maps build them per call on the checked path)

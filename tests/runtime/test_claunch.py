@@ -42,7 +42,7 @@ def cpu_add():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_cpu_kernel_through_the_launcher_equals_torch(cpu_add, variant, monkeypatch):
     k = with_launcher(cpu_add, variant, monkeypatch)
-    assert type(k).__call__.__globals__["fast"].native == (variant == "c")
+    assert type(k).call_namespace["fast"].native == (variant == "c")
     for _ in range(3):
         a, b = torch.randn(1000), torch.randn(1000)
         torch.testing.assert_close(k(a, b), a + b)
@@ -217,7 +217,7 @@ def test_threads_share_one_cuda_launcher_without_mixing_arguments(cuda_add):
 def test_python_call_when_asked(cpu_add, monkeypatch):
     monkeypatch.setenv("TILECRAFT_LAUNCHER", "python")
     cpu_add.__class__ = specialize(cpu_add)
-    assert type(cpu_add).launcher == "python" and "cfn(PTRS(" in type(cpu_add).call_source
+    assert type(cpu_add).launcher == "python" and "fast" not in type(cpu_add).call_namespace
     a, b = torch.randn(1000), torch.randn(1000)
     torch.testing.assert_close(cpu_add(a, b), a + b)
 
@@ -227,12 +227,12 @@ import torch, tilecraft as tilelang
 from tilecraft.kernels import elementwise
 from tilecraft.runtime import claunch
 k = tilelang.compile(elementwise.vector_add.get_tir(1000), out_idx=[-1], target="cpu")
-first = type(k).__call__.__globals__["fast"]
+first = type(k).call_namespace["fast"]
 assert claunch.building() and not claunch.module().native_build(), "the first kernel waits for no compiler"
 a, b = torch.randn(1000), torch.randn(1000)
 torch.testing.assert_close(k(a, b), a + b)
 claunch.wait()
-now = type(k).__call__.__globals__["fast"]
+now = type(k).call_namespace["fast"]
 assert now is not first and type(now) is claunch.module("c").Launcher and claunch.module().native_build(), claunch.error()
 torch.testing.assert_close(k(a, b), a + b)
 print("OK")

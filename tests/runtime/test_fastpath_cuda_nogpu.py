@@ -43,20 +43,19 @@ class CudaLike:
         return self._contig
 
 
-def python_call(kernel):
-    """The kernel with the generated Python call (the compiled launcher's twin is tested in
-    tests/runtime/test_claunch.py; on a GPU machine it would be the default)."""
+def python_call(kernel, **stand_ins):
+    """The kernel with the Python call, built with `stand_ins` for what it reads from torch and the
+    launcher (the compiled launcher's twin is tested in tests/runtime/test_claunch.py; on a GPU
+    machine it would be the default)."""
     from tilecraft.runtime.fastpath import specialize
-    kernel.__class__ = specialize(kernel, "python")
+    kernel.__class__ = specialize(kernel, "python", stand_ins)
     assert type(kernel).launcher == "python"
     return kernel
 
 
 @pytest.fixture
 def staged():
-    kernel = python_call(tilelang.compile(elementwise.vector_add.get_tir(1000), out_idx=[-1],
-                                          target={"kind": "cuda", "arch": "sm_80"}))
-    ns = type(kernel).__call__.__globals__
+    kernel = tilelang.compile(elementwise.vector_add.get_tir(1000), out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"})
     launches, allocs = [], []
     slots = (ctypes.c_int64 * 3)()
 
@@ -72,8 +71,8 @@ def staged():
     def empty_like(t):
         allocs.append(("like", t))
         return CudaLike(t.shape, t.dtype, 0x9000 + 0x1000 * len(allocs), t.get_device())
-    ns.update(Tensor=CudaLike, empty=empty, empty_like=empty_like, raw_stream=lambda dev: 0x5EA)
-    ns["entries"][0] = entry
+    python_call(kernel, Tensor=CudaLike, empty=empty, empty_like=empty_like, raw_stream=lambda dev: 0x5EA)
+    type(kernel).call_namespace["entries"][0] = entry
     fallbacks = []
     kernel._call_checked = lambda args, stream: fallbacks.append(args) or "general path"
     return kernel, launches, allocs, fallbacks
@@ -136,7 +135,7 @@ def test_kernels_that_do_not_qualify_keep_the_general_call():
         return main
 
     k = dyn()
-    assert not hasattr(type(k), "call_source")  # a symbolic grid: CudaLauncher.__call__ does it
+    assert not hasattr(type(k), "launcher")  # a symbolic grid: CudaLauncher.__call__ does it
     # the launcher's own call (symbols, grid from them) reaches the same ctypes launch
     la = k._launch
     slots = (ctypes.c_int64 * len(la.param_kinds))()
@@ -168,13 +167,11 @@ def test_outputs_unlike_any_input_are_allocated_on_the_inputs_device():
                     S[bx + i] = s[i]
         return main
 
-    k = python_call(row_sums())
-    ns = type(k).__call__.__globals__
     allocs, launched = [], []
     slots = (ctypes.c_int64 * 2)()
-    ns.update(Tensor=CudaLike, raw_stream=lambda dev: 1,
-              empty=lambda *size, dtype, device: allocs.append((size, dtype, device)) or CudaLike(size, dtype, 0xB000, 1))
-    ns["entries"][1] = stand_in_entry(slots, lambda *a: launched.append(list(slots)) or 0)
+    k = python_call(row_sums(), Tensor=CudaLike, raw_stream=lambda dev: 1,
+                    empty=lambda *size, dtype, device: allocs.append((size, dtype, device)) or CudaLike(size, dtype, 0xB000, 1))
+    type(k).call_namespace["entries"][1] = stand_in_entry(slots, lambda *a: launched.append(list(slots)) or 0)
     k(CudaLike((64, 96), torch.float32, 0xA000, device=1))
     assert allocs == [((64,), torch.float32, torch.device("cuda", 1))] and launched == [[0xA000, 0xB000]]
 

@@ -161,7 +161,7 @@ def test_written_params_analysis():
 # ---- the generated call keeps every check ---------------------------------------------------
 def test_fast_call_is_generated_and_matches_general_path():
     k = scaled_add(1000)
-    assert "def __call__" in type(k).call_source
+    assert type(k).launcher in ("c", "python")   # the call made for the signature
     a, b = torch.randn(1000), torch.randn(1000)
     torch.testing.assert_close(k(a, b), k._call_checked((a, b), None))
     torch.testing.assert_close(k(a, b), a * 0.5 + b)

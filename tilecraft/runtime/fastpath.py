@@ -1,18 +1,18 @@
-"""The cached-launch hot path: a `__call__` generated for one kernel signature.
+"""The cached-launch hot path: a `__call__` made for one kernel signature.
 
 Before: a `JITKernel` with static shapes (no `T.dynamic` symbols), built for the CPU target or a
 CUDA kernel whose arguments are all pointers/ints and that builds no TMA descriptor.
-After: `specialize(kernel)` returns a subclass of the kernel's class whose `__call__` is Python
-source written for exactly this signature and compiled once, so that a call spends its time on
-the checks and the launch only:
+After: `specialize(kernel)` returns a subclass of the kernel's class whose `__call__` is made for
+exactly this signature (closures over its dtypes, shapes, outputs and launch state; no source text
+is generated or compiled), so that a call spends its time on the checks and the launch only:
 
-- every check of the general path stays, as one boolean chain per tensor with the expected
-  dtype and shape as constants: exact `torch.Tensor`, dtype, device (CPU; or the first tensor's
+- every check of the general path stays, as one boolean chain per tensor against the expected
+  dtype and shape: exact `torch.Tensor`, dtype, device (CPU; or the first tensor's
   CUDA device for every other tensor), shape, contiguity.  Any miss falls through to
   `JITKernel._call_checked`, which raises the detailed message (or accepts what the chain is too
   strict for: a tensor subclass, a DLPack tensor);
 - outputs are allocated with `torch.empty_like(<input>)` when an input has their shape and dtype
-  (it was checked contiguous, so the output is too), else `torch.empty(<literal sizes>, dtype=...,
+  (it was checked contiguous, so the output is too), else `torch.empty(<its sizes>, dtype=...,
   device=...)`;
 - CPU: one ctypes call with a pointer array built for the call (thread-safe, no lock);
 - CUDA: the loaded function's argument slots are filled (one `struct.pack_into`) under the
@@ -24,7 +24,7 @@ the checks and the launch only:
   (`torch_op.compiled_call`), so graphs capture it instead of breaking.
 
 When the compiled launcher (runtime/claunch.py) is available, which is the default, the
-generated `__call__` is only the torch.compile test and one call into it: the same checks,
+`__call__` is only the torch.compile test and one call into it: the same checks,
 allocation and launch done in C (`_tclaunch.Launcher`), with the same fall-through to
 `_call_checked` on any miss.  The Python body above stays as the fallback (no C++ compiler or
 no Python.h on the machine, or ``TILECRAFT_LAUNCHER=python``); `type(kernel).launcher` says
@@ -42,113 +42,149 @@ from .args import _load_torch
 __all__ = ["specialize"]
 
 
-def _tensor_test(var: str, idx: int, shape: tuple, device_test: str) -> str:
-    return (f"type({var}) is Tensor and {var}.dtype is D{idx} and {device_test} and "
-            f"{var}.shape == S{idx} and {var}.is_contiguous()")
+_MISS = object()   # a branch's answer when an argument is not what the signature says
 
 
-def _alloc(shape: tuple, idx: int, device: str) -> str:
-    dims = ", ".join(str(int(s)) for s in shape) if shape else "()"
-    return f"empty({dims}, dtype=D{idx}, device={device})"
-
-
-def _branch(kernel, given_outputs: bool, cuda: bool, device_attr: str) -> list:
-    """Source lines (indented for the body of `if n == ...:`) of one fast branch."""
+def _branch(kernel, given_outputs: bool, cuda: bool, device_attr: str, ns: dict):
+    """The fast path for one argument count: `branch(self, args, stream)` -> the result, or `_MISS`
+    when any argument is not the exact tensor the signature expects (the checked path then decides)."""
     params = kernel.params
-    names = [f"p{i}" for i in range(len(params))]
+    n = len(params)
     taken = [i for i, p in enumerate(params) if given_outputs or not p.is_output]
-    lines = [f"    {', '.join(names[i] for i in taken)}, = args"]
-    first = taken[0]
-    if cuda:
-        lines.append(f"    if {_tensor_test(names[first], first, params[first].shape, names[first] + '.' + device_attr)}:")
-        lines.append(f"        dev = {names[first]}.get_device()")
-        rest = taken[1:]
-        ind = "        "
-        if rest:
-            tests = " and ".join(_tensor_test(names[i], i, params[i].shape, f"{names[i]}.get_device() == dev")
-                                 for i in rest)
-            lines.append(f"        if {tests}:")
-            ind = "            "
-    else:
-        tests = " and ".join(_tensor_test(names[i], i, params[i].shape, f"{names[i]}.{device_attr}") for i in taken)
-        lines.append(f"    if {tests}:")
-        ind = "        "
+    checks = tuple((i, params[i].dtype, tuple(params[i].shape)) for i in taken)
+    allocs = []   # (param, the input it is shaped like or None, dtype, sizes)
     if not given_outputs:
-        device = "devs.get(dev) or cuda_device(dev)" if cuda else "CPU"
         for i, p in enumerate(params):
             if p.is_output:
                 # like an input of the same shape and dtype (checked contiguous): empty_like is
                 # the cheapest allocation and needs no device lookup
                 twin = next((j for j in taken if tuple(params[j].shape) == tuple(p.shape)
                              and params[j].dtype == p.dtype), None)
-                alloc = f"empty_like({names[twin]})" if twin is not None else _alloc(p.shape, i, device)
-                lines.append(f"{ind}{names[i]} = {alloc}")
-    ptrs = ", ".join(f"{n}.data_ptr()" for n in names)
-    if cuda:
-        lines += [f"{ind}e = entries.get(dev) or load(dev)",
-                  f"{ind}acquire, release, slots, launch, hv, av = e.fast",
-                  f"{ind}s = raw_stream(dev) if stream is None else stream_handle(stream)",
-                  f"{ind}sv = streams.get(s)",
-                  f"{ind}if sv is None:",
-                  f"{ind}    sv = stream_cvp(s)",
-                  f"{ind}acquire()",
-                  f"{ind}try:",
-                  f"{ind}    pack(slots, 0, {ptrs})",
-                  f"{ind}    err = launch(hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, av, None)",
-                  f"{ind}finally:",
-                  f"{ind}    release()",
-                  f"{ind}if err:",
-                  f"{ind}    e.launch_failed(err, GRID, BLOCK, SMEM, s, [{ptrs}])"]
-    else:
-        lines += [f"{ind}rc = cfn(PTRS({ptrs}), DIMS)",
-                  f"{ind}if rc:",
-                  f"{ind}    self._cpu_failed(rc)"]
-    outs = [names[i] for i in kernel.out_idx]
-    ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
-    lines.append(f"{ind}return {ret}")
-    return lines
+                sizes = tuple(int(s) for s in p.shape)
+                allocs.append((i, twin, p.dtype, sizes or ((),)))   # a 0-d output: empty((), ...)
+    outs = tuple(kernel.out_idx)
+    Tensor, empty, empty_like = ns["Tensor"], ns["empty"], ns["empty_like"]
+
+    def tensors(args, device):
+        """Every parameter's tensor in order: the arguments, then the outputs allocated."""
+        vals = [None] * n
+        for (i, _, _), a in zip(checks, args):
+            vals[i] = a
+        for i, twin, dtype, sizes in allocs:
+            vals[i] = empty_like(vals[twin]) if twin is not None else empty(*sizes, dtype=dtype, device=device())
+        return vals
+
+    def result(vals):
+        if not outs:
+            return None
+        return vals[outs[0]] if len(outs) == 1 else tuple(vals[i] for i in outs)
+
+    if not cuda:
+        cfn, PTRS, DIMS, CPU = ns["cfn"], ns["PTRS"], ns["DIMS"], ns["CPU"]
+
+        def branch(self, args, stream):
+            for (_, D, S), a in zip(checks, args):
+                if not (type(a) is Tensor and a.dtype is D and getattr(a, device_attr) and a.shape == S
+                        and a.is_contiguous()):
+                    return _MISS
+            vals = tensors(args, lambda: CPU)
+            rc = cfn(PTRS(*[v.data_ptr() for v in vals]), DIMS)
+            if rc:
+                self._cpu_failed(rc)
+            return result(vals)
+        return branch
+
+    entries, load, raw_stream, stream_handle = ns["entries"], ns["load"], ns["raw_stream"], ns["stream_handle"]
+    streams, stream_cvp, pack, devs, cuda_device = (ns["streams"], ns["stream_cvp"], ns["pack"], ns["devs"],
+                                                    ns["cuda_device"])
+    GX, GY, GZ, GRID, BLOCK, BX, BY, BZ, SMEM = (ns[k] for k in ("GX", "GY", "GZ", "GRID", "BLOCK", "BX", "BY",
+                                                               "BZ", "SMEM"))
+    (_, D0, S0), rest = checks[0], checks[1:]
+
+    def branch(self, args, stream):
+        first = args[0]
+        if not (type(first) is Tensor and first.dtype is D0 and getattr(first, device_attr) and first.shape == S0
+                and first.is_contiguous()):
+            return _MISS
+        dev = first.get_device()   # every other tensor on the first one's CUDA device
+        for (_, D, S), a in zip(rest, args[1:]):
+            if not (type(a) is Tensor and a.dtype is D and a.get_device() == dev and a.shape == S
+                    and a.is_contiguous()):
+                return _MISS
+        vals = tensors(args, lambda: devs.get(dev) or cuda_device(dev))
+        ptrs = [v.data_ptr() for v in vals]
+        e = entries.get(dev) or load(dev)
+        acquire, release, slots, launch, hv, av = e.fast
+        s = raw_stream(dev) if stream is None else stream_handle(stream)
+        sv = streams.get(s)
+        if sv is None:
+            sv = stream_cvp(s)
+        acquire()
+        try:
+            pack(slots, 0, *ptrs)
+            err = launch(hv, GX, GY, GZ, BX, BY, BZ, SMEM, sv, av, None)
+        finally:
+            release()
+        if err:
+            e.launch_failed(err, GRID, BLOCK, SMEM, s, ptrs)
+        return result(vals)
+    return branch
 
 
-def _source(kernel, cuda: bool, device_attr: str | None = None) -> str:
-    """`__call__` (the torch.compile test, then the fast branches) and `_eager_call` (the same
-    branches without the test: what the custom op runs).  `device_attr` (default `is_cuda` /
-    `is_cpu`) is the tensor attribute of the device test (benchmarks/launch_profile.py runs the
-    CUDA branch on CPU tensors with `is_cpu`)."""
+def python_calls(kernel, cuda: bool, ns: dict, device_attr: str | None = None) -> tuple:
+    """(`__call__`, `_eager_call`) in Python: the torch.compile test, then the fast branch for the
+    argument count (inputs only, or every parameter), else the checked path; `_eager_call` is the
+    same without the test (what the custom op runs).  `ns` holds what the branches use (the
+    signature's launcher state, torch's Tensor/empty/empty_like); `device_attr` (default `is_cuda` /
+    `is_cpu`) is the tensor attribute of the device test (benchmarks/launch_profile.py runs the CUDA
+    branch on CPU tensors with `is_cpu`)."""
     device_attr = device_attr or ("is_cuda" if cuda else "is_cpu")
     n_in = sum(1 for p in kernel.params if not p.is_output)
-    n_all = len(kernel.params)
-    branches = [(n_in, False)] if n_in else []
+    branches = {}
+    if n_in:
+        branches[n_in] = _branch(kernel, False, cuda, device_attr, ns)
     if kernel.out_idx:
-        branches.append((n_all, True))
-    fast = ["    n = len(args)"]
-    for k, (count, given) in enumerate(branches):
-        fast.append(f"    {'if' if k == 0 else 'elif'} n == {count}:")
-        fast += ["    " + ln for ln in _branch(kernel, given, cuda, device_attr)]
-    fast.append("    return self._call_checked(args, stream)")
-    call = ["def __call__(self, *args, stream=None):",
-            "    if is_compiling():",
-            "        return compiled_call(self, args, stream)"] + fast
-    eager = ["def _eager_call(self, args, stream=None):", "    args = tuple(args)"] + fast
-    return "\n".join(call + [""] + eager) + "\n"
+        branches.setdefault(len(kernel.params), _branch(kernel, True, cuda, device_attr, ns))
+    is_compiling, compiled_call = ns["is_compiling"], ns["compiled_call"]
 
-
-# The call when the compiled launcher does the work: `fast` is the kernel's `_tclaunch.Launcher`.
-C_SOURCE = """\
-def __call__(self, *args, stream=None):
-    if is_compiling():
-        return compiled_call(self, args, stream)
-    r = fast(args, stream)
-    if r is MISS:
+    def run(self, args, stream):
+        branch = branches.get(len(args))
+        if branch is not None:
+            r = branch(self, args, stream)
+            if r is not _MISS:
+                return r
         return self._call_checked(args, stream)
-    return r
 
-def _eager_call(self, args, stream=None):
-    args = tuple(args)
-    r = fast(args, stream)
-    if r is MISS:
-        return self._call_checked(args, stream)
-    return r
-"""
+    def __call__(self, *args, stream=None):
+        if is_compiling():
+            return compiled_call(self, args, stream)
+        return run(self, args, stream)
+
+    def _eager_call(self, args, stream=None):
+        return run(self, tuple(args), stream)
+    return __call__, _eager_call
+
+
+def c_calls(ns: dict) -> tuple:
+    """(`__call__`, `_eager_call`) when the compiled launcher does the work: `ns["fast"]` is the
+    kernel's `_tclaunch.Launcher`, which returns `ns["MISS"]` where the checked path must decide."""
+    fast, MISS, is_compiling, compiled_call = ns["fast"], ns["MISS"], ns["is_compiling"], ns["compiled_call"]
+
+    def __call__(self, *args, stream=None):
+        if is_compiling():
+            return compiled_call(self, args, stream)
+        r = fast(args, stream)
+        if r is MISS:
+            return self._call_checked(args, stream)
+        return r
+
+    def _eager_call(self, args, stream=None):
+        args = tuple(args)
+        r = fast(args, stream)
+        if r is MISS:
+            return self._call_checked(args, stream)
+        return r
+    return __call__, _eager_call
 
 
 def _cuda_namespace(kernel) -> dict | None:
@@ -178,10 +214,12 @@ def _cuda_namespace(kernel) -> dict | None:
                 BX=block[0], BY=block[1], BZ=block[2], SMEM=launcher.smem)
 
 
-def specialize(kernel, launcher: str = "auto"):
-    """The class with the generated `__call__` for `kernel`, or None when it does not qualify.
+def specialize(kernel, launcher: str = "auto", namespace: dict | None = None):
+    """The class with the call made for `kernel`'s signature, or None when it does not qualify.
     `launcher`: "auto" (the compiled launcher when available, else the Python call), "c" (None
-    without it) or "python"."""
+    without it) or "python".  `namespace` replaces entries of what the call is built from (tests
+    put stand-ins for torch's tensor type, allocation or the current stream there); the class's
+    `call_namespace` is that mapping as used."""
     if not kernel.params or any(not p.static for p in kernel.params):
         return None
     if all(p.is_output for p in kernel.params):
@@ -208,26 +246,21 @@ def specialize(kernel, launcher: str = "auto"):
     from .torch_op import compiled_call
     ns.update(Tensor=torch.Tensor, empty=torch.empty, empty_like=torch.empty_like,
               compiled_call=compiled_call, is_compiling=_is_compiling_fn(torch))
-    for i, p in enumerate(kernel.params):
-        ns[f"D{i}"] = p.dtype
-        ns[f"S{i}"] = tuple(p.shape)
+    ns.update(namespace or {})
     if fast is not None:
         from .claunch import MISS, pending
         pending(kernel)  # moved onto the torch-aware launcher when its background build is done
         ns.update(fast=fast, MISS=MISS)
-        source = C_SOURCE
+        call, eager = c_calls(ns)
     else:
-        source = _source(kernel, cuda)
-    code = compile(source, f"<tilecraft call of {kernel.name}>", "exec")
-    exec(code, ns)  # noqa: S102 - our own text, built above from the signature
-    fn = ns["__call__"]
-    fn.__doc__ = type(kernel).__call__.__doc__
+        call, eager = python_calls(kernel, cuda, ns)
+    call.__doc__ = type(kernel).__call__.__doc__
     base = type(kernel)
-    while "call_source" in base.__dict__:  # re-specializing: derive from the general class
+    while "launcher" in base.__dict__:  # re-specializing: derive from the general class
         base = base.__base__
-    return type(base.__name__, (base,), {"__call__": fn, "_eager_call": ns["_eager_call"],
+    return type(base.__name__, (base,), {"__call__": call, "_eager_call": eager,
                                          "__module__": base.__module__, "__qualname__": base.__qualname__,
-                                         "call_source": source, "launcher": "c" if fast is not None else "python"})
+                                         "call_namespace": ns, "launcher": "c" if fast is not None else "python"})
 
 
 def _is_compiling_fn(torch):
