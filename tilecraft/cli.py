@@ -5,6 +5,9 @@
     tilecraft bench [--quick] [--only G] [--list]   the benchmark suite (source checkout, GPU)
     tilecraft show FILE:FACTORY [ARGS...] [--what ir|lowered|source|host|sass|plan] [--target T]
     tilecraft cache info|clear
+    tilecraft tune FILE:FACTORY --shapes 1024,1024,1024 2048,2048,2048 --space block_M=64,128 block_N=64,128
+                   [--executor local|ray] [--ray-address ADDR] [--ref FILE:FUNC] [--out DIR]
+                                                tune over a config space for many shapes (tuning database, table, plot)
     tilecraft run [--cpu [--also-compile ARCH]] PROG.py [ARGS...]   run a TileLang program unchanged (`import tilelang` -> tilecraft; --cpu: on the CPU target)
 
 `show` imports FILE (a path to a .py file, or a dotted module name such as `tilecraft.kernels`),
@@ -66,6 +69,12 @@ def _cache(args) -> int:
     print(f"{'disabled':<10} {info['disabled']}" + ("  (TILECRAFT_DISABLE_CACHE is set)" if info["disabled"] else ""))
     for ns, stats in sorted(info["namespaces"].items()):
         print(f"  {ns:<12} {stats['entries']:>6} entries  {_human_bytes(stats['bytes']):>10}")
+    from . import env
+    if env.cache_url():
+        print(f"{'shared':<10} {env.cache_url()}  (entries signed: "
+              f"{'yes' if env.cache_signing_key() else 'NO KEY: TILECRAFT_CACHE_KEY unset, not used'})")
+    elif env.cache_signing_key():
+        print(f"{'signed':<10} yes (TILECRAFT_CACHE_KEY is set: unsigned or foreign entries are refused)")
     return 0
 
 
@@ -349,6 +358,83 @@ def _call_factory(fn, name: str, pos: list, kw: dict):
     return fn(*pos, **kw)
 
 
+# ------------------------------------------------------------------------------------ tune
+def _parse_shape(text: str):
+    """`1024,1024,1024` -> (1024, 1024, 1024); `M=1024,N=512` -> {"M": 1024, "N": 512}."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise CliError(f"--shapes {text!r}: expected comma-separated values such as 1024,1024,1024")
+    args, kwargs = _split_params(items)
+    if args and kwargs:
+        raise CliError(f"--shapes {text!r}: use all positional values or all NAME=VALUE")
+    return kwargs if kwargs else tuple(args)
+
+
+def _parse_space(items: list[str]) -> dict:
+    """`block_M=64,128 num_stages=2` -> {"block_M": [64, 128], "num_stages": [2]}."""
+    space: dict = {}
+    for item in items:
+        name, eq, values = item.partition("=")
+        if not eq or not name.isidentifier() or not values.strip():
+            raise CliError(f"--space {item!r}: expected NAME=V1,V2,... (e.g. block_M=64,128)")
+        if name in space:
+            raise CliError(f"--space: {name} given twice")
+        space[name] = [_literal(v.strip()) for v in values.split(",") if v.strip()]
+    return space
+
+
+def _tune(args) -> int:
+    from . import env
+    from .autotuner.sweep import tune_many
+
+    spec, colon, name = args.target_spec.rpartition(":")
+    if not colon or not spec:
+        raise CliError(f"{args.target_spec!r}: expected FILE:FACTORY or MODULE:FACTORY")
+    module = _load_module(spec)
+    name, factory = _find_object(module, name, spec)
+    factory = getattr(factory, "factory", factory)  # an @autotune-wrapped factory: tune the jit below it
+    shapes = [_parse_shape(s) for s in args.shapes]
+    space = _parse_space(args.space)
+    if not space:
+        raise CliError("--space: give at least one NAME=V1,V2,...")
+    ref = None
+    if args.ref:
+        ref_spec, _, ref_name = args.ref.rpartition(":")
+        if not ref_spec:
+            raise CliError(f"--ref {args.ref!r}: expected FILE:FUNCTION")
+        ref = getattr(_load_module(ref_spec), ref_name, None)
+        if not callable(ref):
+            raise CliError(f"--ref {args.ref!r}: {ref_spec} has no function {ref_name!r}")
+    if args.db:
+        os.environ["TILECRAFT_TUNING_DB"] = args.db
+    executor = args.executor
+    if executor == "ray" and args.ray_address:
+        from .autotuner.ray_executor import RayExecutor
+        executor = RayExecutor(address=args.ray_address)
+    compile_args = {"target": args.target} if args.target != "auto" else None
+    try:
+        report = tune_many(factory, shapes, space, executor=executor, compile_args=compile_args,
+                           ref_prog=ref, skip_check=ref is None, warmup=args.warmup, rep=args.rep,
+                           timeout=args.timeout)
+    except (ValueError, TypeError) as e:
+        raise CliError(str(e)) from None
+    except ImportError as e:
+        raise CliError(str(e)) from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text = report.table()
+    table_path = out / f"tune_{name}.md"
+    table_path.write_text(text + "\n")
+    written = [str(table_path)]
+    try:
+        written.append(report.plot(str(out / f"tune_{name}.png")))
+    except ImportError as e:
+        print(f"tilecraft tune: no plot: {e}", file=sys.stderr)
+    print(f"tuning database: {env.tuning_db()}")
+    print("wrote " + ", ".join(written))
+    return 0 if all(r is not None for r in report.results) else 1
+
+
 # ------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilecraft", description="tilecraft: tile-level GPU kernels in Python",
@@ -395,6 +481,35 @@ def build_parser() -> argparse.ArgumentParser:
                         "cpu, cuda, sm_80 ... sm_90a")
     p.add_argument("--traceback", action="store_true", help="show the full Python traceback of an error")
     p.set_defaults(fn=_show)
+
+    p = sub.add_parser(
+        "tune", help="tune a factory over a config space for many shapes (tuning database, table, plot)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Tune FACTORY over the product of --space for every shape of --shapes on the chosen "
+                    "executor. Results go to the tuning database (TILECRAFT_TUNING_DB): a second run over "
+                    "the same shapes benchmarks nothing it already knows. Prints a table (configs x shapes) "
+                    "and writes it with a plot (time per config and shape) under --out.",
+        epilog="example:\n"
+               "  tilecraft tune tilecraft.kernels.gemm:matmul --shapes 256,256,256 512,512,512 \\\n"
+               "      --space block_M=32,64 block_N=32,64 block_K=32 num_stages=1,2 --executor ray")
+    p.add_argument("target_spec", metavar="FILE:FACTORY", help="a .py file (or dotted module) and a @tilelang.jit factory")
+    p.add_argument("--shapes", nargs="+", required=True, metavar="SHAPE",
+                   help="the factory's fixed arguments per problem: 1024,1024,1024 or M=1024,N=1024,K=1024")
+    p.add_argument("--space", nargs="+", required=True, metavar="NAME=V1,V2",
+                   help="tuned parameters and their values; the configs are their product")
+    p.add_argument("--executor", choices=["local", "ray"], default=None,
+                   help="where configs compile and run (default TILECRAFT_AUTOTUNE_EXECUTOR, else local)")
+    p.add_argument("--ray-address", default=None, help="the Ray cluster to join (default: a local one)")
+    p.add_argument("--ref", default=None, metavar="FILE:FUNCTION",
+                   help="a reference taking the kernel's inputs; configs whose output differs are dropped")
+    p.add_argument("--target", default="auto", help="compile target (default: the factory's own, else auto)")
+    p.add_argument("--warmup", type=float, default=5, help="warm-up time per config (ms, default 5)")
+    p.add_argument("--rep", type=float, default=20, help="timed repetitions budget per config (ms, default 20)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds a config may take to compile or run once")
+    p.add_argument("--db", default=None, help="the tuning database file (default TILECRAFT_TUNING_DB)")
+    p.add_argument("--out", default=".", help="folder for tune_FACTORY.md and tune_FACTORY.png (default .)")
+    p.add_argument("--traceback", action="store_true", help="show the full Python traceback of an error")
+    p.set_defaults(fn=_tune)
 
     p = sub.add_parser("cache", help="show or clear the compiled-kernel cache")
     p.add_argument("action", choices=["info", "clear"])

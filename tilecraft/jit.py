@@ -88,6 +88,10 @@ def _freeze(value):
         return repr(value)
 
 
+def _rebuild_jit_factory(fn, options):
+    return JITFactory(fn, **options)
+
+
 class JITFactory:
     """The object `@tilecraft.jit` returns (TileLang's `JITImpl`).
 
@@ -98,6 +102,8 @@ class JITFactory:
     `.get_kernel_source(...)`, `.get_profiler(...)` and `.par_compile(configs)`."""
 
     def __init__(self, fn, out_idx=None, target="auto", pass_configs=None, verbose=False, target_host=None, **extra):
+        self._init_args = (fn, dict(out_idx=out_idx, target=target, pass_configs=pass_configs, verbose=verbose,
+                                    target_host=target_host, **extra))
         self.fn = fn
         self.out_idx = out_idx
         self.target = target
@@ -114,6 +120,12 @@ class JITFactory:
         self._lock = threading.Lock()
         self._body = None  # an EagerJit when the function is the kernel itself (jit_eager.py)
         functools.update_wrapper(self, fn)
+
+    def __reduce__(self):
+        """Pickled (e.g. to a Ray worker) as the function and the decorator's options; the copy
+        starts with no compiled kernels of its own."""
+        fn, options = self._init_args
+        return (_rebuild_jit_factory, (fn, options))
 
     @property
     def func(self):

@@ -166,7 +166,7 @@ def test_second_run_comes_from_the_cache(tmp_path):
     assert second.kernel.calls == 0, "nothing is benchmarked on a cache hit"
     assert [r.status for r in second.all_results] == [r.status for r in first.all_results]
     assert "chunk must be positive" in second.all_results[1].reason
-    assert "from the autotuning cache" in second.table(show=False)
+    assert "from the tuning database" in second.table(show=False)
 
 
 def test_what_invalidates_a_stored_result(monkeypatch):

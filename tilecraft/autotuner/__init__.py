@@ -12,17 +12,30 @@ Two spellings, as in TileLang::
     @tilelang.jit(out_idx=[-1])
     def matmul(M, N, K, block_M=128, ...): ...
 
-Configs compile in parallel processes into the shared disk cache; failures are reported and
-skipped; results are stored on disk (``TILECRAFT_AUTO_TUNING_DISABLE_CACHE=1`` turns that off).
+Configs compile in parallel processes into the shared disk cache (or, with ``executor="ray"``,
+on a Ray cluster: ray_executor.py); failures are reported and skipped; every measured config is
+kept in the tuning database (database.py; ``TILECRAFT_AUTO_TUNING_DISABLE_CACHE=1`` turns that
+off), so a later run benchmarks only what it does not know. ``tune_many`` (sweep.py, and
+``tilecraft tune``) tunes one factory for many shapes.
 """
 
 from ..profiler import TensorSupplyType
+from .database import TuningDatabase
 from .decorator import AutoTuneImpl, autotune
 from .inputs import current_autotune_inputs, set_autotune_inputs
 from .result import AutotuneError, AutotuneResult, ConfigResult
+from .sweep import SweepReport, tune_many
 from .tuner import AutoTuner, ProfileArgs
 
 __all__ = [
     "AutoTuneImpl", "AutoTuner", "AutotuneError", "AutotuneResult", "ConfigResult", "ProfileArgs",
-    "TensorSupplyType", "autotune", "current_autotune_inputs", "set_autotune_inputs",
+    "RayExecutor", "SweepReport", "TensorSupplyType", "TuningDatabase", "autotune", "current_autotune_inputs",
+    "set_autotune_inputs", "tune_many",
 ]
+
+
+def __getattr__(name):
+    if name == "RayExecutor":  # imported on first use: ray itself is optional ('scale' extra)
+        from .ray_executor import RayExecutor
+        return RayExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

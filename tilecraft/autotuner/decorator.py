@@ -58,10 +58,12 @@ def _shape_only(value: Any) -> Any:
 class AutoTuneImpl:
     """The object ``@autotune`` returns: call it like the factory to get the tuned kernel."""
 
-    def __init__(self, factory: Callable, configs: Sequence[dict] | Callable, profile_args: dict):
+    def __init__(self, factory: Callable, configs: Sequence[dict] | Callable, profile_args: dict,
+                 executor: Any = None):
         self.factory = factory
         self.configs = configs
         self.profile_args = profile_args
+        self.executor = executor
         self.results: dict[Any, AutotuneResult] = {}
         self.last_result: AutotuneResult | None = None
         functools.update_wrapper(self, getattr(factory, "fn", factory), updated=())
@@ -123,7 +125,7 @@ class AutoTuneImpl:
         configs = _dedupe([{**c, **fixed} for c in configs])
         rest = {k: v for k, v in kwargs.items() if k not in tuned}
         tuner = (AutoTuner.from_kernel(self.factory, configs).set_kernel_parameters(args, rest)
-                 .set_profile_args(**self.profile_args))
+                 .set_profile_args(**self.profile_args).set_executor(self.executor))
         if inputs is not None:
             with set_autotune_inputs(*inputs):
                 result = tuner.run()
@@ -163,10 +165,12 @@ def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 2
              manual_check_prog: Callable | None = None, cache_input_tensors: bool = True,
              supply_prog: Callable | None = None, flops: float | Callable | None = None,
              bytes: float | Callable | None = None,  # noqa: A002
-             early_stop: bool = False, early_stop_factor: float | None = None) -> Callable[[Callable], AutoTuneImpl]:
+             early_stop: bool = False, early_stop_factor: float | None = None,
+             executor: Any = None) -> Callable[[Callable], AutoTuneImpl]:
     """Decorator: tune the ``@jit`` factory below it over ``configs`` whenever it is called.
     ``early_stop=True``: configs slower than ``early_stop_factor`` x the best so far in a short
-    probe are not timed in full (``AutoTuner.run``)."""
+    probe are not timed in full (``AutoTuner.run``).  ``executor``: ``"local"``, ``"ray"`` or an
+    executor object (default ``TILECRAFT_AUTOTUNE_EXECUTOR``)."""
     if configs is None:
         raise TypeError("autotune: configs= is required (a list of dicts, or a function returning one)")
     if callable(configs) is False and not isinstance(configs, (list, tuple)):
@@ -182,6 +186,6 @@ def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 2
         profile_args["early_stop_factor"] = _with_early_stop(ProfileArgs(), early_stop, early_stop_factor).early_stop_factor
 
     def decorate(factory: Callable) -> AutoTuneImpl:
-        return AutoTuneImpl(factory, configs, profile_args)
+        return AutoTuneImpl(factory, configs, profile_args, executor)
 
     return decorate

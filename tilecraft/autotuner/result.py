@@ -86,6 +86,9 @@ class AutotuneResult:
     name: str = "kernel"
     flops: float | Callable | None = None
     bytes: float | Callable | None = None
+    measured: int | None = None  # configs compiled and benchmarked by this run (the others came from the database)
+    executor: str = "local"
+    phase_seconds: dict = field(default_factory=dict)  # wall time of the compile and benchmark phases
 
     @property
     def libcode(self) -> str | None:
@@ -144,7 +147,9 @@ class AutotuneResult:
             return "| " + " | ".join(cells[h].ljust(widths[h]) for h in headers) + " |"
         out = [line({h: h for h in headers}), "|" + "|".join("-" * (widths[h] + 2) for h in headers) + "|"]
         out += [line({h: r.get(h, "") for h in headers}) for r in rows]
-        origin = " (from the autotuning cache)" if self.from_cache else ""
+        known = 0 if self.measured is None else len(self.all_results) - self.measured
+        origin = (" (from the tuning database)" if self.from_cache else
+                  f" ({known} of {len(self.all_results)} configs from the tuning database)" if known else "")
         title = f"autotune {self.name}: best {self.latency:.4f} ms with {self.config}{origin}"
         text = title + "\n" + "\n".join(out)
         if show:

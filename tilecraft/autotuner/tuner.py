@@ -1,18 +1,20 @@
 """``AutoTuner``: compile every config (in parallel), check it, time it, keep the fastest.
 
 A run goes:
-1. A stored result for the same program, arguments, configs, target, machine, check settings
-   and compiler version (``compiler_version_hash()``) is returned at once: only the best config
-   is compiled again (a cache hit), nothing is benchmarked.
-2. The first config(s) are compiled in this process until one succeeds (this resolves
-   ``target="auto"`` and warms up imports once), then the rest are compiled by forked workers
-   (``parallel.precompile``) purely to fill the disk cache.
-3. Config by config, in this process: compile (now a cache hit), check against ``ref_prog``
-   (or ``manual_check_prog``) on the same inputs, time with the profiler. A config that fails
-   to compile, to launch, or to match is recorded with its reason and skipped.  With
+1. The tuning database (database.py) is asked for this problem (program, arguments, target,
+   machine, check settings, compiler version): configs it knows are not compiled or benchmarked
+   again; when it knows them all, only the best config is compiled (a cache hit).
+2. The executor (executors.py) compiles and measures the rest. Local: the first config(s) are
+   compiled in this process until one succeeds (this resolves ``target="auto"`` and warms up
+   imports once), the rest by forked workers (``parallel.precompile``) purely to fill the disk
+   cache; then config by config, in this process: compile (now a cache hit), check against
+   ``ref_prog`` (or ``manual_check_prog``) on the same inputs, time with the profiler. Ray
+   (ray_executor.py): compile tasks on CPU workers, benchmark tasks one per GPU. A config that
+   fails to compile, to launch, or to match is recorded with its reason and skipped. With
    ``early_stop=True`` (``early_stop_factor=f``) a checked config is first timed briefly; one
    slower than f times the best so far is recorded with that time and not timed in full.
-4. The reference is timed on the best config's inputs, the result is stored on disk.
+3. The best config's kernel is loaded here, the reference is timed on its inputs, and the new
+   outcomes are written to the database.
 
 The latency of a config is the median of its samples (robust to the odd slow repetition).
 """
@@ -20,7 +22,6 @@ The latency of a config is the median of its samples (robust to the odd slow rep
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -29,10 +30,12 @@ from typing import Any, Callable, Sequence
 from tqdm.auto import tqdm
 
 from .. import env
-from ..compiler.cache import DiskCache, cache_key, compiler_version_hash
+from ..compiler.cache import cache_key, compiler_version_hash
 from ..profiler import Profiler, TensorSupplyType
 from ..profiler.profiler import _sync
 from . import parallel
+from .database import TuningDatabase
+from .executors import resolve_executor
 from .inputs import current_autotune_inputs
 from .program import Program
 from .result import (COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT, AutotuneError, AutotuneResult,
@@ -41,7 +44,7 @@ from .result import (COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT
 __all__ = ["AutoTuner", "ProfileArgs"]
 
 log = logging.getLogger("tilecraft.autotuner")
-RESULT_FORMAT = 1
+RESULT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ class AutoTuner:
         self._kwargs: dict = {}
         self._inputs: list | None = None
         self._input_sig: tuple | None = None
+        self._executor: Any = None
 
     @classmethod
     def from_kernel(cls, kernel: Callable, configs: Sequence[dict] | Callable[..., Sequence[dict]]) -> "AutoTuner":
@@ -141,6 +145,11 @@ class AutoTuner:
         self.profile_args = _with_early_stop(pa, early_stop, early_stop_factor)
         return self
 
+    def set_executor(self, executor: Any) -> "AutoTuner":
+        """Where ``run()`` compiles and benchmarks: ``"local"``, ``"ray"`` or an executor object."""
+        self._executor = executor
+        return self
+
     def set_kernel_parameters(self, args: tuple = (), kwargs: dict | None = None) -> "AutoTuner":
         """The factory's fixed arguments; each config supplies the remaining keyword arguments."""
         self._args, self._kwargs = tuple(args), dict(kwargs or {})
@@ -166,7 +175,7 @@ class AutoTuner:
 
     def run(self, warmup: float | None = None, rep: float | None = None, timeout: float | None = None,
             early_stop: bool | int | None = None, early_stop_factor: float | None = None,
-            enable_grouped_compile: bool | None = None) -> AutotuneResult:
+            enable_grouped_compile: bool | None = None, executor: Any = None) -> AutotuneResult:
         """Tune and return the best config with its kernel (see the module docstring).
 
         ``early_stop=True`` (TileLang's): a checked config is first timed with a short probe, and
@@ -174,7 +183,9 @@ class AutoTuner:
         full; an int keeps ``set_profile_args``' meaning (stop after that many configs in a row
         without a new best).  ``enable_grouped_compile``: TileLang compiles the configs in groups;
         tilecraft always compiles them at once in parallel worker processes (step 2), so either
-        value gives the same kernels and the same choice."""
+        value gives the same kernels and the same choice.  ``executor``: ``"local"`` (default, or
+        ``TILECRAFT_AUTOTUNE_EXECUTOR``), ``"ray"``, or an executor object such as
+        ``RayExecutor(address=...)`` (executors.py)."""
         began = time.perf_counter()
         pa = self.profile_args
         pa = replace(pa, warmup=pa.warmup if warmup is None else warmup, rep=pa.rep if rep is None else rep,
@@ -182,26 +193,90 @@ class AutoTuner:
         if enable_grouped_compile is not None and not isinstance(enable_grouped_compile, bool):
             raise TypeError(f"enable_grouped_compile must be a bool, got {enable_grouped_compile!r}")
         pa = _with_early_stop(pa, early_stop, early_stop_factor)
+        remote = resolve_executor(executor if executor is not None else self._executor)
         configs = self._resolve_configs()
         program = Program(self.kernel, self._args, self._kwargs, self._compile_args)
         user_inputs = current_autotune_inputs()
         self._inputs, self._input_sig = None, None
 
-        store, key = self._result_store(program, configs, pa, user_inputs)
-        if key is not None:
-            cached = self._from_cache(store, key, program, configs, pa)
-            if cached is not None:
-                cached.tuning_time = time.perf_counter() - began
-                return cached
+        db, problem, config_keys = self._database(program, configs, pa, user_inputs)
+        known = db.lookup(problem, config_keys) if db is not None else {}
+        results = []
+        for i, c in enumerate(configs):
+            row = known.get(config_keys[i]) if config_keys else None
+            results.append(ConfigResult(i, dict(c), **row) if row else ConfigResult(i, dict(c)))
+        fresh = [r for r in results if not (config_keys and config_keys[r.index] in known)]
+        phase_seconds: dict[str, float] = {}
 
-        results = [ConfigResult(i, dict(c)) for i, c in enumerate(configs)]
+        measured_best: tuple[ConfigResult, Any, Any, Profiler, list] | None = None
+        if fresh and remote is None:
+            measured_best = self._run_local(program, configs, results, fresh, pa, user_inputs, phase_seconds)
+        elif fresh:
+            remote.run(program, configs, fresh, pa, user_inputs)
+            phase_seconds.update(getattr(remote, "phase_seconds", {}))
+
+        ok = [r for r in results if r.ok]
+        if not ok:
+            lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {_excerpt(r.reason)}" for r in results)
+            raise AutotuneError(f"autotune {program.name}: all {len(results)} configs failed\n{lines}")
+        best_r = min(ok, key=lambda r: (r.latency, r.index))
+        if measured_best is not None and measured_best[0] is best_r:
+            _, kernel, func, profiler, inputs = measured_best
+        else:  # known from the database, or measured elsewhere: load it here (a compile-cache hit)
+            probe = ConfigResult(best_r.index, dict(best_r.config))
+            pair = self._compile(program, probe)
+            if pair is None:
+                if db is not None and best_r not in fresh:  # it compiled when it was tuned: tune again
+                    db.forget(problem)
+                    return self.run(warmup, rep, timeout, early_stop, early_stop_factor, enable_grouped_compile,
+                                    executor=executor)
+                raise AutotuneError(f"autotune {program.name}: the best config #{best_r.index} {best_r.config} "
+                                    f"was measured but does not compile here: {_excerpt(probe.reason)}")
+            kernel, func = pair
+            profiler, inputs = None, None
+
+        ref_latency = db.ref_latency(problem) if db is not None else None
+        if pa.ref_prog is not None and ref_latency is None and fresh:
+            try:
+                if profiler is not None:
+                    ref_latency = profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs).median
+                elif remote is not None:
+                    ref_latency = remote.reference_latency(program, best_r.index, pa)
+                else:
+                    profiler = Profiler(kernel, pa.supply_type)
+                    inputs = self._inputs_for(profiler, pa, user_inputs)
+                    ref_latency = profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs).median
+            except Exception as exc:  # the reference's own problem must not lose the tuning result
+                log.warning("autotune %s: timing the reference failed: %s", program.name, exc)
+        result = AutotuneResult(config=dict(best_r.config), latency=best_r.latency, ref_latency=ref_latency,
+                                kernel=kernel, func=func, all_results=results, name=program.name,
+                                flops=pa.flops, bytes=pa.bytes, tuning_time=time.perf_counter() - began,
+                                from_cache=not fresh, measured=len(fresh),
+                                executor=getattr(remote, "name", "local"), phase_seconds=phase_seconds)
+        if db is not None and fresh:
+            try:
+                db.record(problem, self._describe(program, user_inputs),
+                          [(config_keys[r.index], r) for r in fresh], ref_latency)
+            except Exception as exc:  # never lose a finished tuning run to a storage problem
+                log.warning("autotune %s: could not store the results: %s", program.name, exc)
+        if env.verbose():
+            result.table()
+        return result
+
+    def _run_local(self, program: Program, configs: list[dict], results: list[ConfigResult],
+                   fresh: list[ConfigResult], pa: ProfileArgs, user_inputs: tuple | None,
+                   phase_seconds: dict) -> tuple | None:
+        """The local executor: compile ``fresh`` (the first ones here, the rest in forked workers),
+        then check and time them one by one in this process. Returns the fastest measured config
+        with its kernel, profiler and inputs (or None)."""
+        t0 = time.perf_counter()
         built: dict[int, tuple[Any, Any]] = {}
-        for r in results:  # compile in this process until one works, then fork the rest
+        for r in fresh:  # compile in this process until one works, then fork the rest
             built_ok = self._compile(program, r)
             if built_ok is not None:
                 built[r.index] = built_ok
                 break
-        rest = [r.index for r in results if r.index not in built and r.status == OK]
+        rest = [r.index for r in fresh if r.index not in built and r.status == OK and r.compile_s is None]
         if rest and not env.cache_disabled():
             program.prepare()
             outcomes = parallel.precompile(program.precompile, configs, rest, env.autotune_max_workers(), pa.timeout,
@@ -209,44 +284,31 @@ class AutoTuner:
             for i, outcome in outcomes.items():
                 if outcome.timed_out:
                     results[i].status, results[i].reason = TIMEOUT, outcome.reason
+        phase_seconds["compile"] = time.perf_counter() - t0
 
+        t0 = time.perf_counter()
         best: tuple[ConfigResult, Any, Any, Profiler, list] | None = None
+        best_latency = min((r.latency for r in results if r.ok), default=None)  # known from the database
         since_best = 0
-        with tqdm(total=len(results), desc=f"autotune {program.name}", disable=None, leave=False) as bar:
-            for r in results:
+        with tqdm(total=len(fresh), desc=f"autotune {program.name}", disable=None, leave=False) as bar:
+            for r in fresh:
                 if pa.early_stop is not None and since_best >= pa.early_stop and r.status == OK:
                     r.status, r.reason = SKIPPED, f"{since_best} configs in a row did not beat the best"
                 elif r.status == OK:
                     pair = built.pop(r.index, None) or self._compile(program, r)
                     if pair is not None:
                         kernel, func = pair
-                        evaluated = self._evaluate(r, kernel, pa, user_inputs, best[0].latency if best else None)
+                        evaluated = self._evaluate(r, kernel, pa, user_inputs, best_latency)
                         if evaluated is not None:
                             if best is None or r.latency < best[0].latency:
                                 best = (r, kernel, func, *evaluated)
-                                since_best = 0
+                            if best_latency is None or r.latency < best_latency:
+                                best_latency, since_best = r.latency, 0
                             else:
                                 since_best += 1
                 bar.update(1)
-        if best is None:
-            lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {_excerpt(r.reason)}" for r in results)
-            raise AutotuneError(f"autotune {program.name}: all {len(results)} configs failed\n{lines}")
-
-        best_r, kernel, func, profiler, inputs = best
-        ref_latency = None
-        if pa.ref_prog is not None:
-            try:
-                ref_latency = profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs).median
-            except Exception as exc:  # the reference's own problem must not lose the tuning result
-                log.warning("autotune %s: timing the reference failed: %s", program.name, exc)
-        result = AutotuneResult(config=dict(best_r.config), latency=best_r.latency, ref_latency=ref_latency,
-                                kernel=kernel, func=func, all_results=results, name=program.name,
-                                flops=pa.flops, bytes=pa.bytes, tuning_time=time.perf_counter() - began)
-        if key is not None:
-            self._store(store, key, result, configs)
-        if env.verbose():
-            result.table()
-        return result
+        phase_seconds["benchmark"] = time.perf_counter() - t0
+        return best
 
     # ------------------------------------------------------------------ one config
 
@@ -316,53 +378,30 @@ class AutoTuner:
         r.status, r.latency, r.stats = OK, stats.median, stats.as_dict()
         return profiler, inputs
 
-    # ------------------------------------------------------------------ the stored result
+    # ------------------------------------------------------------------ the tuning database
 
-    def _result_store(self, program: Program, configs: list[dict], pa: ProfileArgs,
-                      user_inputs: tuple | None) -> tuple[DiskCache, str | None]:
-        store = DiskCache("autotune")
+    def _database(self, program: Program, configs: list[dict], pa: ProfileArgs,
+                  user_inputs: tuple | None) -> tuple[TuningDatabase | None, str | None, list[str]]:
+        """(the database, this problem's key, each config's key), or (None, None, []) when results
+        are not stored (the knob, or an argument or config that cannot be keyed)."""
         if env.autotune_cache_disabled():
-            return store, None
+            return None, None, []
         try:
-            key = cache_key("autotune", RESULT_FORMAT, program.key_parts(), configs, pa.key_parts(),
-                            _signature(user_inputs) if user_inputs is not None else None, compiler_version_hash())
+            problem = cache_key("autotune", RESULT_FORMAT, program.key_parts(), pa.key_parts(),
+                                _signature(user_inputs) if user_inputs is not None else None,
+                                compiler_version_hash())
+            keys = [cache_key(c) for c in configs]
         except TypeError as exc:  # an argument or config we cannot key: tune, but do not store
-            log.info("autotune %s: result not cached (%s)", program.name, exc)
-            return store, None
-        return store, key
+            log.info("autotune %s: results not stored (%s)", program.name, exc)
+            return None, None, []
+        return TuningDatabase(), problem, keys
 
-    def _from_cache(self, store: DiskCache, key: str, program: Program, configs: list[dict],
-                    pa: ProfileArgs) -> AutotuneResult | None:
-        entry = store.get(key)
-        if entry is None:
-            return None
-        try:
-            doc = json.loads(entry.read_text("result.json"))
-            best = int(doc["best_index"])
-            if doc["best_config_key"] != cache_key(configs[best]):
-                return None
-            results = [ConfigResult(d["index"], dict(configs[d["index"]]), d["status"], d["latency"], d["stats"],
-                                    d["reason"], d["compile_s"]) for d in doc["results"]]
-        except (ValueError, KeyError, IndexError, TypeError):
-            store.remove(key)
-            return None
-        r = ConfigResult(best, dict(configs[best]))
-        pair = self._compile(program, r)
-        if pair is None:  # it compiled when it was tuned; something changed, so tune again
-            store.remove(key)
-            return None
-        return AutotuneResult(config=dict(configs[best]), latency=doc["latency"], ref_latency=doc["ref_latency"],
-                              kernel=pair[0], func=pair[1], all_results=results, from_cache=True,
-                              name=program.name, flops=pa.flops, bytes=pa.bytes)
-
-    def _store(self, store: DiskCache, key: str, result: AutotuneResult, configs: list[dict]) -> None:
-        best = next(r.index for r in result.all_results if r.ok and r.latency == result.latency
-                    and r.config == result.config)
-        doc = {"format": RESULT_FORMAT, "best_index": best, "best_config_key": cache_key(configs[best]),
-               "latency": result.latency, "ref_latency": result.ref_latency,
-               "results": [r.to_json() for r in result.all_results]}
-        try:
-            store.put(key, {"result.json": json.dumps(doc, default=repr)},
-                      {"name": result.name, "best_index": best, "latency": result.latency})
-        except Exception as exc:  # never lose a finished tuning run to a storage problem
-            log.warning("autotune %s: could not store the result: %s", result.name, exc)
+    @staticmethod
+    def _describe(program: Program, user_inputs: tuple | None) -> dict:
+        """The readable columns of a problem's row."""
+        args = ", ".join([repr(a) for a in program.args] + [f"{k}={v!r}" for k, v in program.kwargs.items()])
+        if user_inputs is not None:
+            args += f"; inputs {_signature(user_inputs)!r}"
+        target = program.compile_args.get("target")
+        return {"name": program.name, "arguments": args, "target": str(target),
+                "hardware": repr(program.key_parts()[-1]), "compiler": compiler_version_hash()}

@@ -1,0 +1,128 @@
+"""The Ray executor on a real local Ray cluster (2 CPUs): the same results as the local executor,
+a worker's crash or a hung compile loses that config only, the decorator's option and the knob,
+and the README GEMM tuned through Ray on the CPU target.
+
+Kept few and small: one cluster for the module (started by the fixture, shut down after).
+"""
+
+import os
+import time
+
+import pytest
+import torch
+from tuning_fakes import FakeJit
+
+from tilecraft.autotuner import AutoTuner, autotune
+from tilecraft.autotuner.result import COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, TIMEOUT
+from tilecraft.profiler import TensorSupplyType
+
+pytestmark = pytest.mark.ray
+
+M, N, K = 128, 32, 32
+FAST = dict(warmup=1, rep=8)
+DRIVER = os.getpid()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+    if ray.is_initialized():
+        ray.shutdown()
+    for attempt in range(3):  # Ray gives its raylet 30 s to start: a heavily loaded machine may need another go
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:  # noqa: BLE001 - "The current node timed out during startup"
+            ray.shutdown()
+            if attempt == 2:
+                raise
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    for name in ("TILECRAFT_DISABLE_CACHE", "TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "TILECRAFT_AUTOTUNE_EXECUTOR",
+                 "TILECRAFT_CACHE_URL", "TILECRAFT_CACHE_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_MAX_CPU_COUNT", "2")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_factory():
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False):
+        if crash and os.getpid() != DRIVER:
+            os._exit(3)  # a compiler crash that takes the worker process with it
+        if hang and os.getpid() != DRIVER:
+            time.sleep(hang)
+        if chunk <= 0:
+            raise ValueError(f"chunk must be positive, got {chunk}")
+        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail)
+
+    return FakeJit(matmul)
+
+
+def tuner(configs, **profile):
+    args = dict(FAST, ref_prog=lambda a, b: a @ b, supply_type=TensorSupplyType.Normal)
+    args.update(profile)
+    return AutoTuner.from_kernel(make_factory(), configs).set_kernel_parameters((M, N, K), {}).set_profile_args(**args)
+
+
+CONFIGS = [{"chunk": 1}, {"chunk": 0}, {"chunk": 16}, {"chunk": 16, "bug": True},
+           {"chunk": 32, "launch_fail": True}, {"chunk": 2}]
+
+
+def test_ray_gives_the_local_executor_results(ray_cluster, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    local = tuner(CONFIGS).run(executor="local")
+    remote = tuner(CONFIGS).run(executor="ray")
+    assert remote.executor == "ray" and local.executor == "local"
+    statuses = [r.status for r in remote.all_results]
+    assert statuses == [r.status for r in local.all_results] == [OK, COMPILE_ERROR, OK, MISMATCH, LAUNCH_ERROR, OK]
+    assert "chunk must be positive" in remote.all_results[1].reason
+    assert "illegal memory access" in remote.all_results[4].reason
+    # the ordering of the stand-ins is fixed by a sleep floor per chunk (8 chunks against 64 and 128): chunk=16 wins
+    assert remote.config == local.config == {"chunk": 16}
+    assert remote.ref_latency is not None and remote.kernel(torch.ones(M, K), torch.ones(K, N)).sum() == M * N * K
+    assert set(remote.phase_seconds) == {"compile", "benchmark"}
+
+
+def test_a_crashed_worker_or_a_hung_compile_loses_that_config_only(ray_cluster, monkeypatch):
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    configs = [{"chunk": 8}, {"chunk": 2, "crash": True}, {"chunk": 4, "hang": 60.0}, {"chunk": 16}]
+    result = tuner(configs).run(executor="ray", timeout=8)
+    by_index = {r.index: r for r in result.all_results}
+    assert by_index[1].status == COMPILE_ERROR and "compile task lost" in by_index[1].reason
+    assert by_index[2].status == TIMEOUT and "timed out after 8 s" in by_index[2].reason
+    assert by_index[0].ok and by_index[3].ok and result.config in ({"chunk": 8}, {"chunk": 16})
+    assert result.table(show=False).count("compile task lost") == 1
+
+
+def test_decorator_option_knob_and_database(ray_cluster, monkeypatch, tmp_path):
+    tuned = autotune(configs=[{"chunk": 1}, {"chunk": 16}], executor="ray", ref_prog=lambda a, b: a @ b,
+                     supply_type=TensorSupplyType.Normal,
+                     **FAST)(make_factory())
+    tuned(M, N, K)
+    assert tuned.last_result.executor == "ray" and tuned.last_result.measured == 2
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_EXECUTOR", "ray")
+    again = tuner([{"chunk": 1}, {"chunk": 16}, {"chunk": 8}], skip_check=False).run()
+    assert again.executor == "ray"
+    assert again.measured == 1, "the two configs the decorator's run measured come from the tuning database"
+    assert [r.status for r in again.all_results] == [OK, OK, OK]
+
+
+@pytest.mark.cxx
+def test_the_readme_gemm_tunes_through_ray_on_the_cpu_target(ray_cluster, monkeypatch):
+    from tilecraft.kernels.gemm import matmul
+    configs = [dict(block_M=32, block_N=32, block_K=32, num_stages=1), dict(block_M=16, block_N=32, block_K=32,
+                                                                            num_stages=2)]
+    result = (AutoTuner.from_kernel(matmul, configs).set_kernel_parameters((64, 64, 64), {})
+              .set_profile_args(ref_prog=lambda a, b: (a.float() @ b.float()).half(), warmup=1, rep=5)
+              .run(executor="ray"))
+    assert all(r.ok for r in result.all_results), result.table(show=False)
+    a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half()
+    torch.testing.assert_close(result.kernel(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
