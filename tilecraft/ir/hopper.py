@@ -21,6 +21,14 @@ for CUDA).  Their meaning, which every target keeps:
   at once and holds a wait on parity 0 until its first phase completes.
 - `SetMaxNreg(regs, inc)`: this warp group's per-thread register budget (sm_90a setmaxnreg);
   no effect on results.
+- `TmaCopy(copy, barrier)`: `T.tma_copy(src, dst, barrier=bar)`, a load from global into a shared tile
+  whose bytes are counted as a transaction on `bar` (TileLang: one elected thread runs expect_tx and
+  the TMA load; the program's own arrivals complete the phase).  Every target keeps: the tile holds
+  `src` once the threads that ran the statement have passed it (each of them, not one elected
+  thread), so their next arrival on `bar` publishes it to the threads that wait on `bar`.  The
+  transaction's bytes add nothing to a phase: the phase completes on arrivals alone, and a program
+  whose phase is completed by arrivals of threads that did not run the copy (the bytes would hold
+  it on a GPU) is refused up front (check_tma_arrivals).
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ from dataclasses import dataclass
 from .buffer import Buffer
 from .expr import Expr, Ref
 from .stmt import Stmt
-from .tileop import TileOp
+from .tileop import Copy, TileOp
 
 WARP_GROUP = 128  # threads per warp group
 REGISTER_FILE = 65536  # 32-bit registers per SM (sm_90): what setmaxnreg budgets share
@@ -92,3 +100,18 @@ class SetMaxNreg(TileOp):
     regs: int
     inc: bool
 
+
+
+@dataclass(frozen=True, eq=False)
+class TmaCopy(TileOp):
+    """`T.tma_copy(src, dst, barrier=bar)`: `copy` (global -> shared), its bytes a transaction on
+    `barrier` (a Ref of one mbarrier word).  The copy is a field, so generic passes (validation,
+    region checks) see it as the Copy it is."""
+    copy: Copy
+    barrier: Ref
+
+    def reads(self):
+        return self.copy.reads()
+
+    def writes(self):
+        return self.copy.writes()

@@ -31,13 +31,14 @@ from .dtypes import (short, long, uint, double, int4, tfloat32, float8_e4m3, flo
 from . import dtypes  # noqa: E402,F401
 int = int32  # noqa: A001 - T.int as in TileLang (int32)
 from .compat import (dtype, Cast, clamp, SharedBuffer, FragmentBuffer, LocalBuffer, attr,
-                     tma_copy, wgmma_gemm, wait_wgmma, annotate_restrict_buffers, pdl_trigger, pdl_sync,
+                     annotate_restrict_buffers, pdl_trigger, pdl_sync,
                      index_to_coordinates, atomic_addx2, atomic_addx4, any_of, all_of, assume)
 from .sparse import gemm_sp, gemm_sp_v2
 from .hopper import (alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_wait_parity, ws,
                      cp_async_barrier_noinc,
                      set_max_nreg, disable_warp_group_reg_alloc, annotate_producer_reg_dealloc,
-                     annotate_consumer_reg_alloc)
+                     annotate_consumer_reg_alloc, tma_copy, tma_store_arrive, tma_store_wait, wgmma_gemm,
+                     wait_wgmma)
 
 half = float16
 Serial, Unroll, Vectorized = serial, unroll, vectorized  # newer TileLang's spellings

@@ -1,6 +1,6 @@
 """Smaller pieces of TileLang's `T.*` surface: dtype spellings and conversions (`T.dtype`,
 `T.Cast`, `T.clamp`), buffer annotations for `@T.macro` parameters (`T.SharedBuffer`, ...),
-`T.attr` scopes, and clear errors for the manual Hopper constructs tilecraft does not have yet.
+`T.attr` scopes.
 
 Every function builds ordinary tile IR through the existing helpers; nothing here adds an IR node.
 """
@@ -79,28 +79,6 @@ class AttrScope:
 
 def attr(node, key, value):
     return AttrScope(node, key, value)
-
-
-def _unsupported(name, why):
-    def f(*args, **kwargs):
-        raise error(f"T.{name} is not supported by tilecraft yet: {why}",
-                    hint="tilecraft plans barriers, TMA and warp roles itself: write the program with "
-                         "T.copy / T.gemm inside T.Pipelined and let the compiler pipeline it")
-    f.__name__ = name
-    return f
-
-
-_HOPPER = "a manual Hopper construct (TMA copies and wgmma issued by hand)"
-tma_copy = _unsupported("tma_copy", _HOPPER)
-wgmma_gemm = _unsupported("wgmma_gemm", _HOPPER)
-
-
-def wait_wgmma(count=0):
-    """`T.wait_wgmma(n)`: wait until at most n wgmma groups are in flight.  tilecraft's T.gemm
-    completes before the next statement (its `wg_wait` is not applied), so this is already true."""
-    from .builder import require_kernel
-    require_kernel("T.wait_wgmma")
-
 
 
 # ---- newer TileLang spellings -----------------------------------------------------------------

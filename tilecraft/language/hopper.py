@@ -1,7 +1,8 @@
 """TileLang's manual Hopper constructs: `T.alloc_barrier`, `T.barrier_arrive` / `T.barrier_wait`,
 `T.mbarrier_arrive` / `T.mbarrier_wait_parity`, `T.ws`, `T.set_max_nreg` and the register hints
 (`T.disable_warp_group_reg_alloc`, `T.annotate_producer_reg_dealloc`,
-`T.annotate_consumer_reg_alloc`).
+`T.annotate_consumer_reg_alloc`), and the copies and gemms such programs issue by hand: `T.tma_copy`,
+`T.wgmma_gemm`, `T.wait_wgmma`.
 
 Each builds the IR of ir/hopper.py (its docstring gives the meaning every target keeps).  With
 TileLang's meaning: a barrier argument is one element of a `T.alloc_barrier` buffer (`bars[i]`) or
@@ -13,8 +14,9 @@ compiler's own warp specialization from moving registers (it is `T.no_set_max_nr
 from __future__ import annotations
 
 from ..ir import Alloc, Annotate, AnnotationKey, Buffer, Expr, Load, Ref, as_expr, dtype as dt
-from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
-from .builder import error, require_kernel
+from ..ir.hopper import BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope
+from ..ir.tileop import Copy
+from .builder import error, require_kernel, warn_once
 
 MAX_ARRIVALS = (1 << 20) - 1  # the CPU simulation's field width (tilecraft_cpu.h); the hardware allows 2^20 - 1 too
 
@@ -158,3 +160,105 @@ def disable_warp_group_reg_alloc():
     """The compiler's own warp specialization keeps every role's register budget as launched."""
     b = require_kernel("T.disable_warp_group_reg_alloc")
     b.emit(Annotate(AnnotationKey.NO_SET_MAX_NREG, True, span=b.span))
+
+
+# ---- copies and gemms issued by hand ------------------------------------------------------------
+
+def tma_copy(src, dst, *, barrier=None, cluster_mask=None, leader_scope_threads=None, eviction_policy=None,
+             annotations=None):
+    """`T.tma_copy(src, dst, barrier=bar)`: load a region of a global tensor into a shared tile, its
+    bytes a transaction on the mbarrier `bar` (TileLang: expect_tx + the TMA load, no arrival and no
+    wait; the program arrives with T.barrier_arrive and waits with T.mbarrier_wait_parity).  Meaning
+    on every target: ir/hopper.py `TmaCopy`.  A store (shared -> global, no barrier) is TileLang's
+    tma_store without its wait: here it has landed when the statement ends, so a later
+    T.tma_store_wait has nothing left to wait for.  `leader_scope_threads` and `eviction_policy`
+    choose which thread issues the load and its cache hint: results do not change."""
+    b = require_kernel("T.tma_copy")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise error(f"T.tma_copy: annotations must be a dict, got {annotations!r}")
+    ann = dict(annotations or {})
+    barrier = ann.pop("barrier", barrier)
+    cluster_mask = ann.pop("cluster_mask", cluster_mask)
+    leader_scope_threads = ann.pop("leader_scope_threads", leader_scope_threads)
+    eviction_policy = ann.pop("eviction_policy", eviction_policy)
+    for key in ann:
+        warn_once(("T.tma_copy", "annotations", key), f"T.tma_copy(annotations={{{key!r}: ...}}) is ignored: a "
+                                                      f"lowering hint tilecraft does not use; results do not change")
+    if cluster_mask is not None:
+        raise error("T.tma_copy(..., cluster_mask=...): a multicast to the CTAs of a thread-block cluster is not "
+                    "supported by tilecraft yet (no cluster launches)", hint="drop cluster_mask: each CTA loads its own tile")
+    if leader_scope_threads is not None and (isinstance(leader_scope_threads, bool)
+                                             or not isinstance(leader_scope_threads, int)
+                                             or leader_scope_threads <= 0 or leader_scope_threads % 32):
+        raise error(f"T.tma_copy: leader_scope_threads must be a positive multiple of 32 (the threads of one "
+                    f"leader election), got {leader_scope_threads!r}")
+    if eviction_policy not in (None, 0, 1, 2, "evict_normal", "evict_first", "evict_last"):
+        raise error(f"T.tma_copy: eviction_policy must be 'evict_normal', 'evict_first' or 'evict_last', "
+                    f"got {eviction_policy!r}")
+    from .tileops import resolve_pair
+    s, d = resolve_pair(src, dst)
+    if s.buffer.dtype is not d.buffer.dtype:
+        raise error(f"T.tma_copy: {s.buffer.name} is {s.buffer.dtype} but {d.buffer.name} is {d.buffer.dtype}; "
+                    f"TMA moves bytes and does not convert", hint="use T.copy for a copy that casts")
+    scopes = (s.buffer.scope, d.buffer.scope)
+    if scopes == ("shared", "global"):
+        if barrier is not None:
+            raise error("T.tma_copy: a store from shared to global memory takes no barrier (TileLang completes it "
+                        "with T.tma_store_wait)")
+        b.emit(Copy(s, d, span=b.span))
+        return
+    if scopes != ("global", "shared"):
+        raise error(f"T.tma_copy: copies a global tensor into a shared tile (a load) or a shared tile into a global "
+                    f"tensor (a store); got {s.buffer.scope} {s.buffer.name} -> {d.buffer.scope} {d.buffer.name}",
+                    hint="use T.copy for other memories")
+    if barrier is None:
+        raise error("T.tma_copy: a load into shared memory needs barrier=bar, the mbarrier (T.alloc_barrier) its "
+                    "bytes complete on and that the consumers wait on")
+    ref = _barrier_ref("T.tma_copy", barrier)
+    b.emit(TmaCopy(Copy(s, d, span=b.span), ref, span=b.span))
+
+
+def tma_store_arrive():
+    """Close this thread's group of TMA stores: T.tma_copy's stores have landed already."""
+    require_kernel("T.tma_store_arrive")
+
+
+def tma_store_wait(count=0):
+    """Wait until at most `count` groups of TMA stores are pending: none are (T.tma_copy)."""
+    require_kernel("T.tma_store_wait")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise error(f"T.tma_store_wait: the group count must be a compile-time int >= 0, got {count!r}")
+
+
+WGMMA_NOTE = ("T.wgmma_gemm: issued as T.gemm (the gemm has completed when the statement ends, so each "
+              "T.wait_wgmma(n) after it has nothing left to wait for)")
+
+
+def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear_accum=False, **hints):
+    """`T.wgmma_gemm(A, B, C, ...)`: TileLang's explicit Hopper gemm with no implicit wait (the program
+    calls T.wait_wgmma before it reads C or overwrites A / B).  Here it is T.gemm, which completes
+    before the next statement: every wait the program placed is then already satisfied, so a program
+    correct under the asynchronous meaning computes the same.  Its lowering is T.gemm's (wgmma on
+    sm_90a where the gemm plan allows; `kernel.get_plan()` shows which).  TileLang's lowering switches
+    (`emit_arrive`, `emit_commit`, `emit_fence_*`, `instruction_n`, ...) choose instructions only."""
+    from .tileops import GemmWarpPolicy, gemm_stmt
+    b = require_kernel("T.wgmma_gemm")
+    known = {"emit_arrive", "emit_commit", "emit_fence_before", "emit_fence_after", "instruction_n", "logical_m",
+             "logical_shape", "padding_value", "allow_padding"}
+    for key in hints:
+        if key not in known:
+            raise error(f"T.wgmma_gemm: unknown argument {key}=", hint="the arguments are T.gemm's (A, B, C, "
+                        "transpose_A, transpose_B, policy, clear_accum)")
+        warn_once(("T.wgmma_gemm", key), f"T.wgmma_gemm({key}=...) is ignored: it chooses instructions, not what "
+                                         f"is computed")
+    b.emit(gemm_stmt(A, B, C, transpose_A, transpose_B, GemmWarpPolicy.Square if policy is None else policy,
+                     clear_accum, op_name="T.wgmma_gemm", note=WGMMA_NOTE))
+
+
+def wait_wgmma(count=0):
+    """`T.wait_wgmma(n)`: wait until at most n wgmma groups are in flight.  T.gemm and T.wgmma_gemm
+    complete before the next statement (their groups are never left in flight), so this is already
+    true."""
+    require_kernel("T.wait_wgmma")
+    if isinstance(count, bool) or (isinstance(count, int) and count < 0):
+        raise error(f"T.wait_wgmma: the group count must be >= 0, got {count!r}")

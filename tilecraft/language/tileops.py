@@ -181,7 +181,26 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     _ignored_options("T.gemm", k_pack=(k_pack, 1, "k_pack packs operands for AMD matrix cores"),
                      wg_wait=(wg_wait, 0, "tilecraft's T.gemm completes before the next statement"),
                      use_wgmma=(use_wgmma, None, "wgmma is chosen per kernel with pass_configs tc.use_wgmma"))
-    b.emit(gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum))
+    b.emit(gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum))
+
+
+def gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm", note=""):
+    """The statement of `op_name(A, B, C, ...)` (T.gemm's, T.wgmma_gemm's with its plan `note`):
+    `gemm_op`'s checked Gemm, or, where `clear_accum` is a kernel value (`clear_accum=(j == 0)` in
+    an unrolled loop), an `if` that picks the clearing gemm or the accumulating one."""
+    import dataclasses
+    from ..ir import Const, If
+    if isinstance(clear_accum, Const):
+        clear_accum = bool(clear_accum.value)
+    if isinstance(clear_accum, Expr):
+        if not (clear_accum.dtype.is_bool or clear_accum.dtype.is_int):
+            raise error(f"{op_name}: clear_accum must be a bool or a boolean kernel value, got {clear_accum!r} "
+                        f"({clear_accum.dtype})")
+        yes = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, True, op_name=op_name, note=note)
+        no = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, False, op_name=op_name, note=note)
+        return If(clear_accum, yes, no, span=require_kernel(op_name).span)
+    op = gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, op_name=op_name)
+    return dataclasses.replace(op, note=note) if note else op
 
 
 def gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm",

@@ -1,7 +1,7 @@
 """Lower the manual Hopper constructs for the CPU target (the reference; meaning in ir/hopper.py).
 
 Before: the body may contain `WarpGroupScope`, `BarrierInit`, `BarrierArrive`, `BarrierWait`,
-`SetMaxNreg`.  After: none of them.  One CPU thread runs a whole block, every statement covering
+`SetMaxNreg`, `TmaCopy`.  After: none of them.  One CPU thread runs a whole block, every statement covering
 its whole tile, in program order:
 
 - a `T.ws(...)` branch runs once if any of its warp groups exists in the block (its threads are
@@ -16,6 +16,8 @@ its whole tile, in program order:
   instead of hanging or computing something else;
 - a tcgen05 commit (`MmaCommitArrive`, ir/blackwell.py) is one arrival, whoever runs it: the gemms
   before it have completed when it runs;
+- `T.tma_copy` is its copy: the tile holds the data when the statement ends, and the transaction's
+  bytes add nothing to the phase (ir/hopper.py);
 - register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once);
 - an `if` on the thread index around tile work (`if tx < 32: ... else: ...`) is a branch of those
   threads, as on CUDA (thread_range_branches.py): each branch runs once, in program order.
@@ -28,7 +30,7 @@ from ..ir import AnnotationKey, If, Kernel, Mutator, Ref, const, seq
 from ..ir import intrinsics as I
 from ..ir.blackwell import MmaCommitArrive
 from ..ir.func import PrimFunc
-from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope
 from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 
 _WARNED: set = set()
@@ -130,6 +132,9 @@ class _Lower(Mutator):
                f"program needs its warp groups to run concurrently (CUDA target only)")
         return I.evaluate(I.CpuMbarWait(self.sites, msg), self.visit(s.barrier), self.visit(s.parity),
                           span=s.span)
+
+    def visit_TmaCopy(self, s: TmaCopy):
+        return self.visit(s.copy)
 
     def visit_Annotate(self, s):  # warned about by warn_register_hints
         return seq() if s.key == AnnotationKey.NO_SET_MAX_NREG else s

@@ -12,6 +12,11 @@ automatic pipelining and warp specialization leave it as written.
   fence.proxy.async comes first: a consumer may read the shared memory this thread wrote with
   wgmma (the async proxy), which generic-proxy writes reach only through that fence.
 - `BarrierWait`: `tc::mbar_wait_parity` (acquire).
+- `TmaCopy` (`T.tma_copy`): a generic lowering, not a TMA load: the copy spread over the threads
+  that run it (as T.copy), then a barrier of those threads (the branch's named barrier, or the
+  block's), so the whole tile has landed before any of them goes on to arrive on the mbarrier; each
+  arrival is preceded by fence.proxy.async on sm_90a (above), so a wgmma reading the tile sees it.
+  The meaning (ir/hopper.py) is kept; the load is not asynchronous.
 - `SetMaxNreg`: setmaxnreg.inc / .dec on sm_90a; on other targets dropped (with a warning, once,
   from lower_manual_sync_cpu.warn_register_hints at build time), as is
   `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
@@ -31,11 +36,12 @@ from ..ir.expr import thread_index
 from ..ir.blackwell import MmaCommitArrive
 from ..ir.func import PrimFunc
 from ..errors import TilecraftError
-from ..ir.hopper import REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope
+from ..ir.hopper import (REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy,
+                         WarpGroupScope)
 from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
-_CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, WarpGroupScope)
+_CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope)
 
 
 class _Lower(Mutator):
@@ -95,6 +101,9 @@ class _Lower(Mutator):
         raise TilecraftError("a tcgen05 commit (T.tcgen05_gemm(mbar=...) / T.tcgen05_mma_arrive) is not available in "
                              "the CPU target's thread-level mode (a program that reads the thread index or "
                              "needs its warp groups to run concurrently)", s.span)
+
+    def visit_TmaCopy(self, s: TmaCopy):
+        return seq(s.copy, Sync(span=s.span))
 
     def visit_SetMaxNreg(self, s: SetMaxNreg):
         if not self.sm90a:  # warned about by lower_manual_sync_cpu.warn_register_hints

@@ -10,6 +10,7 @@ Before and after: the parsed IR, unchanged (these rules only check).  One file p
 - operators.py  operators on dtypes that have none (`<<` on a float), integer division by a constant 0,
                 gemm operand and accumulator dtypes
 - accesses.py   global accesses -- loads, stores and atomics alike -- that can never be inside their tensor
+- barriers.py   the threads of a T.tma_copy arrive on its mbarrier after it (how its transaction completes)
 - limits.py     the target's limits (threads per block, grid dimensions, shared memory, CPU tile sizes)
                 and the compiler's own budget (registers a fragment takes per thread)
 The language functions (language/kernel.py, math.py, tileops.py) refuse what is wrong in a single call
@@ -20,12 +21,13 @@ from __future__ import annotations
 from ...ir.func import PrimFunc
 from .accesses import check_accesses
 from .arch import check_arch
+from .barriers import check_tma_arrivals
 from .extents import check_extents
 from .limits import check_limits
 from .names import check_names
 from .operators import check_operators
 
-RULES = (check_arch, check_names, check_extents, check_operators, check_accesses, check_limits)
+RULES = (check_arch, check_names, check_extents, check_operators, check_accesses, check_tma_arrivals, check_limits)
 
 
 def validate(func: PrimFunc, ctx) -> PrimFunc:
