@@ -63,6 +63,42 @@ def tmem_zero_start(M, N, K, bm, bn, bk):
     return main
 
 
+@tilelang.jit(out_idx=[2])
+def staged_tmem(M, N, K, bm, bn, bk):
+    """Two accumulators in one (2, bm, bn) tensor-memory buffer (TileLang's persistent tcgen05 gemms):
+    even k-tiles accumulate into stage 0, odd ones into stage 1; C is their sum."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bn, bk), "float16")
+            acc = T.alloc_tmem([2, bm, bn], "float32")
+            bars = T.alloc_barrier([1, 1])
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            D_f = T.alloc_fragment((bm, bn), "float32")
+            for k in T.serial(T.ceildiv(K, bk)):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.tcgen05_gemm(A_s, B_s, acc[k % 2, :, :], transpose_B=True, mbar=bars[k % 2], clear_accum=k < 2)
+                T.mbarrier_wait_parity(bars[k % 2], (k // 2) % 2)
+            T.copy(acc[0, :, :], C_f)
+            T.copy(acc[1, :, :], D_f)
+            for i, j in T.Parallel(bm, bn):
+                C_f[i, j] += D_f[i, j]
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def test_staged_tensor_memory(build, device):
+    M, N, K = 64, 64, 256
+    if build.rejects_on_cuda(SM100, staged_tmem, M, N, K, 64, 64, 32):
+        return
+    k = build(staged_tmem, M, N, K, 64, 64, 32)
+    a = torch.randn(M, K, dtype=torch.float16, device=device)
+    b = torch.randn(N, K, dtype=torch.float16, device=device)
+    torch.testing.assert_close(k(a, b), _ref(a, b), rtol=1e-3, atol=1e-3)
+
+
 @tilelang.jit(out_idx=[3])
 def attention_like(M, N, D, bm, bn):
     """S = Q K^T into tensor memory, P = bf16(S) stored back to tensor memory as the next gemm's A
@@ -188,7 +224,7 @@ def _global_acc():
     return f
 
 
-@pytest.mark.parametrize("make,match", [(_too_wide, "1024 columns of float32 take 1024 32-bit columns"),
+@pytest.mark.parametrize("make,match", [(_too_wide, r"\(128, 1024\) of float32 takes 1024 32-bit columns"),
                                         (_two_cta, "use_2cta"), (_global_acc, "C C is in global memory")])
 def test_bad_uses_are_errors_at_the_line(make, match):
     with pytest.raises(TilecraftError, match=match) as e:

@@ -29,20 +29,23 @@ def _need(construct: str, what: str) -> None:
 
 
 def alloc_tmem(shape, dtype):
-    """A (rows, cols) tile in tensor memory: one per block, written by tcgen05 gemms and copies, read
-    by copies (T.copy(tmem, fragment) is tcgen05.ld).  Rows are TMEM lanes (at most 128); the tile
-    takes cols * bits / 32 of the 512 32-bit columns."""
+    """A (rows, cols) tile in tensor memory -- or (stages, ..., rows, cols), that many such tiles side by
+    side -- one per block, written by tcgen05 gemms and copies, read by copies (T.copy(tmem, fragment)
+    is tcgen05.ld).  Rows are TMEM lanes (at most 128); the tiles take cols * bits / 32 of the 512
+    32-bit columns each."""
     b = require_kernel("T.alloc_tmem")
     shp = _shape(shape, "T.alloc_tmem")
     d = _dtype(dtype, "T.alloc_tmem")
-    if len(shp) != 2:
-        raise error(f"T.alloc_tmem: tensor memory holds 2-D tiles (lanes, columns), got shape {tuple(shp)}")
-    rows, cols = shp
+    if len(shp) < 2:
+        raise error(f"T.alloc_tmem: tensor memory holds tiles of (lanes, columns), got shape {tuple(shp)}")
+    rows, cols = shp[-2], shp[-1]
+    for lead in shp[:-2]:   # (stages, lanes, columns): the stages side by side in the columns
+        cols *= lead
     if rows > TMEM_LANES:
         raise error(f"T.alloc_tmem: {rows} rows exceed the {TMEM_LANES} lanes of tensor memory")
     words = -(-cols * d.bits // 32)
     if words > TMEM_COLUMNS:
-        raise error(f"T.alloc_tmem: {cols} columns of {d} take {words} 32-bit columns; tensor memory has "
+        raise error(f"T.alloc_tmem: {tuple(shp)} of {d} takes {words} 32-bit columns; tensor memory has "
                     f"{TMEM_COLUMNS}")
     _need("T.alloc_tmem", "a tensor-memory allocation")
     name = b.fresh_name(getattr(b, "pending_name", None) or "tmem")
