@@ -68,6 +68,13 @@ def test_cache_key_accepts_torch_dtypes_enums_dataclasses():
         arch: str | None = None
 
     assert cache_key(torch.float16) != cache_key(torch.bfloat16)
+    # torch values are keyed by what they are (isinstance), as ("torch", kind, text): the keys of caches
+    # written before stay valid
+    assert cache_key(torch.float16) == cache_key(("torch", "dtype", "torch.float16"))
+    assert cache_key(torch.device("cuda", 1)) == cache_key(("torch", "device", "cuda:1"))
+    impostor = type("dtype", (), {"__module__": "torch"})()   # a name alone is not a torch dtype
+    with pytest.raises(TypeError, match="cannot key a value of type dtype"):
+        cache_key(impostor)
     assert cache_key(Color.RED) != cache_key(1)
     assert cache_key(Target("cuda", "sm_90a")) == cache_key(Target("cuda", "sm_90a"))
     assert cache_key(Target("cuda", "sm_90a")) != cache_key(Target("cuda", "sm_80"))

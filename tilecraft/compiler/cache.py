@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path, PurePath
@@ -103,13 +104,26 @@ def _encode(value: Any, out: list[bytes]) -> None:
         out.append(b"D")
         _encode(f"{type(value).__module__}.{type(value).__qualname__}", out)
         _encode({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out)
-    elif type(value).__module__ == "torch" and type(value).__name__ in ("dtype", "device"):
-        _encode(("torch", type(value).__name__, str(value)), out)
+    elif _torch_kind(value) is not None:
+        _encode(("torch", _torch_kind(value), str(value)), out)
     else:
         raise TypeError(
             f"cache_key: cannot key a value of type {type(value).__qualname__} ({value!r:.80}); "
             "use str/int/float/bool/None/bytes, tuples, lists, dicts, enums, dataclasses, "
             "or give the type a __cache_key__() method")
+
+
+def _torch_kind(value) -> str | None:
+    """"dtype" or "device" for a torch.dtype / torch.device (torch is not imported for this: such a
+    value exists only once it is), else None."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if isinstance(value, torch.dtype):
+        return "dtype"
+    if isinstance(value, torch.device):
+        return "device"
+    return None
 
 
 def cache_key(*parts: Any) -> str:
