@@ -161,7 +161,7 @@ class CudaPrinter(CPrinter):
         d.line("}")
 
     def visit_WarpGroupScope(self, s):
-        """`T.ws(g0, ...)`: the threads of warp groups g0.. (contiguous, transform/warp_groups.py);
+        """`T.ws(g0, ...)`: the threads of warp groups g0.. (contiguous, transform/warp_groups/);
         a barrier inside is a named barrier of those threads (id 2 + g0: 0 is __syncthreads, 1
         the automatic warp specialization's consumer barrier)."""
         lo, hi = s.bounds(self.kernel.num_threads)

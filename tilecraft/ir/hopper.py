@@ -49,7 +49,7 @@ BLOCK_SHARED_RESERVE = 1024  # of which every resident block's launch takes this
 class WarpGroupScope(Stmt):
     """`with T.ws(*groups):` -- `body` runs on the warp groups `groups` only.  With `lanes` = (lo,
     hi), a branch of whole warps that is not whole warp groups (`if tx < 32:` around tile work,
-    transform/thread_range_branches.py): the body runs on threads [lo, hi) only, and `groups` are
+    transform/warp_groups/thread_range_branches.py): the body runs on threads [lo, hi) only, and `groups` are
     the warp groups those threads belong to."""
     groups: tuple
     body: Stmt

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..ir import Kernel, collect
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
-from .concurrent_waits import needs_concurrent_warp_groups
+from .warp_groups.concurrent_waits import needs_concurrent_warp_groups
 from .cuda_pipeline import CUDA_PIPELINE
 
 def needs_threads(func: PrimFunc, ctx) -> str | None:

@@ -89,7 +89,7 @@ class _Lower(Mutator):
         return out
 
     def visit_WarpGroupScope(self, s):
-        """A `T.ws` branch: its tile ops are spread over its own threads (transform/warp_groups.py)."""
+        """A `T.ws` branch: its tile ops are spread over its own threads (transform/warp_groups/)."""
         outer = self.ctx
         self.ctx = outer.for_threads(scope_threads(s, outer.kernel.num_threads), scope_base(s))
         try:

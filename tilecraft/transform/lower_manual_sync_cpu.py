@@ -10,7 +10,7 @@ its whole tile, in program order:
   it (all the block's threads outside a branch, the branch's inside one), and a wait checks that
   the phase it names has completed.  A wait that only a later statement could satisfy means the
   program needs its warp groups to run at the same time; it has no sequential meaning.  Such
-  programs are found before this pass (concurrent_waits.py) and run with their threads emulated
+  programs are found before this pass (warp_groups/concurrent_waits.py) and run with their threads emulated
   (cpu_threads.py); the check stays for what that analysis leaves here (a simulation over its
   budget): the kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py)
   instead of hanging or computing something else;
@@ -20,7 +20,7 @@ its whole tile, in program order:
   bytes add nothing to the phase (ir/hopper.py);
 - register budgets do not exist: `T.set_max_nreg` is dropped (warn_register_hints warns once);
 - an `if` on the thread index around tile work (`if tx < 32: ... else: ...`) is a branch of those
-  threads, as on CUDA (thread_range_branches.py): each branch runs once, in program order.
+  threads, as on CUDA (warp_groups/thread_range_branches.py): each branch runs once, in program order.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ..ir import intrinsics as I
 from ..ir.blackwell import MmaCommitArrive
 from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope
-from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
+from .warp_groups.thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 
 _WARNED: set = set()
 
@@ -92,7 +92,7 @@ class _Lower(Mutator):
             self.block_threads, self.groups, self.kernel, self.tids = saved
 
     def visit_If(self, s: If):
-        """`if tx < 32:` around tile work: a branch of those threads (thread_range_branches.py)."""
+        """`if tx < 32:` around tile work: a branch of those threads (warp_groups/thread_range_branches.py)."""
         out = as_branches(s, self.tids, self.block_threads, lambda x: x)
         if out is None:
             refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)

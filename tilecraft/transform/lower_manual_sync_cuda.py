@@ -2,7 +2,7 @@
 
 Before: `BarrierInit`, `BarrierArrive`, `BarrierWait`, `SetMaxNreg` and `WarpGroupScope` as the
 front end built them.  After: the first four are device intrinsic calls; `WarpGroupScope` stays
-(the later passes spread its tile ops over its threads, transform/warp_groups.py, and the printer
+(the later passes spread its tile ops over its threads, transform/warp_groups/, and the printer
 guards it by thread index); a kernel that uses any of them starts with `Annotate(MANUAL)` so the
 automatic pipelining and warp specialization leave it as written.
 
@@ -22,9 +22,10 @@ automatic pipelining and warp specialization leave it as written.
   `T.disable_warp_group_reg_alloc`, which on sm_90a stays for the automatic warp specialization
   to read (it then moves no registers).
 An `if` on the thread index around tile work (`if tx < 128:`) becomes such a branch too
-(thread_range_branches.py); one on the thread index around tile work that is not whole warp groups
-is refused (thread_range_branches.refuse_partial_branch).  Branches are checked here, where the user's line is still at hand:
-their warp groups must exist in the block and be contiguous (warp_groups.check_scope).
+(warp_groups/thread_range_branches.py); one on the thread index around tile work that is not whole
+warp groups is refused (warp_groups/thread_range_branches.refuse_partial_branch).  Branches are
+checked here, where the user's line is still at hand: their warp groups must exist in the block and
+be contiguous (warp_groups.check_scope).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from ..ir.func import PrimFunc
 from ..errors import TilecraftError
 from ..ir.hopper import (REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy,
                          WarpGroupScope)
-from .thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
+from .warp_groups.thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
 _CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope)
@@ -65,7 +66,7 @@ class _Lower(Mutator):
         return replace(k, body=seq(Annotate(MANUAL, True, span=k.span), body))
 
     def visit_If(self, s: If):
-        """`if tx < 128:` around tile work: a warp-group branch (thread_range_branches.py)."""
+        """`if tx < 128:` around tile work: a warp-group branch (warp_groups/thread_range_branches.py)."""
         out = as_branches(s, self.tids, self.block_threads, self.visit)
         if out is None:
             refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)

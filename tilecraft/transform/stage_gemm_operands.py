@@ -54,7 +54,7 @@ class _Stage(Mutator):
             self.threads = outer
 
     def visit_WarpGroupScope(self, s):
-        """A `T.ws` branch: its gemms run on its own threads (transform/warp_groups.py)."""
+        """A `T.ws` branch: its gemms run on its own threads (transform/warp_groups/)."""
         outer, self.threads = self.threads, scope_threads(s, self.threads)
         try:
             return Mutator.generic(self, s)

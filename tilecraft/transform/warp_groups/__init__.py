@@ -6,14 +6,19 @@ specialization leave such a kernel as written (no second split).  Inside a branc
 spread over the branch's threads only: a fragment belongs to one thread context (the whole block,
 or one set of warp groups), its layout is inferred for that many threads, and its code indexes
 threads from the branch's first one.  These helpers give each pass that view.
+
+Not a pass: the helpers the passes share about warp groups.  Beside them in this package,
+`thread_range_branches.py` (an `if` on the thread index around tile work as a warp-group branch:
+lower_manual_sync_cpu / lower_manual_sync_cuda) and `concurrent_waits.py` (whether a kernel's
+mbarrier waits need its warp groups running at once: cpu_threads.py).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import TilecraftError
-from ..ir import Alloc, Annotate, AnnotationKey, Buffer, Kernel, Mutator, collect, seq
-from ..ir.hopper import WARP_GROUP, WarpGroupScope
+from ...errors import TilecraftError
+from ...ir import Alloc, Annotate, AnnotationKey, Buffer, Kernel, Mutator, collect, seq
+from ...ir.hopper import WARP_GROUP, WarpGroupScope
 
 MANUAL = AnnotationKey.MANUAL_WARP_GROUPS
 
@@ -64,8 +69,8 @@ def _check_lanes(s: WarpGroupScope, block_threads: int) -> None:
         raise TilecraftError(f"a branch on the thread index runs tile operations on threads [{lo}, {hi}) of "
                              f"{block_threads}: on the CUDA target such a branch must be whole warps (bounds at "
                              f"multiples of 32)", s.span)
-    from ..ir.hopper import SetMaxNreg
-    from ..ir.tileop import Gemm
+    from ...ir.hopper import SetMaxNreg
+    from ...ir.tileop import Gemm
     bad = collect(s.body, lambda n: isinstance(n, (Gemm, SetMaxNreg)))
     if bad:
         what = "T.gemm" if isinstance(bad[0], Gemm) else "T.set_max_nreg"

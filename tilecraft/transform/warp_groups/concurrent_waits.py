@@ -17,10 +17,10 @@ A kernel whose simulation would take more than `BUDGET` barrier operations keeps
 """
 from __future__ import annotations
 
-from ..ir import Evaluate, For, If, Kernel, Let, Seq, While, collect
-from ..ir import expr as E
-from ..ir import intrinsics as I
-from ..ir.hopper import WarpGroupScope
+from ...ir import Evaluate, For, If, Kernel, Let, Seq, While, collect
+from ...ir import expr as E
+from ...ir import intrinsics as I
+from ...ir.hopper import WarpGroupScope
 
 BUDGET = 200_000
 

@@ -18,11 +18,11 @@ done, a silent wrong answer; it is an error at the user's line instead.
 """
 from __future__ import annotations
 
-from ..errors import TilecraftError
-from ..ir import Binary, Cast, Const, For, If, Let, Var, collect, seq
-from ..ir.buffer import Region
-from ..ir.hopper import WARP_GROUP, SetMaxNreg, WarpGroupScope
-from ..ir.tileop import AtomicAdd, Copy, Cumsum, Fill, Gemm, Reduce, TileOp
+from ...errors import TilecraftError
+from ...ir import Binary, Cast, Const, For, If, Let, Var, collect, seq
+from ...ir.buffer import Region
+from ...ir.hopper import WARP_GROUP, SetMaxNreg, WarpGroupScope
+from ...ir.tileop import AtomicAdd, Copy, Cumsum, Fill, Gemm, Reduce, TileOp
 
 # Tile ops whose CUDA lowering gives each thread of the block a share of the tile: run by some of
 # the block's threads only, the others' shares are never done.  (An mbarrier arrive, a print or a
