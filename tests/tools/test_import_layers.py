@@ -23,7 +23,6 @@ ABOVE = ("tilecraft.compiler", "tilecraft.runtime", "tilecraft.jit", "tilecraft.
 # something of it (each a leaf of language/ that imports nothing above the IR): keep the list short.
 LANGUAGE_READS = {
     ("tilecraft.ir.dtype", "tilecraft.language.builder"),          # the parser's pending name for `n = T.int32()`
-    ("tilecraft.ir.semantics", "tilecraft.language.math"),         # a reduction's identity (T.infinity, T.max_value)
     ("tilecraft.transform.plan_shared_layouts", "tilecraft.language.annotations"),  # T.annotate_layout's swizzle
 }
 

@@ -22,7 +22,7 @@ Neither lowering imports the other's private helpers; both import this module.
 from __future__ import annotations
 
 from . import dtype as dt
-from .expr import Var, binary, call, cast, unary
+from .expr import Var, binary, call, cast, const, unary
 from .node import same, same_seq
 
 
@@ -48,6 +48,34 @@ REDUCE_KINDS = ("sum", "abssum", "max", "min", "absmax", "bitand", "bitor", "bit
 BIT_REDUCE_OPS = {"bitand": "&", "bitor": "|", "bitxor": "^"}   # integer tiles only
 
 
+def has_infinity(d) -> bool:
+    """Whether dtype `d` has an infinity (floats but float8_e4m3fn)."""
+    return d.is_float and d.name != "float8_e4m3fn"
+
+
+def max_value(dtype):
+    """The largest value of `dtype` (T.max_value)."""
+    d = dt.dtype(dtype)
+    if d.is_float:
+        big = {16: 65504.0 if d.name == "float16" else 3.3895313892515355e38, 32: 3.4028234663852886e38,
+               64: 1.7976931348623157e308, 8: 448.0 if "e4m3" in d.name else 57344.0}[d.bits]
+        return const(big, d)
+    if d.is_bool:
+        return const(True, d)
+    bits = d.bits - (1 if d.kind == "int" else 0)
+    return const((1 << bits) - 1, d)
+
+
+def min_value(dtype):
+    """The smallest value of `dtype` (T.min_value)."""
+    d = dt.dtype(dtype)
+    if d.is_float:
+        return const(-max_value(d).value, d)
+    if d.is_bool or d.kind == "uint":
+        return const(0, d)
+    return const(-(1 << (d.bits - 1)), d)
+
+
 def reduce_base_kind(kind: str) -> str:
     """The combiner once |x| has been taken: abssum folds like sum, absmax like max."""
     return {"abssum": "sum", "absmax": "max"}.get(kind, kind)
@@ -56,14 +84,13 @@ def reduce_base_kind(kind: str) -> str:
 def reduce_identity(kind: str, d):
     """The value a reduction starts from (and what padding contributes): 0 for the sums, absmax (|x| >= 0),
     bitor and bitxor; all bits set for bitand; -inf / the smallest value for max, +inf / the largest for min."""
-    from ..language.math import has_infinity, infinity, max_value, min_value
     if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, d)
     if kind == "bitand":
         return unary("bitnot", cast(0, d))
     if kind == "max":
-        return -infinity(d) if has_infinity(d) else min_value(d)
-    return infinity(d) if has_infinity(d) else max_value(d)
+        return -const(float("inf"), d) if has_infinity(d) else min_value(d)
+    return const(float("inf"), d) if has_infinity(d) else max_value(d)
 
 
 def reduce_combine(kind: str, acc, v):

@@ -10,6 +10,7 @@ import math as _m
 import builtins as _builtins
 
 from ..ir import Const, Expr, as_expr, binary, call, cast as _cast, const, select, unary, dtype as dt
+from ..ir.semantics import has_infinity, max_value, min_value  # noqa: F401  (T.max_value, T.min_value)
 from .builder import error
 
 
@@ -308,10 +309,6 @@ _NO_INFINITY_HINT = {
 }
 
 
-def has_infinity(d) -> bool:
-    return d.is_float and d.name != "float8_e4m3fn"
-
-
 def infinity(dtype):
     d = dt.dtype(dtype)
     if not has_infinity(d):
@@ -319,27 +316,6 @@ def infinity(dtype):
                     hint=_NO_INFINITY_HINT.get(d.name, f"use T.max_value({d.name!r}) / T.min_value({d.name!r}) "
                                                        f"for its largest / smallest values"))
     return const(float("inf"), d)
-
-
-def max_value(dtype):
-    d = dt.dtype(dtype)
-    if d.is_float:
-        big = {16: 65504.0 if d.name == "float16" else 3.3895313892515355e38, 32: 3.4028234663852886e38,
-               64: 1.7976931348623157e308, 8: 448.0 if "e4m3" in d.name else 57344.0}[d.bits]
-        return const(big, d)
-    if d.is_bool:
-        return const(True, d)
-    bits = d.bits - (1 if d.kind == "int" else 0)
-    return const((1 << bits) - 1, d)
-
-
-def min_value(dtype):
-    d = dt.dtype(dtype)
-    if d.is_float:
-        return const(-max_value(d).value, d)
-    if d.is_bool or d.kind == "uint":
-        return const(0, d)
-    return const(-(1 << (d.bits - 1)), d)
 
 
 def And(a, b):  # noqa: N802
