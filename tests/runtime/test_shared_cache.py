@@ -256,3 +256,10 @@ def test_an_unreachable_redis_costs_a_warning_not_the_build(cache_env, monkeypat
     entry = cache.put(key, {"a": b"1"}, {})
     assert entry.read("a") == b"1" and cache.get(key).read("a") == b"1"
     assert cache_stats("kernels")["remote_error"] == 2
+
+
+def test_the_key_is_never_printed(cache_env, monkeypatch):
+    from tilecraft import env
+    monkeypatch.setenv("TILECRAFT_CACHE_KEY", KEY)
+    text = env.describe()
+    assert KEY not in text and "TILECRAFT_CACHE_KEY" in text and "<set>" in text
