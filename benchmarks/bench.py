@@ -41,11 +41,12 @@ from tilecraft.profiler.bench import host_time_us  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 GROUPS = ["copy", "vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu",
-          "flash_attention", "compile", "launch"]
+          "flash_attention", "attention_bwd", "fp8_gemm", "decode", "grouped_gemm", "compile", "launch"]
 DENSE_PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "H800": 989.4, "A100": 312.0, "L40S": 362.0,
                      "RTX 4090": 165.2}  # fp16/bf16 dense tensor-core rates (datasheets)
 BENCH_MD_COPY_TBPS = 4.04
-CPU_GROUPS = ["vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu", "flash_attention", "launch"]
+CPU_GROUPS = ["vector_add", "axpby", "softmax", "rmsnorm", "gemm", "gemm_bias_gelu", "flash_attention",
+              "attention_bwd", "decode", "grouped_gemm", "launch"]
 ROUNDS, ROUND_MS = 5, 40   # each timed row: ours and torch in turn, 5 times, 40 ms of calls each
 STATE = {"quick": False, "copy_tbps": None, "peak_tflops": None, "device": "cuda"}
 
@@ -393,6 +394,13 @@ def g_flash_attention(rows):
             case(rows, f"flash_attn fwd fp16 {'causal' if causal else 'full'} {wgmma}"
                        f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg['threads']}",
                  f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name=ref_name)
+
+
+# issue 25's kernels (FlashAttention backward, FP8 GEMM, decode attention, grouped GEMM): bench_new_kernels.py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_new_kernels  # noqa: E402
+
+globals().update({f"g_{name}": fn for name, fn in bench_new_kernels.register(sys.modules[__name__]).items()})
 
 
 COMPILE_CHILD = r"""

@@ -10,3 +10,5 @@ from .attention import flash_attention, ref_attention
 from .attention_bwd import (flash_attention_fwd_lse, flash_attention_bwd_preprocess, flash_attention_bwd,
                             flash_attention_bwd_postprocess, flash_attention_backward, ref_attention_backward)
 from .gemm_fp8 import fp8_matmul, fp8_matmul_blockscaled, ref_fp8_matmul, ref_fp8_matmul_blockscaled
+from .decode import gqa_decode_split, mla_decode_split, decode_combine, gqa_decode, mla_decode
+from .grouped_gemm import grouped_matmul, ref_grouped_gemm  # not grouped_gemm(): it would hide the module

@@ -1,0 +1,110 @@
+"""Compile-only (no GPU): issue 25's reference kernels generated and compiled for sm_90a, and the path
+each gemm takes, read from the plan and the SASS: FlashAttention backward (all five gemms on wgmma, the
+dQ accumulation as global reductions), FP8 GEMMs (the fp8 wgmma path is a known gap: strict xfails that
+flip once it lands), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
+GEMM (wgmma, the group found by a scan).  The GPU twin is tests/gpu/test_new_kernels_gpu.py; none of
+these kernels has run on a GPU yet."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tilecraft as tilelang
+from tilecraft.kernels import attention_bwd as A
+from tilecraft.kernels import decode as D
+from tilecraft.kernels import gemm_fp8 as G
+from tilecraft.kernels import grouped_gemm as GG
+
+pytestmark = pytest.mark.cuda_compile
+SM90 = {"kind": "cuda", "arch": "sm_90a"}
+FP8_WGMMA_GAP = ("compiler gap: an fp8 T.gemm has no tensor-core path (infer_layouts: wgmma_capable / mma_capable "
+                 "take float16/bfloat16 only; wgmma.h has no k32 .e4m3/.e5m2 instructions): it lowers to "
+                 "scalar dot products")
+
+WGMMA_SPLIT_N_GAP = ("compiler gap: a 64-row gemm in a kernel of two warpgroups cannot go on wgmma (infer_layouts."
+                     "wgmma_capable needs M % (64 * warpgroups) == 0: the warpgroups split M only, never N), so "
+                     "MLA decode's 64 heads x 512 on 256 threads run on mma.sync")
+
+
+def sm90(factory, *args, **kwargs):
+    kw = factory.compile_kwargs
+    return tilelang.compile(factory.fn(*args, **kwargs), out_idx=kw["out_idx"], target=SM90,
+                            pass_configs=kw["pass_configs"])
+
+
+def no_spills(kernel):
+    from tilecraft.compiler.sass import resource_usage
+    usage = next(iter(resource_usage(kernel.artifact.binary).values()))
+    assert usage["local_bytes"] == 0, f"spilled to local memory: {usage}"
+
+
+def opcodes(kernel) -> set:
+    return set(re.findall(r"\b([A-Z][A-Z0-9]+)(?:\.[A-Z0-9.]+)?\b", kernel.get_sass()))
+
+
+# ---- FlashAttention backward ----------------------------------------------------------------------
+@pytest.mark.sass
+def test_attention_backward_d64_causal_all_gemms_on_wgmma():
+    k = sm90(A.flash_attention_bwd, 2, 4, 1000, 64, True, block_M=64, block_N=64, num_stages=2)
+    plan = k.get_plan()
+    assert plan.count("on wgmma") == 5 and "mma.sync" not in plan, plan
+    assert plan.count("A from registers") == 2, plan   # dV += P^T dO and dK += dS^T Q read P^T / dS^T from registers
+    ops = opcodes(k)
+    assert "HGMMA" in ops and "REDG" in ops, "wgmma gemms; dQ added with global reductions"
+    no_spills(k)
+
+
+def test_attention_backward_d128_plan_and_preprocess():
+    plan = sm90(A.flash_attention_bwd, 1, 2, 512, 128, False).get_plan()
+    assert plan.count("on wgmma") == 5, plan
+    for f in (A.flash_attention_bwd_preprocess, A.flash_attention_bwd_postprocess):
+        assert "no T.gemm" in sm90(f, 1, 2, 500, 128).get_plan()
+    fwd = sm90(A.flash_attention_fwd_lse, 1, 2, 500, 128, True).get_plan()
+    assert fwd.count("on wgmma") == 2, fwd
+
+
+# ---- FP8 GEMM -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("factory", [G.fp8_matmul, G.fp8_matmul_blockscaled])
+def test_fp8_gemms_compile(factory):
+    plan = sm90(factory, 256, 256, 384).get_plan()
+    assert "T.gemm 128x128x128" in plan and "T.Pipelined, 3 stages" in plan, plan
+
+
+@pytest.mark.xfail(strict=True, reason=FP8_WGMMA_GAP)
+@pytest.mark.parametrize("factory", [G.fp8_matmul, G.fp8_matmul_blockscaled])
+def test_fp8_gemms_on_wgmma(factory):
+    plan = sm90(factory, 256, 256, 384).get_plan()
+    assert "on wgmma" in plan, plan
+
+
+# ---- decode attention -----------------------------------------------------------------------------
+@pytest.mark.parametrize("paging", [{}, dict(page_size=64, num_pages=64)])
+def test_gqa_decode_split_compiles_on_tensor_cores(paging):
+    k = sm90(D.gqa_decode_split, 4, 32, 8, 4096, 128, 8, **paging)
+    plan = k.get_plan()
+    assert plan.count("T.gemm 16x64x128") == 1 and "scalar" not in plan, plan
+    assert "no T.gemm" in sm90(D.decode_combine, 4, 32, 8, 128).get_plan()
+
+
+@pytest.mark.parametrize("kv_dtype", ["bfloat16", "float8_e4m3fn"])
+def test_mla_decode_compiles_on_tensor_cores(kv_dtype):
+    plan = sm90(D.mla_decode_split, 2, 128, 4096, kv_dtype=kv_dtype).get_plan()
+    assert plan.count("on mma.sync, 4x2 warps") == 3 and "scalar" not in plan, plan
+    assert "block_M a multiple of 64 per warpgroup" in plan, plan   # the gap below, named in the plan
+
+
+@pytest.mark.xfail(strict=True, reason=WGMMA_SPLIT_N_GAP)
+def test_mla_decode_on_wgmma():
+    plan = sm90(D.mla_decode_split, 2, 128, 4096).get_plan()
+    assert plan.count("on wgmma") == 3, plan
+
+
+# ---- grouped GEMM ---------------------------------------------------------------------------------
+@pytest.mark.sass
+def test_grouped_gemm_on_wgmma():
+    k = sm90(GG.grouped_matmul, 4000, 1024, 512, 8, trans_B=True)
+    plan = k.get_plan()
+    assert "on wgmma" in plan, plan
+    assert "HGMMA" in opcodes(k)
+    no_spills(k)

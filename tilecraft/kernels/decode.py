@@ -1,0 +1,284 @@
+"""Decode attention: one new query token per sequence against a long KV cache, split over the KV length
+(flash-decoding) so that a small batch still fills the GPU, then a combine kernel.
+
+- `gqa_decode_split`: Q [batch, heads, dim]; K, V [batch, seq_kv, kv_heads, dim] (or paged: K, V
+  [pages, page_size, kv_heads, dim] with Block_table [batch, max_pages] int32); Seqlens [batch] int32,
+  each sequence's length (<= seq_kv).  Grid (kv_heads, splits, batch): one block serves the `heads //
+  kv_heads` query heads of one KV head (GQA: the KV tile is read once for the whole group) over one
+  slice of the KV length, and writes that slice's normalized partial output and its log-sum-exp.
+- `mla_decode_split`: DeepSeek's multi-head latent attention decode: per token one shared latent KV row
+  (512, also the value) and one rope key (64); scores Q_nope . KV + Q_pe . K_pe, scaled by
+  1/sqrt(512 + 64).  KV in bf16, or in fp8 e4m3 with a per-tensor scale (folded into the scores and
+  the output: Q . (s KV) = s (Q . KV)).
+- `decode_combine`: O[b, h] = sum over splits of exp(lse_s - lse) O_s (both layouts share it).
+"""
+import math
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+LOG2E = 1.44269504
+NEG = -1.0e30
+
+
+def _split_len(seq_kv: int, splits: int, block_N: int) -> int:
+    """KV positions per split, a whole number of blocks."""
+    return -(-seq_kv // (splits * block_N)) * block_N
+
+
+@tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
+def gqa_decode_split(batch: int, heads: int, kv_heads: int, seq_kv: int, dim: int, num_split: int = 4,
+                     block_N: int = 64, block_H: int = 16, num_stages: int = 2, threads: int = 128,
+                     page_size: int = 0, num_pages: int = 0, dtype: str = "float16",
+                     accum_dtype: str = "float"):
+    """page_size > 0: the paged layout (page_size a multiple of block_N; Block_table maps a sequence's
+    logical page to a physical one).  Outputs O_partial [batch, heads, num_split, dim] (fp32) and
+    LSE_partial [batch, heads, num_split] (fp32, log2 units)."""
+    group = heads // kv_heads
+    if heads % kv_heads:
+        raise ValueError(f"gqa_decode_split: heads={heads} is not a multiple of kv_heads={kv_heads}")
+    if group > block_H:
+        raise ValueError(f"gqa_decode_split: {group} query heads per KV head exceed block_H={block_H}")
+    paged = page_size > 0
+    if paged and page_size % block_N:
+        raise ValueError(f"gqa_decode_split: page_size={page_size} must be a multiple of block_N={block_N}")
+    chunk = _split_len(seq_kv, num_split, block_N)
+    scale = 1.0 / math.sqrt(dim) * LOG2E
+    kv_shape = [num_pages, page_size, kv_heads, dim] if paged else [batch, seq_kv, kv_heads, dim]
+    max_pages = -(-seq_kv // page_size) if paged else 1
+
+    @T.prim_func
+    def main(Q: T.Tensor([batch, heads, dim], dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),
+             Seqlens: T.Tensor([batch], "int32"), Block_table: T.Tensor([batch, max_pages], "int32"),
+             O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
+             LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype)):
+        with T.Kernel(kv_heads, num_split, batch, threads=threads) as (hid, sid, bz):
+            Q_shared = T.alloc_shared([block_H, dim], dtype)
+            K_shared = T.alloc_shared([block_N, dim], dtype)
+            V_shared = T.alloc_shared([block_N, dim], dtype)
+            acc_s = T.alloc_fragment([block_H, block_N], accum_dtype)
+            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            acc_o = T.alloc_fragment([block_H, dim], accum_dtype)
+            m_prev = T.alloc_fragment([block_H], accum_dtype)
+            m_cur = T.alloc_fragment([block_H], accum_dtype)
+            alpha = T.alloc_fragment([block_H], accum_dtype)
+            p_sum = T.alloc_fragment([block_H], accum_dtype)
+            logsum = T.alloc_fragment([block_H], accum_dtype)
+
+            seqlen = Seqlens[bz]
+            for i, j in T.Parallel(block_H, dim):   # the group's heads; the rows past it stay zero, unwritten
+                if i < group:
+                    Q_shared[i, j] = Q[bz, hid * group + i, j]
+                else:
+                    Q_shared[i, j] = T.cast(0, dtype)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m_cur, NEG)
+            start = sid * chunk
+            n_blocks = T.max(T.min(T.ceildiv(seqlen - start, block_N), chunk // block_N), 0)
+            for k in T.Pipelined(n_blocks, num_stages=num_stages):
+                pos = start + k * block_N
+                if paged:
+                    page = Block_table[bz, pos // page_size]
+                    off = pos % page_size
+                    T.copy(K[page, off:off + block_N, hid, :], K_shared)
+                else:
+                    T.copy(K[bz, pos:pos + block_N, hid, :], K_shared)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.if_then_else(pos + j < seqlen, 0.0, NEG)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                if paged:
+                    T.copy(V[page, off:off + block_N, hid, :], V_shared)
+                else:
+                    T.copy(V[bz, pos:pos + block_N, hid, :], V_shared)
+                T.copy(m_cur, m_prev)
+                T.reduce_max(acc_s, m_cur, dim=1, clear=False)
+                for i in T.Parallel(block_H):
+                    alpha[i] = T.exp2((m_prev[i] - m_cur[i]) * scale)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_cur[i] * scale)
+                T.reduce_sum(acc_s, p_sum, dim=1)
+                for i in T.Parallel(block_H):
+                    logsum[i] = logsum[i] * alpha[i] + p_sum[i]
+                for i, j in T.Parallel(block_H, dim):
+                    acc_o[i, j] = acc_o[i, j] * alpha[i]
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            # an empty split (the sequence ends before it) has logsum 0: output 0 with weight exp2(NEG) = 0
+            for i, j in T.Parallel(block_H, dim):
+                if i < group:
+                    O_partial[bz, hid * group + i, sid, j] = T.if_then_else(logsum[i] > 0, acc_o[i, j] / logsum[i], 0.0)
+            for i in T.Parallel(block_H):
+                if i < group:
+                    LSE_partial[bz, hid * group + i, sid] = T.if_then_else(
+                        logsum[i] > 0, T.log2(logsum[i]) + m_cur[i] * scale, NEG)
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: int = 128,
+                   dtype: str = "float16", accum_dtype: str = "float"):
+    """O[b, h, :] from the splits' partial outputs and log2-sum-exps."""
+    @T.prim_func
+    def main(O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
+             LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype), O: T.Tensor([batch, heads, dim], dtype)):
+        with T.Kernel(heads, batch, threads=threads) as (hid, bz):
+            lse = T.alloc_fragment([num_split], accum_dtype)
+            lse_max = T.alloc_fragment([1], accum_dtype)
+            weight = T.alloc_fragment([num_split], accum_dtype)
+            w_sum = T.alloc_fragment([1], accum_dtype)
+            part = T.alloc_fragment([num_split, dim], accum_dtype)
+            out = T.alloc_fragment([dim], accum_dtype)
+            T.copy(LSE_partial[bz, hid, :], lse)
+            T.copy(O_partial[bz, hid, :, :], part)
+            T.reduce_max(lse, lse_max, dim=0)
+            for s in T.Parallel(num_split):
+                weight[s] = T.exp2(lse[s] - lse_max[0])
+            T.reduce_sum(weight, w_sum, dim=0)
+            for s, j in T.Parallel(num_split, dim):
+                part[s, j] = part[s, j] * weight[s]
+            T.reduce_sum(part, out, dim=0)
+            for j in T.Parallel(dim):
+                out[j] = out[j] / w_sum[0]
+            T.copy(out, O[bz, hid, :])
+    return main
+
+
+@tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
+def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
+                     block_N: int = 64, block_H: int = 64, num_stages: int = 1, threads: int = 256,
+                     dtype: str = "bfloat16", kv_dtype: str = "bfloat16", accum_dtype: str = "float"):
+    """Q_nope [batch, heads, dim], Q_pe [batch, heads, pe_dim]; KV [batch, seq_kv, dim] (kv_dtype: bf16,
+    or float8_e4m3fn scaled by KV_scale[0]), K_pe [batch, seq_kv, pe_dim] (dtype); Seqlens [batch].
+    Outputs as `gqa_decode_split`'s (the value is KV itself: O has `dim` columns)."""
+    fp8 = kv_dtype != dtype
+    chunk = _split_len(seq_kv, num_split, block_N)
+    sm_scale = 1.0 / math.sqrt(dim + pe_dim)
+
+    @T.prim_func
+    def main(Q_nope: T.Tensor([batch, heads, dim], dtype), Q_pe: T.Tensor([batch, heads, pe_dim], dtype),
+             KV: T.Tensor([batch, seq_kv, dim], kv_dtype), K_pe: T.Tensor([batch, seq_kv, pe_dim], dtype),
+             KV_scale: T.Tensor([1], "float32"), Seqlens: T.Tensor([batch], "int32"),
+             O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
+             LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype)):
+        with T.Kernel(T.ceildiv(heads, block_H), num_split, batch, threads=threads) as (hb, sid, bz):
+            Q_shared = T.alloc_shared([block_H, dim], dtype)
+            Qpe_shared = T.alloc_shared([block_H, pe_dim], dtype)
+            KV_shared = T.alloc_shared([block_N, dim], dtype)
+            Kpe_shared = T.alloc_shared([block_N, pe_dim], dtype)
+            acc_s = T.alloc_fragment([block_H, block_N], accum_dtype)
+            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            acc_o = T.alloc_fragment([block_H, dim], accum_dtype)
+            m_prev = T.alloc_fragment([block_H], accum_dtype)
+            m_cur = T.alloc_fragment([block_H], accum_dtype)
+            alpha = T.alloc_fragment([block_H], accum_dtype)
+            p_sum = T.alloc_fragment([block_H], accum_dtype)
+            logsum = T.alloc_fragment([block_H], accum_dtype)
+            if fp8:
+                KV_fp8 = T.alloc_shared([block_N, dim], kv_dtype)
+
+            kv_scale = KV_scale[0]
+            seqlen = Seqlens[bz]
+            T.copy(Q_nope[bz, hb * block_H:(hb + 1) * block_H, :], Q_shared)
+            T.copy(Q_pe[bz, hb * block_H:(hb + 1) * block_H, :], Qpe_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m_cur, NEG)
+            start = sid * chunk
+            n_blocks = T.max(T.min(T.ceildiv(seqlen - start, block_N), chunk // block_N), 0)
+            for k in T.Pipelined(n_blocks, num_stages=num_stages):
+                pos = start + k * block_N
+                if fp8:
+                    T.copy(KV[bz, pos:pos + block_N, :], KV_fp8)
+                    T.copy(KV_fp8, KV_shared)
+                else:
+                    T.copy(KV[bz, pos:pos + block_N, :], KV_shared)
+                T.copy(K_pe[bz, pos:pos + block_N, :], Kpe_shared)
+                T.clear(acc_s)
+                T.gemm(Q_shared, KV_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                if fp8:  # the latent scores of the scaled KV, before the (unscaled) rope part is added
+                    for i, j in T.Parallel(block_H, block_N):
+                        acc_s[i, j] = acc_s[i, j] * kv_scale
+                T.gemm(Qpe_shared, Kpe_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.if_then_else(pos + j < seqlen, acc_s[i, j], NEG)
+                T.copy(m_cur, m_prev)
+                T.reduce_max(acc_s, m_cur, dim=1, clear=False)
+                for i in T.Parallel(block_H):
+                    alpha[i] = T.exp2((m_prev[i] - m_cur[i]) * (sm_scale * LOG2E))
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.exp2((acc_s[i, j] - m_cur[i]) * (sm_scale * LOG2E))
+                T.reduce_sum(acc_s, p_sum, dim=1)
+                for i in T.Parallel(block_H):
+                    logsum[i] = logsum[i] * alpha[i] + p_sum[i]
+                for i, j in T.Parallel(block_H, dim):
+                    acc_o[i, j] = acc_o[i, j] * alpha[i]
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, KV_shared, acc_o, policy=T.GemmWarpPolicy.FullCol)
+            for i, j in T.Parallel(block_H, dim):
+                acc_o[i, j] = T.if_then_else(logsum[i] > 0, acc_o[i, j] * kv_scale / logsum[i], 0.0)
+            T.copy(acc_o, O_partial[bz, hb * block_H:(hb + 1) * block_H, sid, :])
+            for i in T.Parallel(block_H):
+                logsum[i] = T.if_then_else(logsum[i] > 0, T.log2(logsum[i]) + m_cur[i] * (sm_scale * LOG2E), NEG)
+            T.copy(logsum, LSE_partial[bz, hb * block_H:(hb + 1) * block_H, sid])
+    return main
+
+
+def gqa_decode(q, k, v, seqlens, block_table=None, num_split=4, **config):
+    """O [batch, heads, dim] of one decode step (both kernels).  Paged when block_table is given."""
+    import torch
+    batch, heads, dim = q.shape
+    if block_table is None:
+        _, seq_kv, kv_heads, _ = k.shape
+        block_table = torch.zeros(batch, 1, dtype=torch.int32, device=q.device)
+        paging = {}
+    else:
+        num_pages, page_size, kv_heads, _ = k.shape
+        seq_kv = block_table.shape[1] * page_size
+        paging = dict(page_size=page_size, num_pages=num_pages)
+    dtype = str(q.dtype).replace("torch.", "")
+    o_part, lse_part = gqa_decode_split(batch, heads, kv_heads, seq_kv, dim, num_split, dtype=dtype,
+                                        **paging, **config)(q, k, v, seqlens, block_table)
+    return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
+
+
+def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=4, **config):
+    import torch
+    batch, heads, dim = q_nope.shape
+    seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
+    if kv_scale is None:
+        kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
+    dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))
+    o_part, lse_part = mla_decode_split(batch, heads, seq_kv, dim, pe_dim, num_split, dtype=dtype,
+                                        kv_dtype=kv_dtype, **config)(q_nope, q_pe, kv, k_pe, kv_scale, seqlens)
+    return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
+
+
+def ref_gqa_decode(q, k, v, seqlens, block_table=None):
+    """fp32 softmax(q k^T / sqrt(d)) v per sequence over its first seqlens[b] positions."""
+    import torch
+    batch, heads, dim = q.shape
+    if block_table is not None:   # gather the pages into a contiguous cache
+        k, v = (t[block_table.long()].flatten(1, 2) for t in (k, v))
+    kv_heads = k.shape[2]
+    out = torch.empty(batch, heads, dim, dtype=torch.float32, device=q.device)
+    for b in range(batch):
+        n = int(seqlens[b])
+        kb = k[b, :n].float().repeat_interleave(heads // kv_heads, dim=1)   # [n, heads, dim]
+        vb = v[b, :n].float().repeat_interleave(heads // kv_heads, dim=1)
+        s = torch.einsum("hd,nhd->hn", q[b].float(), kb) / math.sqrt(dim)
+        out[b] = torch.einsum("hn,nhd->hd", s.softmax(-1), vb)
+    return out
+
+
+def ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None):
+    import torch
+    batch, heads, dim = q_nope.shape
+    scale = 1.0 if kv_scale is None else float(kv_scale[0])
+    out = torch.empty(batch, heads, dim, dtype=torch.float32, device=q_nope.device)
+    for b in range(batch):
+        n = int(seqlens[b])
+        kvb = kv[b, :n].float() * scale
+        s = (q_nope[b].float() @ kvb.t() + q_pe[b].float() @ k_pe[b, :n].float().t()) / math.sqrt(dim + k_pe.shape[-1])
+        out[b] = s.softmax(-1) @ kvb
+    return out
