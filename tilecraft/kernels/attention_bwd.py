@@ -116,7 +116,7 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
                         dtype: str = "float16", accum_dtype: str = "float"):
     """dK, dV (written) and dQ (fp32, added atomically) for one key block of block_M rows per block,
     walking the query blocks (block_N rows) that attend to it.  The default 64x64 tile with one warpgroup
-    puts all five gemms on wgmma on sm_90a (D64: 193 registers; D128: 255 and a 24-byte stack); block_N=32
+    puts all five gemms on wgmma on sm_90a (D64: 193 registers; D128: 253, no spill); block_N=32
     or two warpgroups move them to mma.sync (the dQ gemm's 32/64 rows are below wgmma's 64 per warpgroup)."""
     sm_scale = 1.0 / math.sqrt(dim)
     scale = sm_scale * LOG2E
