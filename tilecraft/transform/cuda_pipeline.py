@@ -15,6 +15,7 @@ from .pipeline_copies import pipeline_copies
 from .plan_pipelines import plan_pipelines
 from .stage_epilogue import stage_epilogue
 from .stage_gemm_operands import stage_gemm_operands
+from .stage_reduce_destinations import stage_reduce_destinations
 from .validate import validate
 from .widen_k_tiles import widen_k_tiles
 
@@ -33,6 +34,9 @@ CUDA_PIPELINE = [
     # T.Parallel nests that reach a fragment only at an offset from their loop variables run over
     # that fragment's coordinates instead, so the layout inference below sees an anchor.
     shift_parallel_anchors,
+    # Reductions into shared tiles go through a fragment (the reduction lowering's destination),
+    # before the layout inference lays that fragment out.
+    stage_reduce_destinations,
     # Fragments get register layouts: gemm accumulators fix theirs, the rest follow.
     infer_layouts,
     # Fragment operands the tensor cores cannot read from registers (another layout, transposed
