@@ -19,11 +19,10 @@ CORE = ("tilecraft.ir", "tilecraft.transform", "tilecraft.codegen", "tilecraft.o
         "tilecraft.registry")
 ABOVE = ("tilecraft.compiler", "tilecraft.runtime", "tilecraft.jit", "tilecraft.autotuner", "tilecraft.profiler",
          "tilecraft.cli", "tilecraft.engine", "tilecraft.compat")
-# The IR and the passes sit below the language surface too; these are the places that still read
-# something of it (each a leaf of language/ that imports nothing above the IR): keep the list short.
+# The IR and the passes sit below the language surface too; this is the one place that still reads
+# something of it (a leaf of language/ that imports nothing above the IR): keep the list short.
 LANGUAGE_READS = {
     ("tilecraft.ir.dtype", "tilecraft.language.builder"),          # the parser's pending name for `n = T.int32()`
-    ("tilecraft.transform.plan_shared_layouts", "tilecraft.language.annotations"),  # T.annotate_layout's swizzle
 }
 
 

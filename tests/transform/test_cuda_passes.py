@@ -324,3 +324,21 @@ def test_every_pass_of_every_pipeline_has_a_pass_level_test():
     untested = {name for name in passes
                 if not any(re.search(rf"^from tilecraft\.transform\.[\w.]+ import .*\b{name}\b", t, re.M) for t in texts)}
     assert {"validate", "lower_cuda", "mark_cpu_threads"} <= passes and untested == set()
+
+
+def copy_through(request: bool):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((64, 64), "float16")
+            if request:
+                T.annotate_layout({S: T.make_swizzled_layout(S)})
+            T.copy(A, S)
+            T.copy(S, B)
+    return main
+
+
+def test_plan_shared_layouts_honours_an_explicit_swizzle_request():
+    for request in (True, False):   # no gemm reads S: only the request swizzles it
+        _, after = around(copy_through(request), SM80, plan_shared_layouts)
+        assert after.lowering.smem_layouts.get(buffer_named(after, "S")) == (SWIZZLE_SM80 if request else None)

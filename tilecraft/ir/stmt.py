@@ -102,6 +102,13 @@ class AnnotationKey(enum.StrEnum):
     REQUIRES_ARCH = "requires_arch"        # a construct only some CUDA archs have: an ir/blackwell.py ArchNeed
 
 
+@dataclass(frozen=True)
+class SwizzledLayout:
+    """A layout request an `Annotate(LAYOUT)` may carry (T.make_swizzled_layout): lay `buffer` out in
+    shared memory with the bank-conflict-free XOR swizzle (transform/plan_shared_layouts.py)."""
+    buffer: Buffer
+
+
 @dataclass(frozen=True, eq=False)
 class Annotate(Stmt):
     """A schedule annotation: (AnnotationKey.USE_SWIZZLE, (panel, enable)), (LAYOUT, {buffer: layout})."""

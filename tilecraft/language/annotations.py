@@ -7,17 +7,10 @@ values do change results: what a read past a tensor's edge gives (ir/oob.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir import Annotate, AnnotationKey, Buffer, same_seq
 from ..ir.oob import PADDING, SAFE_VALUE
+from ..ir.stmt import SwizzledLayout  # noqa: F401  (T.make_swizzled_layout's value; tilelang.layout)
 from .builder import error, require_kernel, warn_once
-
-
-@dataclass(frozen=True)
-class SwizzledLayout:
-    """Request: lay `buffer` out in shared memory with the bank-conflict-free XOR swizzle."""
-    buffer: Buffer
 
 
 def make_swizzled_layout(buffer, *args, **kwargs):

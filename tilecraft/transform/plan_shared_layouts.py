@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ir import Annotate, AnnotationKey, Buffer, Gemm, collect
 from ..ir.func import PrimFunc
-from ..language.annotations import SwizzledLayout
+from ..ir.stmt import SwizzledLayout
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, is_wgmma
 
 
