@@ -255,3 +255,53 @@ def test_bad_manual_hopper_calls_are_clear_errors(body, match):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert match in _compile_error(body)
+
+
+@tilelang.jit(out_idx=[3])
+def windowed_wgmma_then_rescaled_gemm(H, N, DQ, D):
+    """The MLA consumer's step (example_mla_decode_ws): S = Q K^T accumulated over column windows of
+    the shared tiles with T.wgmma_gemm, a row vector from S rescales an accumulator of another width
+    that a second gemm adds to.  Windows of a wider tile keep these gemms off wgmma in tilecraft; on
+    mma.sync their warps lie along M as wgmma's would (TileLang's), so the row vector has one layout."""
+    half = DQ // 2
+
+    @T.prim_func
+    def main(Q: T.Tensor((H, DQ), "float16"), K: T.Tensor((N, DQ), "float16"), V: T.Tensor((N, D), "float16"),
+             O: T.Tensor((H, D), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Qs = T.alloc_shared((H, DQ), "float16")
+            Ks = T.alloc_shared((N, DQ), "float16")
+            Vs = T.alloc_shared((N, D), "float16")
+            Ss = T.alloc_shared((H, N), "float16")
+            acc_s = T.alloc_fragment((H, N), "float32")
+            acc_o = T.alloc_fragment((H, D), "float32")
+            m = T.alloc_fragment((H,), "float32")
+            alpha = T.alloc_fragment((H,), "float32")
+            T.copy(Q, Qs)
+            T.copy(K, Ks)
+            T.copy(V, Vs)
+            T.fill(acc_o, 1.0)
+            T.clear(acc_s)
+            T.wgmma_gemm(Qs[:, :half], Ks[:, :half], acc_s, transpose_B=True)
+            T.wgmma_gemm(Qs[:, half:], Ks[:, half:], acc_s, transpose_B=True)
+            T.wait_wgmma(0)
+            T.reduce_max(acc_s, m, dim=1)
+            for h in T.Parallel(H):
+                alpha[h] = m[h] * 0.125
+            for h, d in T.Parallel(H, D):
+                acc_o[h, d] *= alpha[h]
+            T.copy(acc_s, Ss)
+            T.gemm(Ss, Vs, acc_o)
+            T.copy(acc_o, O)
+    return main
+
+
+def test_wgmma_gemm_row_vectors_shared_with_a_wider_accumulator(build, device):
+    H, N, DQ, D = 64, 64, 128, 256
+    kernel = build(windowed_wgmma_then_rescaled_gemm, H, N, DQ, D)
+    q, k, v = (torch.randn(*s, dtype=torch.float16) / 4 for s in ((H, DQ), (N, DQ), (N, D)))
+    s = q.float() @ k.float().T
+    alpha = s.max(dim=1).values * 0.125
+    ref = alpha[:, None] * torch.ones(H, D) + s.half().float() @ v.float()
+    o = kernel(q.to(device), k.to(device), v.to(device)).cpu()
+    torch.testing.assert_close(o, ref, rtol=1e-2, atol=1e-2)

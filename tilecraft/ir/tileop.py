@@ -66,6 +66,10 @@ class Gemm(TileOp):
     plan: object = None
     # a line for kernel.get_plan() saying what this gemm stands for (T.gemm_sp: language/sparse.py)
     note: str = ""
+    # written as T.wgmma_gemm (language/hopper.py): TileLang runs it on wgmma, whose warps all lie along M;
+    # where tilecraft runs it on mma.sync instead, the gemms of its thread context keep that warp arrangement
+    # (transform/infer_layouts.py), so row vectors shared between their accumulators keep one layout
+    wgmma_requested: bool = False
 
     @property
     def mnk(self) -> tuple:

@@ -252,7 +252,7 @@ def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=None, clear
         warn_once(("T.wgmma_gemm", key), f"T.wgmma_gemm({key}=...) is ignored: it chooses instructions, not what "
                                          f"is computed")
     b.emit(gemm_stmt(A, B, C, transpose_A, transpose_B, GemmWarpPolicy.Square if policy is None else policy,
-                     clear_accum, op_name="T.wgmma_gemm", note=WGMMA_NOTE))
+                     clear_accum, op_name="T.wgmma_gemm", note=WGMMA_NOTE, wgmma_requested=True))
 
 
 def wait_wgmma(count=0):

@@ -184,7 +184,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     b.emit(gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum))
 
 
-def gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm", note=""):
+def gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm", note="",
+              wgmma_requested=False):
     """The statement of `op_name(A, B, C, ...)` (T.gemm's, T.wgmma_gemm's with its plan `note`):
     `gemm_op`'s checked Gemm, or, where `clear_accum` is a kernel value (`clear_accum=(j == 0)` in
     an unrolled loop), an `if` that picks the clearing gemm or the accumulating one."""
@@ -196,11 +197,12 @@ def gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name
         if not (clear_accum.dtype.is_bool or clear_accum.dtype.is_int):
             raise error(f"{op_name}: clear_accum must be a bool or a boolean kernel value, got {clear_accum!r} "
                         f"({clear_accum.dtype})")
-        yes = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, True, op_name=op_name, note=note)
-        no = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, False, op_name=op_name, note=note)
+        kw = dict(op_name=op_name, note=note, wgmma_requested=wgmma_requested)
+        yes = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, True, **kw)
+        no = gemm_stmt(A, B, C, transpose_A, transpose_B, policy, False, **kw)
         return If(clear_accum, yes, no, span=require_kernel(op_name).span)
     op = gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, op_name=op_name)
-    return dataclasses.replace(op, note=note) if note else op
+    return dataclasses.replace(op, note=note, wgmma_requested=wgmma_requested) if note or wgmma_requested else op
 
 
 def gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm",

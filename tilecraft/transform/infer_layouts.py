@@ -224,8 +224,11 @@ class _Inference:
                 self._note(g, "scalar dot products (no tensor-core path: float16/bfloat16 inputs, a float32 "
                               "accumulator, K % 16 == 0 and tiles that split into 16x8 warp tiles are needed)")
                 continue
-            # A from registers needs warps along M only; gemms sharing its accumulator follow it (one layout)
-            policy = "FullRow" if (g.c.buffer in a_from_frag or g.c.buffer in frag_a_accs) else g.policy
+            # A from registers needs warps along M only; gemms sharing its accumulator follow it (one layout).
+            # A kernel written with T.wgmma_gemm expects wgmma's warps, all along M, for every gemm (TileLang
+            # runs them all on wgmma there): its row vectors are shared between accumulators of different widths
+            along_m = g.c.buffer in a_from_frag or g.c.buffer in frag_a_accs or any(h.wgmma_requested for h in gemms)
+            policy = "FullRow" if along_m else g.policy
             wm, wn = warp_partition(m, n, self.threads // 32, policy)
             self.plans[g] = Mma80Plan(wm, wn)
             why_not = ""
