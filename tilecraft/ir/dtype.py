@@ -144,19 +144,30 @@ _ALIASES.update({
 })
 
 
+def _no_pending_name():
+    return None
+
+
+_pending_name = _no_pending_name
+
+
+def use_pending_name(source) -> None:
+    """Where `_assigned_name` asks first for the name being assigned: `source()` -> the target of the
+    assignment the front end is parsing, or None (language/builder.py installs its parser's; this
+    module reads no front end)."""
+    global _pending_name
+    _pending_name = source
+
+
 def _assigned_name() -> str:
     """The target of `n = T.int32()` at the caller's line (the parser's pending name inside a
     kernel body), else "v"."""
     import linecache
     import re
     import sys
-    try:
-        from ..language.builder import active
-        b = active()
-        if b is not None and getattr(b, "pending_name", None):
-            return b.pending_name
-    except ImportError:  # pragma: no cover - the language package is always there
-        pass
+    name = _pending_name()
+    if name:
+        return name
     f = sys._getframe(2)
     while f is not None and f.f_code.co_filename.startswith(__file__.rsplit("/ir/", 1)[0]):
         f = f.f_back

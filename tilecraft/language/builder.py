@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 from ..errors import TilecraftError
 from ..ir import Span, Stmt, seq
+from ..ir import dtype as _dt
 
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("tilecraft_builder", default=None)
 
@@ -87,6 +88,15 @@ def current(what: str = "this construct") -> Builder:
 
 def active() -> Builder | None:
     return _ACTIVE.get()
+
+
+def _pending_name() -> str | None:
+    """The target of the assignment the active builder is parsing (ir/dtype.py names `n = T.int32()`)."""
+    b = _ACTIVE.get()
+    return getattr(b, "pending_name", None) if b is not None else None
+
+
+_dt.use_pending_name(_pending_name)
 
 
 def current_span() -> Span | None:
