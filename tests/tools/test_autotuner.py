@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from tuning_fakes import FakeJit, read_events
+from tuning_fakes import SECONDS_PER_CHUNK, FakeJit, VirtualClock, read_events, use_virtual_clock
 
 from tilecraft.autotuner import (AutoTuner, AutotuneError, autotune, current_autotune_inputs,
                                  set_autotune_inputs)
@@ -23,6 +23,7 @@ def isolated_cache(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TILECRAFT_AUTO_TUNING_MAX_CPU_COUNT", "2")
+    use_virtual_clock(monkeypatch)  # which stand-in config is fastest must not depend on the load
     set_autotune_inputs.clear()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the stand-in kernels' timing must not depend on OpenMP barriers
@@ -42,6 +43,7 @@ def make_factory(log_dir, compile_s=0.0):
 
 
 def ref(a, b):
+    VirtualClock.advance(4 * SECONDS_PER_CHUNK)  # the reference costs as much as 4 chunks
     return a @ b
 
 

@@ -48,6 +48,32 @@ def matmul_params(m: int, n: int, k: int, dtype=torch.float32) -> list[ParamInfo
 SECONDS_PER_CHUNK = 1e-5
 
 
+class VirtualClock:
+    """A clock only the stand-in kernels move: each call of a chunked matmul advances it by its
+    cost (SECONDS_PER_CHUNK per chunk), every reading by 1 ns.  Tests that compare configs by
+    speed put it in the profiler's place (`use_virtual_clock`), so which config is fastest is a
+    property of the configs, not of the machine's load (CI's 2 cores are shared)."""
+    now = 0.0
+
+    @classmethod
+    def advance(cls, seconds: float):
+        cls.now += seconds
+
+    @classmethod
+    def perf_counter(cls) -> float:
+        cls.now += 1e-9
+        return cls.now
+
+
+def use_virtual_clock(monkeypatch):
+    """The profiler's CPU timing reads VirtualClock instead of time.perf_counter."""
+    import types
+
+    from tilecraft.profiler import bench
+    monkeypatch.setattr(bench, "time", types.SimpleNamespace(perf_counter=VirtualClock.perf_counter,
+                                                             sleep=time.sleep))
+
+
 def chunked_matmul(chunk: int) -> Callable:
     """C = A @ B computed in row chunks of ``chunk``: small chunks are slower.
 
@@ -63,6 +89,7 @@ def chunked_matmul(chunk: int) -> Callable:
             out[i:i + chunk] = a[i:i + chunk] @ b
             n_chunks += 1
         time.sleep(SECONDS_PER_CHUNK * n_chunks)
+        VirtualClock.advance(SECONDS_PER_CHUNK * n_chunks)
         return out
 
     return run
