@@ -53,6 +53,14 @@ def _device_assert(printer, call):
     return f"{call.intrinsic.entry}({printer.expr(call.args[0])}, {printer.expr(call.intrinsic.where)})"
 
 
+@I.register_emitter(I.IketEvent, TARGET)
+def _iket_event(printer, call):
+    from ..errors import TilecraftError
+    raise TilecraftError(f"iket.{call.intrinsic.kind.split('_')[0]}({call.intrinsic.name!r}): in-kernel trace events "
+                         f"are recorded on the CPU target only; tilecraft's CUDA target does not instrument kernels "
+                         f"yet: compile with target='cpu' (or run with TILECRAFT_RUN_ON_CPU=1)", call.span)
+
+
 @I.register_emitter(I.WarpVote, TARGET)
 def _vote(printer, call):
     return f"{call.intrinsic.entry}_{call.intrinsic.kind}({', '.join(args_of(printer, call))})"

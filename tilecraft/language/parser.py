@@ -410,8 +410,9 @@ class Parser(ExprMixin, LoopMixin):
             self.stmt(s)
 
     def stmt_With(self, node):
-        if len(node.items) != 1:
-            raise self.error(node, "use one context manager per `with` in a kernel body")
+        if len(node.items) > 1:  # `with A, B:` is `with A: with B:` (T.Kernel(...) as bx, iket.range(...))
+            inner = ast.copy_location(ast.With(items=node.items[1:], body=node.body), node)
+            node = ast.copy_location(ast.With(items=node.items[:1], body=[inner]), node)
         item = node.items[0]
         spec = self.eval(item.context_expr)
         if isinstance(spec, AttrScope):  # `with T.attr(...)`: a hint; the body is ordinary code

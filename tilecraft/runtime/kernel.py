@@ -34,11 +34,14 @@ class _CpuLauncher:
         self.dim_array = ctypes.c_int64 * max(1, len(symbols))
         self.dims = self.dim_array()
         self.symbols = symbols
+        self.iket = None   # runtime/iket.py: IketTrace, set by JITKernel for kernels with trace events
 
     def __call__(self, tensors, symbols, kernel_name):
         ptrs = self.ptr_array(*[t.data_ptr() for t in tensors])
         dims = self.dim_array(*[symbols[s] for s in self.symbols]) if self.symbols else self.dims
         rc = self.fn(ptrs, dims)
+        if self.iket is not None:  # a kernel that records iket events: its launch goes into its trace
+            self.iket.record(self.lib)
         if rc != 0:
             self.failed(rc, kernel_name)
 
@@ -97,8 +100,14 @@ class JITKernel:
         self.device_type = self.target.device_type
         self.symbols = [s.name for s in func.symbols]
         self._checker = ArgChecker(self.name, self.params, self.device_type)
+        traced = False
         if self.target.kind == "cpu":
             self._launch = _CpuLauncher(artifact, len(every), self.symbols)
+            from .iket import IketTrace
+            self._launch.iket = IketTrace.of(func)
+            if self._launch.iket is not None:
+                self._launch.iket.bind(self._launch.lib)
+                traced = True  # the generic call (the fast paths call the entry directly)
         elif artifact.extra.get("parts"):  # several T.Kernels: launched in program order
             from .cuda_launch import CudaLauncher, SequenceLauncher
             self._launch = SequenceLauncher([CudaLauncher(a, f, every, self.symbols)
@@ -115,7 +124,7 @@ class JITKernel:
         self._n_all = len(self.params)
         self._op_id = torch_op.new_id(self)
         from .fastpath import specialize
-        cls = None if self._workspaces else specialize(self)
+        cls = None if self._workspaces or traced else specialize(self)
         if cls is not None:
             self.__class__ = cls
 

@@ -19,7 +19,7 @@ from .base import (ATOMIC, BARRIER, CP_ASYNC, CP_ASYNC_GROUPS, DESC, EMITTERS, G
 from .cpu_gemm import CpuGemm
 from .cpu_reduce import CpuReduceRow
 from .copy import CpAsyncCommit, CpAsyncPipelinedZfill, CpAsyncWait, CpAsyncWaitAll, CpAsyncZfill
-from .debug import DeviceAssert, Print, PrintElem
+from .debug import IKET_KINDS, DeviceAssert, IketEvent, Print, PrintElem
 from .extern import ACCESS_MODES, Extern
 from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)

@@ -33,3 +33,28 @@ class DeviceAssert(Intrinsic):
     family = "debug"
     operands = (Operand("cond", VALUE),)
     where: str
+
+
+IKET_KINDS = {"mark": 0, "range_begin": 1, "range_end": 2}   # the kind codes the CPU log records
+
+
+@dataclass(frozen=True)
+class IketEvent(Intrinsic):
+    """An in-kernel trace event of `tilelang.tools.cuda.iket` (language/iket.py): `kind` is "mark",
+    "range_begin" or "range_end" of the session's event `event_id` (named `name`); `trace_dir` is the
+    session's output directory, where the runtime writes the trace (runtime/iket.py).  The optional
+    operand is the mark's runtime payload, of `payload_dtype`.  CPU target: a timestamped record in the
+    kernel library's log (device/include/tilecraft_cpu_iket.h)."""
+    entry = "tc::iket_event"
+    family = "debug"
+    operands = (Operand("payload", VALUE, optional=True),)
+    event_id: int
+    name: str
+    kind: str
+    trace_dir: str
+    payload_dtype: str = ""
+
+    def check(self):
+        from .base import require
+        require(self.kind in IKET_KINDS, self, f"kind must be one of {sorted(IKET_KINDS)}")
+        require(isinstance(self.event_id, int) and self.event_id >= 0, self, "event_id must be an int >= 0")
