@@ -301,11 +301,41 @@ static inline float exp2_to_float(double y) {
   return (float)(p * s);  // exact in double, one rounding to float (subnormals included)
 }
 
+// float exp2 (the softmax / attention workhorse): the same reduction in float, 2^f by the same
+// polynomial with fused multiply-adds in float, and 2^n applied as two exact power-of-two factors
+// (one rounding, two for a subnormal result): within 0.82 ulp of the exact value over every float
+// input (measured as above; torch's vectorized exp2f: 1.0), about twice the speed of the double path
+// (8 lanes per AVX2 vector instead of 4).  exp / exp10 keep the double path: their argument
+// x * log2(base) rounded to float would cost up to 60 ulp.
+static inline float exp2_float(float x) {
+  x = x > 129.0f ? 129.0f : x;  // NaN passes both
+  x = x < -151.0f ? -151.0f : x;
+  const float magic = 12582912.0f;  // 1.5 * 2^23: x + magic rounds x to the integer n
+  const float t = x + magic;
+  const float f = x - (t - magic);  // in [-1/2, 1/2], exact
+  float p = 1.5303699001378845e-05f;
+  p = __builtin_fmaf(p, f, 0.00015469729140704658f);
+  p = __builtin_fmaf(p, f, 0.0013333478480888061f);
+  p = __builtin_fmaf(p, f, 0.009618025613598036f);
+  p = __builtin_fmaf(p, f, 0.055504109063177154f);
+  p = __builtin_fmaf(p, f, 0.24022651213495422f);
+  p = __builtin_fmaf(p, f, 0.6931471805568341f);
+  p = __builtin_fmaf(p, f, 1.0f);
+  uint32_t tb;
+  std::memcpy(&tb, &t, 4);
+  const int32_t n = (int32_t)(tb - 0x4B400000u), n1 = n >> 1, n2 = n - n1;  // n in [-151, 129]
+  const uint32_t s1 = (uint32_t)(n1 + 127) << 23, s2 = (uint32_t)(n2 + 127) << 23;  // normal powers of 2
+  float f1, f2;
+  std::memcpy(&f1, &s1, 4);
+  std::memcpy(&f2, &s2, 4);
+  return (p * f1) * f2;
+}
+
 #define TC_MATH1(name, expr_f, expr_d)                                  \
   static inline float name(float x) { return expr_f; }                  \
   static inline double name(double x) { return expr_d; }
 TC_MATH1(exp, exp2_to_float((double)x * 1.4426950408889634), std::exp(x))
-TC_MATH1(exp2, exp2_to_float((double)x), std::exp2(x))
+TC_MATH1(exp2, exp2_float(x), std::exp2(x))
 TC_MATH1(exp10, exp2_to_float((double)x * 3.3219280948873622), std::pow(10.0, x))
 TC_MATH1(log, std::log(x), std::log(x))
 TC_MATH1(log2, std::log2(x), std::log2(x))

@@ -45,14 +45,14 @@ static inline GemmScratch& gemm_scratch(int which) {
 constexpr int GEMM_MR = 4, GEMM_NR = 16;  // 8 accumulators + 2 B vectors + A + products: 16 AVX registers
 
 // one MR x NR tile of C over all K: A's element (r, k) at a[r * lda + k * ka], bp = K x NR (k-major),
-// ct = MR x NR
+// C's element (r, c) at ct[r * ldc + c]
 static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t lda, int64_t ka,
-                              const float* __restrict__ bp, float* __restrict__ ct) {
+                              const float* __restrict__ bp, float* __restrict__ ct, int64_t ldc) {
   f32x8 c00, c01, c10, c11, c20, c21, c30, c31;
   __builtin_memcpy(&c00, ct + 0, 32); __builtin_memcpy(&c01, ct + 8, 32);
-  __builtin_memcpy(&c10, ct + 16, 32); __builtin_memcpy(&c11, ct + 24, 32);
-  __builtin_memcpy(&c20, ct + 32, 32); __builtin_memcpy(&c21, ct + 40, 32);
-  __builtin_memcpy(&c30, ct + 48, 32); __builtin_memcpy(&c31, ct + 56, 32);
+  __builtin_memcpy(&c10, ct + ldc, 32); __builtin_memcpy(&c11, ct + ldc + 8, 32);
+  __builtin_memcpy(&c20, ct + 2 * ldc, 32); __builtin_memcpy(&c21, ct + 2 * ldc + 8, 32);
+  __builtin_memcpy(&c30, ct + 3 * ldc, 32); __builtin_memcpy(&c31, ct + 3 * ldc + 8, 32);
   const float *ar0 = a, *ar1 = a + lda, *ar2 = a + 2 * lda, *ar3 = a + 3 * lda;
   for (int64_t k = 0; k < K; ++k) {
     f32x8 b0, b1;
@@ -67,9 +67,9 @@ static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t ld
     c30 += a3 * b0; c31 += a3 * b1;
   }
   __builtin_memcpy(ct + 0, &c00, 32); __builtin_memcpy(ct + 8, &c01, 32);
-  __builtin_memcpy(ct + 16, &c10, 32); __builtin_memcpy(ct + 24, &c11, 32);
-  __builtin_memcpy(ct + 32, &c20, 32); __builtin_memcpy(ct + 40, &c21, 32);
-  __builtin_memcpy(ct + 48, &c30, 32); __builtin_memcpy(ct + 56, &c31, 32);
+  __builtin_memcpy(ct + ldc, &c10, 32); __builtin_memcpy(ct + ldc + 8, &c11, 32);
+  __builtin_memcpy(ct + 2 * ldc, &c20, 32); __builtin_memcpy(ct + 2 * ldc + 8, &c21, 32);
+  __builtin_memcpy(ct + 3 * ldc, &c30, 32); __builtin_memcpy(ct + 3 * ldc + 8, &c31, 32);
 }
 
 // C (M x N, element (i, j) at C[i * crs + j * ccs]) += A (a(i, k) at A[i * ars + k * acs]) @
@@ -133,10 +133,14 @@ static void gemm_f32acc(int64_t M, int64_t N, int64_t K, const TA* A, int64_t ar
     for (int64_t ib = 0; ib < mb; ++ib) {
       const int64_t mr = M - ib * GEMM_MR < GEMM_MR ? M - ib * GEMM_MR : GEMM_MR;
       TC* c0 = C + ib * GEMM_MR * crs + jb * GEMM_NR * ccs;
+      if (gemm_is_f32<TC>::value && ccs == 1 && mr == GEMM_MR && nc == GEMM_NR) {  // a whole float32 tile in place
+        gemm_micro(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, (float*)(void*)c0, crs);
+        continue;
+      }
       for (int r = 0; r < GEMM_MR; ++r)
         for (int c = 0; c < GEMM_NR; ++c)
           ct[r * GEMM_NR + c] = (r < mr && c < nc) ? (float)c0[r * crs + c * ccs] : 0.0f;
-      gemm_micro(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct);
+      gemm_micro(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct, GEMM_NR);
       for (int64_t r = 0; r < mr; ++r)
         for (int64_t c = 0; c < nc; ++c) c0[r * crs + c * ccs] = TC(ct[r * GEMM_NR + c]);
     }
