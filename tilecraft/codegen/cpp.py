@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import Alloc, Kernel, collect
+from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
+from ..ir.printer import to_text
 from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
 
 ENTRY = "tc_entry"
@@ -20,6 +22,9 @@ _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap stora
 
 class CppPrinter(CPrinter):
     _cache: dict = {}
+    # a run-time grid of no block is an error (the entry returns -1 on a recorded assertion; the
+    # thread-level printer's entry reports through tc::simt instead and keeps the empty grid a no-op)
+    checks_empty_grid = True
 
     def __init__(self, func: PrimFunc):
         super().__init__()
@@ -55,11 +60,25 @@ class CppPrinter(CPrinter):
     def visit_Sync(self, s):
         pass
 
+    def visit_Binary(self, e):
+        if not _runtime_divisor(e):
+            return super().visit_Binary(e)
+        # an integer division by a divisor known only at run time: a zero one would raise SIGFPE and
+        # take the Python process down; tc::nonzero throws it out of the block instead (visit_Kernel),
+        # the entry returns -1 and the runtime raises a TilecraftError naming the kernel
+        where = _c_string(f"integer division by zero: {to_text(e)} with {to_text(e.b)} == 0 at run time")
+        a, b = self.expr(e.a), f"tc::nonzero({self.expr(e.b)}, {where})"
+        if e.op == "/":
+            return f"({a} / {b})"
+        if self.is_nonneg(e.a) and self.is_nonneg(e.b):   # as CPrinter.visit_Binary
+            return f"({a} {'/' if e.op == '//' else '%'} {b})"
+        return f"tc::floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
+
     def loop_pragma(self, s):
         # not around random draws: their order is the generator's state
         # nor around assertions: a false one throws out of the loop (tilecraft_cpu.h)
         # nor around trace events: each is a timestamped record, in program order (tilecraft_cpu_iket.h)
-        ok = (s.kind == "parallel" and _innermost(s) and not _uses_rng(s) and not _has_asserts(s)
+        ok = (s.kind == "parallel" and _innermost(s) and not _uses_rng(s) and not _may_throw(s)
               and not uses_iket(s))
         return "#pragma omp simd" if ok else None
 
@@ -97,7 +116,7 @@ class CppPrinter(CPrinter):
             d.line(f"(void){n};")
         if _uses_rng(k):
             d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: one generator per block")
-        asserts = _has_asserts(k.body)
+        asserts = _may_throw(k.body)
         if asserts:  # the first false assertion stops its block and every block not yet started
             d.line("if (tc::cpu_assert_text() != nullptr) continue;")
             d.line("try {")
@@ -126,7 +145,14 @@ class CppPrinter(CPrinter):
         d.line("{")
         d.indent()
         d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
-        d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
+        if self.checks_empty_grid and _dynamic_grid(k):
+            # no block would run: an error, as CUDA refuses such a launch (runtime/cuda_launch.py)
+            spec = ", ".join(to_text(g) for g in k.grid)
+            d.line(f"if (tc_gx <= 0 || tc_gy <= 0 || tc_gz <= 0) tc::cpu_assert_record("
+                   f"{_c_string(f'T.Kernel({spec}) has a grid dimension of 0 or less at run time (an empty input?): no block would run')});")
+            d.line("const int64_t tc_nblocks = tc::cpu_assert_text() != nullptr ? 0 : tc_gx * tc_gy * tc_gz;")
+        else:
+            d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
         # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
         # costs more than such a kernel does
         # tc_num_threads threads at most (tilecraft_cpu.h: torch.get_num_threads(), runtime/openmp.py)
@@ -185,11 +211,20 @@ def generate_cpp(func: PrimFunc) -> str:
     paste_imports(d, func)
     open_entry(p, func)
     from .cpp_manual_sync import entry_epilogue, entry_prologue, error_text_function  # mbarrier waits
-    asserts = _has_asserts(func.body)
+    asserts = _may_throw(func.body) or any(_dynamic_grid(k) for k in collect(func.body, lambda n: isinstance(n, Kernel)))
+    divisions = bool(collect(func.body, _runtime_divisor))
     if asserts:  # a false T.device_assert stops its block (visit_Kernel): return -1, the text in tc_error_text(-1)
         d.line("tc::cpu_assert_text() = nullptr;")
     entry_prologue(p, func)
+    if divisions:   # a run-time divisor in a grid size or a scalar outside the blocks throws here
+        d.line("try {")
+        d.indent()
     p.stmt(func.body)
+    if divisions:
+        d.dedent()
+        d.line("} catch (const tc::AssertFailed& e) {")
+        d.line("  tc::cpu_assert_record(e.where);")
+        d.line("}")
     if asserts:
         d.line("if (tc::cpu_assert_text() != nullptr) return -1;")
     d.line(f"return {entry_epilogue(func)};")
@@ -201,6 +236,27 @@ def generate_cpp(func: PrimFunc) -> str:
 
 def uses_iket(node) -> bool:
     return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.IketEvent)))
+
+
+def _runtime_divisor(n) -> bool:
+    """An integer `//`, `%` or `/` whose divisor is not a constant (a constant zero is refused by
+    transform/validate/operators.py)."""
+    return (isinstance(n, E.Binary) and n.op in ("//", "%", "/") and n.dtype.is_int
+            and not isinstance(n.b, E.Const))
+
+
+def _dynamic_grid(k: Kernel) -> bool:
+    """A grid size known only at run time (a constant one below 1 is refused by validate/extents.py)."""
+    return any(not isinstance(g, (int, E.Const)) for g in k.grid)
+
+
+def _may_throw(node) -> bool:
+    """A false T.device_assert or a zero run-time divisor can throw out of `node` (tilecraft_cpu.h)."""
+    return _has_asserts(node) or bool(collect(node, _runtime_divisor))
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
 def _has_asserts(node) -> bool:

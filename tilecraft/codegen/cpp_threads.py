@@ -45,6 +45,7 @@ def _c_string(text: str) -> str:
 
 
 class CppThreadsPrinter(CppPrinter):
+    checks_empty_grid = False
     _cache: dict = {}
 
     def __init__(self, func: PrimFunc):

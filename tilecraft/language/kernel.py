@@ -97,6 +97,9 @@ def _check_parallel_extent(x):
     _check_extent(x, "a T.Parallel extent")
     if isinstance(x, int) and x < 0:
         raise error(f"a T.Parallel extent must not be negative, got {x}")
+    if isinstance(x, int) and x == 0:
+        raise error("a T.Parallel extent of 0 runs no iteration: the loop's body would never run",
+                    hint="a T.Parallel loop covers a tile; give it the tile's (positive) size")
     if _reads_memory(x):
         raise error(f"a T.Parallel extent must be known when the kernel is launched (a constant or a shape "
                     f"symbol), got {_text(x)}, which reads a buffer element",
@@ -215,6 +218,11 @@ def _range(kind, start, stop, step):
     if not isinstance(step, int) or step == 0:
         raise error(f"loop step must be a non-zero Python int, got {step!r}")
     if isinstance(start, int) and isinstance(stop, int):
+        if (stop - start) * step < 0:   # as T.Pipelined: a loop that counts the wrong way is a mistake
+            raise error(f"T.{kind}({start}, {stop}{'' if step == 1 else f', {step}'}) runs a negative number of "
+                        f"iterations ({-(-(stop - start) // step)})",
+                        hint="a loop's extent is its trip count: check the sign (a count-down loop takes a "
+                             "negative step)")
         extent = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
     else:
         diff = as_expr(stop) - start

@@ -17,6 +17,11 @@ class BufferData:
         self.buffer = buffer
 
 
+class ShapeEntryError(TilecraftError, TypeError):
+    """A `T.Tensor` shape entry that is no size (a negative or float number): a TilecraftError at the
+    user's line, and a TypeError as before."""
+
+
 class TensorSpec:
     """The value of a parameter annotation `T.Tensor(shape, dtype)`: shape entries are ints or
     `T.dynamic` symbols.  Inside a kernel, `T.Tensor(shape, dtype, X.data)` is instead a view of the
@@ -42,8 +47,8 @@ class TensorSpec:
         from .eager import shape_entry_ok
         for s in self.shape:
             if not shape_entry_ok(s):
-                raise TypeError(f"T.Tensor shape entries must be non-negative ints, T.const names or "
-                                f"T.dynamic symbols, got {s!r}")
+                raise ShapeEntryError(f"T.Tensor shape entries must be non-negative ints, T.const names or "
+                                      f"T.dynamic symbols, got {s!r}", None if active() else caller_span())
 
     def __class_getitem__(cls, item):
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (str, DType)):

@@ -3,6 +3,7 @@ same computation on the CPU target, compiled for the CUDA paths, and (on a GPU) 
 
     python -m tilecraft.testing.fuzz --count 500 --target cpu [--seed 7]
     python -m tilecraft.testing.fuzz --count 10000 --target cuda --jobs 16 --table benchmarks/results/fuzz.md
+    python -m tilecraft.testing.fuzz --mutate --count 2000 --table benchmarks/results/fuzz_mutate.md  (fuzz_mutate.py)
 
 Worker processes (`--jobs`, default every core up to 16; fuzz_parallel.py) generate, lower,
 compile (one translation unit per target and task of `--batch` programs) and CPU-check the
@@ -225,7 +226,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-shrink", type=int, default=5, help="failing programs shrunk and saved at most")
     ap.add_argument("--max-failures", type=int, default=0, help="stop once this many programs failed (0: never)")
     ap.add_argument("--table", default=None, help="also write the results table (markdown) to this file")
+    ap.add_argument("--mutate", action="store_true",
+                    help="mutation mode (fuzz_mutate.py): invalid programs derived from the valid ones, each to be "
+                         "refused at its mutated line or to compute the original's result")
     args = ap.parse_args(argv)
+    if args.mutate:
+        from .fuzz_mutate import main as mutate_main
+        return mutate_main(args)
     save_dir = args.save_dir or _default_save_dir()
     jobs = args.jobs or default_jobs()
     t0 = time.perf_counter()

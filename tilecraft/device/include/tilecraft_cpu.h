@@ -539,6 +539,13 @@ static inline const char*& cpu_assert_text() { static const char* text = nullptr
 static inline void cpu_assert(bool ok, const char* where) {
   if (!ok) throw AssertFailed{where};
 }
+// An integer division by a divisor known only at run time (codegen/cpp.py): a zero divisor throws like a
+// false assertion (the entry returns -1, the runtime raises a TilecraftError naming the kernel) instead
+// of raising SIGFPE, which would take the Python process down.
+template <class T> static inline T nonzero(T b, const char* where) {
+  if (b == 0) throw AssertFailed{where};
+  return b;
+}
 static inline void cpu_assert_record(const char* where) {
   const char* none = nullptr;
   __atomic_compare_exchange_n(&cpu_assert_text(), &none, where, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);

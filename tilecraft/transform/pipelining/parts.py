@@ -3,7 +3,7 @@ copies, staged tiles, prologue and refills), pointing tile uses at a stage (`Res
 loads, waits and drains the TMA forms share."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 
 from ...ir import (Alloc, Copy, For, If, Let, Load, Mutator, Ref, Region, Seq, Stmt, Store, Sync, Var,
                    binary, collect, const, seq, stmts_of, substitute, dtype as dt)
@@ -48,16 +48,31 @@ def body_stmts(loop: For) -> tuple:
 
 def producers(loop: For) -> list:
     """The loop's producer copies: whole shared tiles filled from global memory at indices that
-    depend on nothing computed inside the loop."""
+    depend on nothing computed inside the loop, and used in the loop only through regions, loads
+    and stores (what `Restage` points at a stage; a tile op that takes the whole tile as a buffer,
+    such as T.reduce or T.cumsum, cannot be, so that tile's copy stays synchronous)."""
     local_vars = {s.var for s in collect(loop.body, lambda n: isinstance(n, Let))}
+    whole = _whole_tile_operands(loop.body)
     out = []
     for s in body_stmts(loop):
         if (isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
-                and s.dst.covers_whole()):
+                and s.dst.covers_whole() and s.dst.buffer not in whole):
             used = collect(s.src, lambda n: isinstance(n, (Var, Load)))
             if any(isinstance(u, Load) or u in local_vars for u in used):
                 continue
             out.append(s)
+    return out
+
+
+def _whole_tile_operands(body) -> set:
+    """Buffers some statement under `body` names directly (a field holding the Buffer itself), not
+    through a Region, Load, Store or its Alloc."""
+    out = set()
+    for n in collect(body, lambda n: is_dataclass(n) and not isinstance(n, (Region, Load, Store, Alloc, Buffer))):
+        for f in fields(n):
+            v = getattr(n, f.name)
+            if isinstance(v, Buffer):
+                out.add(v)
     return out
 
 

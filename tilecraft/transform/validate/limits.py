@@ -47,7 +47,8 @@ def _check_cuda(k: Kernel, target) -> None:
     if largest is not None and largest.nbytes > target.max_shared_memory:
         raise TilecraftError(
             f"the shared tile {largest.name} {tuple(largest.shape)} {largest.dtype} takes {largest.nbytes} bytes but "
-            f"{target.arch} allows at most {target.max_shared_memory} bytes of shared memory per block", k.span,
+            f"{target.arch} allows at most {target.max_shared_memory} bytes of shared memory per block",
+            largest.span or k.span,
             hint="use smaller tiles (block_M/block_N/block_K)")
     from ..infer_layouts import outside_parallel_fragments
     whole = dict(outside_parallel_fragments(k.body))
