@@ -159,3 +159,31 @@ def test_a_serial_loop_with_a_negative_count_is_refused(tmp_path):
     with pytest.raises(TilecraftError) as e:
         load_module(path)
     _refused_at(e.value, path, "# MUT", "negative number of iterations")
+
+
+LAYOUT = """\
+    @T.prim_func
+    def main(X: T.Tensor((16, 16), "float32"), Y: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((16, 16), "float32")
+            T.annotate_layout({S: T.Layout((16, 16), lambda i, j: [i, FORWARD])})  # MUT
+            T.copy(X, S)
+            T.copy(S, Y)
+    """
+
+
+def test_a_layout_that_is_not_one_to_one_is_refused_at_its_line(tmp_path):
+    # issue 26: two logical elements mapped to the same physical slot (here j and j + 8)
+    path = _load(tmp_path, "layout_bad", LAYOUT.replace("FORWARD", "j % 8"))
+    with pytest.raises(TilecraftError) as e:
+        load_module(path)
+    _refused_at(e.value, path, "# MUT", "sends both S[0, 0] and S[0, 8] to [0, 0]")
+
+
+def test_a_one_to_one_layout_is_accepted_and_changes_nothing(tmp_path):
+    import torch
+    import tilecraft
+    path = _load(tmp_path, "layout_ok", LAYOUT.replace("FORWARD", "(j + i) % 16"))
+    x, y = torch.randn(16, 16), torch.zeros(16, 16)
+    tilecraft.compile(load_module(path).main, target="cpu")(x, y)
+    assert torch.equal(x, y)

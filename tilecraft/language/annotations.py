@@ -62,6 +62,7 @@ def _check_layout(buf, lay) -> None:
     if isinstance(lay, Fragment) and buf.scope not in ("fragment", "local"):
         raise error(f"T.annotate_layout: a Fragment layout applies to register tiles; {buf.name} is a "
                     f"{buf.scope} buffer")
+    _check_one_to_one(buf, lay)
     why = {"global": "global tensors stay in their logical row-major order (kernels that share the tensor "
                      "see the same elements; torch reading it sees the logical order)",
            "shared": "tilecraft picks the shared-memory placement (swizzled for its gemms)",
@@ -69,6 +70,40 @@ def _check_layout(buf, lay) -> None:
     warn_once(("T.annotate_layout", buf.scope, type(lay).__name__),
               f"T.annotate_layout: the {type(lay).__name__} given for the {buf.scope} buffer {buf.name} is "
               f"not applied: {why}; results do not change")
+
+
+INJECTIVE_CHECK_LIMIT = 1 << 16   # elements: a layout over a larger tile is not enumerated
+
+
+def _check_one_to_one(buf, lay) -> None:
+    """Two elements of `buf` that a layout sends to the same place (the same physical slot; for a
+    Fragment without replicas, the same thread and register) would overwrite each other where the
+    layout is applied (TileLang): refused, naming both.  Tiles up to INJECTIVE_CHECK_LIMIT elements,
+    layouts whose functions give ints for int indices."""
+    import itertools
+
+    from .layout import Fragment
+    n = 1
+    for d in lay.shape:
+        n *= d
+    if n > INJECTIVE_CHECK_LIMIT or (isinstance(lay, Fragment) and lay.replicate != 1):
+        return
+    seen = {}
+    try:
+        for idx in itertools.product(*[range(d) for d in lay.shape]):
+            key = tuple(int(x) for x in lay.map_forward_index(idx))
+            if isinstance(lay, Fragment):
+                key = (lay.map_forward_thread(idx),) + key
+            other = seen.setdefault(key, idx)
+            if other != idx:
+                where = (f"thread {key[0]}, register {list(key[1:])}" if isinstance(lay, Fragment)
+                         else f"{list(key)}")
+                raise error(f"T.annotate_layout: the layout of {buf.name} {tuple(buf.shape)} sends both "
+                            f"{buf.name}{list(other)} and {buf.name}{list(idx)} to {where}: a layout must give every "
+                            f"element its own place (it is not one-to-one)",
+                            hint="check the layout function's strides and modulos over the whole tile")
+    except (TypeError, ValueError):   # a function of symbolic values: not enumerable here
+        return
 
 
 def annotate_l2_hit_ratio(buffer, ratio):

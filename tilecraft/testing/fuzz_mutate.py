@@ -37,7 +37,7 @@ import time
 from ..errors import InternalCompilerError, TilecraftError
 
 SLOW_S = 30.0          # parsing + lowering one mutant for one target longer than this is a failure
-HARD_S = 300           # a worker still busy this long in one step (one mutant's parse, lowering or run, one
+HARD_S = 900           # a worker still busy this long in one step (one mutant's parse, lowering or run, one
                        # batch compile) is killed: a hang in C code, which SIGALRM cannot interrupt
 CUDA_TARGETS = (("compile sm_80", "sm_80"), ("compile sm_90a", "sm_90a"))
 OUTCOMES = ("refused at line", "valid and correct", "refused elsewhere", "wrong", "internal", "over 30 s", "crash")
@@ -700,26 +700,44 @@ def run_mutants(seed: int, indices: list, workdir: str, jobs: int = 1, batch: in
         for t in tasks:
             emit(check_task(t))
         return report
+    from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
-    broken = []
-    with _pool(jobs) as ex:
-        futs = {ex.submit(check_task, t): t for t in tasks}
-        for f, t in futs.items():
-            try:
-                emit(f.result())
-            except BrokenProcessPool:
-                broken.append(t)
-            except Exception as e:  # noqa: BLE001 - an error escaping the checks is a finding
-                emit(_crashed(t, f"{type(e).__name__}: {str(e)[:300]}"))
-    for t in broken:   # one mutant per fresh worker: the crash lands on its own program
-        for i in t[1]:
-            one = (t[0], [i], t[2], t[3])
-            with _pool(1) as ex:
-                try:
-                    emit(ex.submit(check_task, one).result())
-                except Exception as e:  # noqa: BLE001 - BrokenProcessPool: this mutant killed its worker
-                    emit(_crashed(one, f"the worker process died ({type(e).__name__})"))
+    todo = list(reversed(tasks))
+    while todo:
+        suspects = []
+        with _pool(jobs) as ex:   # at most `jobs` tasks in flight: a dying worker loses only those
+            pending = {}
+            while (todo or pending) and not suspects:
+                while todo and len(pending) < jobs:
+                    t = todo.pop()
+                    pending[ex.submit(check_task, t)] = t
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    t = pending.pop(f)
+                    try:
+                        emit(f.result())
+                    except BrokenProcessPool:
+                        suspects.append(t)
+                    except Exception as e:  # noqa: BLE001 - an error escaping the checks is a finding
+                        emit(_crashed(t, f"{type(e).__name__}: {str(e)[:300]}"))
+            suspects += list(pending.values())
+        for t in suspects:   # each alone; one that kills its worker again, one mutant at a time
+            for one in ([t] if _survives(t, emit) else [(t[0], [i], t[2], t[3]) for i in t[1]]):
+                if one is not t and not _survives(one, emit):
+                    emit(_crashed(one, "the worker process died (a crash, or a hang past the watchdog)"))
     return report
+
+
+def _survives(task, emit) -> bool:
+    """Run `task` in a worker of its own; False when the worker died."""
+    from .fuzz_parallel import _pool
+    with _pool(1) as ex:
+        try:
+            res = ex.submit(check_task, task).result()
+        except Exception:  # noqa: BLE001 - BrokenProcessPool: the worker died
+            return False
+    emit(res)
+    return True
 
 
 def main(args) -> int:
