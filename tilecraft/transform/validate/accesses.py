@@ -65,6 +65,18 @@ class _Accesses(Walker):
         super().__init__(target)
         self.stand_ins: dict = {}
 
+    def visit_If(self, s):
+        """The condition narrows the ranges in the then-branch only (in the else-branch it is false)."""
+        self.visit(s.cond)
+        for branch, guard in ((s.then, s.cond), (s.orelse, None)):
+            if branch is None:
+                continue
+            self.guards.append(guard)
+            try:
+                self.visit(branch)
+            finally:
+                self.guards.pop()
+
     def _named(self, exprs) -> tuple:
         """`exprs` with every sub-expression a guard bounds (a compound side of a comparison) replaced by
         its stand-in variable."""
@@ -72,7 +84,8 @@ class _Accesses(Walker):
             return tuple(exprs)
         self.stand_ins = {}
         for g in self.guards:
-            _narrow(g, {}, self.stand_ins)
+            if g is not None:
+                _narrow(g, {}, self.stand_ins)
         if not self.stand_ins:
             return tuple(exprs)
         subs = self.stand_ins
@@ -92,7 +105,8 @@ class _Accesses(Walker):
             return self.env
         env = dict(self.env)
         for g in self.guards:
-            _narrow(g, env, dict(self.stand_ins))
+            if g is not None:
+                _narrow(g, env, dict(self.stand_ins))
         return env
 
     def _check(self, what, buf, starts, extents, node):
