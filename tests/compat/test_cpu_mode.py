@@ -117,7 +117,8 @@ def test_also_compile_reports_a_cuda_refusal_at_the_users_line(tmp_path):
     r = _run(["-m", "tilecraft", "run", "--cpu", "--also-compile", "sm_90a", "PROG"], tmp_path, TOO_MUCH_SHARED)
     assert r.returncode != 0 and "ran" not in r.stdout
     assert "TilecraftError" in r.stderr and "sm_90a" in r.stderr and "--also-compile" in r.stderr
-    line = TOO_MUCH_SHARED.splitlines().index("        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:") + 1
+    # the error points at the tile that does not fit (its T.alloc_shared line)
+    line = TOO_MUCH_SHARED.splitlines().index('            S = T.alloc_shared((block, 1024), "float32")') + 1
     assert f'prog.py", line {line}' in r.stderr, r.stderr
 
 
