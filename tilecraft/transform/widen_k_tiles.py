@@ -16,13 +16,10 @@ runs trip / f iterations over tiles f times as deep: the same sums, each accumul
 the same products in the same k order (a wgmma group steps through k16 slices in order either way),
 and TMA's zero fill covers what a ragged K leaves out of range, as before.
 
-A loop that will split as two blocks per SM (transform/pipelining/warp_specialized.py: one consumer
-warpgroup of 128 accumulator registers a thread) keeps its k-tiles: split, the 32-half k-tiles on a
-4-stage ring ran 0.92-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a
-stage as soon as its warps release it; the block barrier the widening amortises is gone).  Whether
-it splits is the loop's plan: for a loop that otherwise qualifies, the passes up to plan_pipelines
-run on the function as written and the loop's plan answers (`two_block_splits`), so this pass and
-plan_pipelines cannot disagree.
+A loop that will split as two blocks per SM (transform/pipelining/warp_specialized.py: one consumer warpgroup of 128
+accumulator registers a thread) keeps its k-tiles: split, the 32-half k-tiles on a 4-stage ring ran
+0.92-0.99x cuBLAS where the widened 64/3 ring ran 0.90x (the producer refills a stage as soon as its
+warps release it; the block barrier the widening amortises is gone).
 
 Off with `tc.widen_k_tiles: False`; the plan says when a loop was widened.
 """
@@ -35,11 +32,13 @@ from ..ir.analysis import as_int, linear, simplify_int
 from ..ir.buffer import Region
 from ..ir.expr import Load, Ref, Var, binary, const
 from ..ir.functor import Mutator, substitute
-from ..ir.loop_plan import WarpSpecialized
 from ..ir.node import same_seq, where
 from ..ir.stmt import Store
 from ..ir.tileop import Copy, Gemm
 from .warp_groups import is_manual
+from ..ir.layout.tma import tma_tensor_ok
+from .pipelining.parts import flat
+from .pipelining.warp_specialized import shared_bytes_beside, two_block_ring
 
 ROW_BYTES = 128           # one 128-byte swizzle row per k-tile row
 MAX_RING_BYTES = 128 * 1024
@@ -54,21 +53,26 @@ def _uses(body, buf) -> list:
     return collect(body, lambda n: (isinstance(n, (Region, Load, Ref, Store)) and n.buffer is buf))
 
 
-def two_block_splits(func, ctx) -> list:
-    """For each pipelined loop of `func` (pre-order), whether plan_pipelines splits it as two blocks
-    per SM (a `WarpSpecialized` plan with `blocks == 2`, pipelining/warp_specialized.two_block_ring):
-    the loop's plan itself, read off the function as the passes up to plan_pipelines leave it."""
-    from .cuda_pipeline import CUDA_PIPELINE   # (the list imports this pass)
-    from .plan_pipelines import plan_pipelines
-    for p in CUDA_PIPELINE[CUDA_PIPELINE.index(widen_k_tiles) + 1:CUDA_PIPELINE.index(plan_pipelines) + 1]:
-        func = p(func, ctx)
-    return [isinstance(f.plan, WarpSpecialized) and f.plan.blocks == 2
-            for f in collect(func.body, lambda n: isinstance(n, For) and n.kind == "pipelined")]
+def _splits_two_blocks(loop: For, kernel, g, a, b, opts, params) -> bool:
+    """Whether pipeline_copies will split this loop as two blocks per SM (pipelining.warp_specialized.two_block_ring),
+    judged before the loop's tiles are staged: asked for, the kernel's first top-level pipelined loop, a
+    block of one warpgroup in x, tiles of tensors TMA can map."""
+    first = next((s for s in flat(kernel.body) if isinstance(s, For) and s.kind == "pipelined"), None) if kernel else None
+    if (kernel is None or opts.warp_specialization not in ("auto", True)
+            or opts.persistent_tiles is True or any(t != 1 for t in kernel.threads[1:]) or first is not loop):
+        return False   # (one loop per kernel splits: the first)
+    copies = [s for s in (loop.body.stmts if isinstance(loop.body, Seq) else (loop.body,)) if isinstance(s, Copy)]
+    if not all(any(c.src.buffer is p for p in params) and tma_tensor_ok(c.src.buffer, c.dst.buffer) for c in copies):
+        return False   # the loop will not load by TMA, so it will not split
+    threads = kernel.num_threads
+    accum_regs = g.c.buffer.numel * g.c.buffer.dtype.bytes // 4 // max(threads, 1)
+    stages = loop.annotation("num_stages", 1) or 1
+    return two_block_ring(threads, accum_regs, a.nbytes + b.nbytes, stages,
+                          shared_bytes_beside(kernel.body, loop, {a, b})) > 0
 
 
-def _widen(loop: For, kernel_body, smem_limit: int, splits=lambda: False):
-    """(new loop, buffer map, note) or None when the loop does not qualify (`splits()`: whether the
-    loop's plan splits it as two blocks per SM, asked last: it plans the whole function)."""
+def _widen(loop: For, kernel_body, smem_limit: int, kernel=None, opts=None, params=()):
+    """(new loop, buffer map, note) or None when the loop does not qualify."""
     stmts = list(loop.body.stmts) if isinstance(loop.body, Seq) else [loop.body]
     gemms = [s for s in stmts if isinstance(s, Gemm)]
     copies = [s for s in stmts if isinstance(s, Copy)]
@@ -89,6 +93,8 @@ def _widen(loop: For, kernel_body, smem_limit: int, splits=lambda: False):
         return None
     row = kt * a.dtype.bytes
     if row >= ROW_BYTES or ROW_BYTES % row:
+        return None
+    if opts is not None and _splits_two_blocks(loop, kernel, g, a, b, opts, params):
         return None
     f = ROW_BYTES // row
     n, start = as_int(loop.extent), as_int(loop.start)
@@ -132,8 +138,6 @@ def _widen(loop: For, kernel_body, smem_limit: int, splits=lambda: False):
         inside = len(_uses(loop.body, t))
         if len(_uses(kernel_body, t)) != inside:
             return None
-    if splits():
-        return None   # a loop split as two blocks per SM keeps its k-tiles (the module's docstring)
     body = []
     for s in stmts:
         if s in new_copies:
@@ -147,25 +151,23 @@ def _widen(loop: For, kernel_body, smem_limit: int, splits=lambda: False):
 
 
 class _Loops(Mutator):
-    def __init__(self, func, ctx):
+    def __init__(self, kernel_body, smem_limit: int, opts, params):
         super().__init__()
-        self.func, self.ctx = func, ctx
-        self.kernel_body, self.smem_limit = func.body, ctx.target.max_shared_memory
+        self.kernel_body, self.smem_limit, self.opts, self.params = kernel_body, smem_limit, opts, params
+        self.kernel = None
         self.buffers: dict = {}
         self.notes: list = []
-        self.pipelined = 0      # pipelined loops seen, in pre-order
-        self._splits = None     # two_block_splits(func), planned when first asked
 
-    def splits(self, index: int) -> bool:
-        if self._splits is None:
-            self._splits = two_block_splits(self.func, self.ctx)
-        return self._splits[index]
+    def visit_Kernel(self, k):
+        outer, self.kernel = self.kernel, k
+        try:
+            return Mutator.generic(self, k)
+        finally:
+            self.kernel = outer
 
     def visit_For(self, s):
         if s.kind == "pipelined":
-            index = self.pipelined
-            self.pipelined += 1
-            got = _widen(s, self.kernel_body, self.smem_limit, lambda: self.splits(index))
+            got = _widen(s, self.kernel_body, self.smem_limit, self.kernel, self.opts, self.params)
             if got is not None:
                 loop, buffers, note = got
                 self.buffers.update(buffers)
@@ -178,7 +180,7 @@ def widen_k_tiles(func, ctx):
     opts = ctx.options
     if not (ctx.target.has("wgmma") and opts.wgmma and opts.wgmma_async and opts.tma and opts.widen_k_tiles) or is_manual(func.body):
         return func
-    loops = _Loops(func, ctx)
+    loops = _Loops(func.body, ctx.target.max_shared_memory, opts, tuple(func.params))
     body = loops.visit(func.body)
     if not loops.buffers:
         return func
