@@ -47,6 +47,13 @@ def _parse_int(name: str, raw: str) -> int:
         raise ValueError(f"environment variable {name}={raw!r}: expected an integer") from None
 
 
+def _parse_count(name: str, raw: str) -> int:
+    value = _parse_int(name, raw)
+    if value < 0:
+        raise ValueError(f"environment variable {name}={raw!r}: expected a count (0 or more)")
+    return value
+
+
 def _parse_path(name: str, raw: str) -> Path:
     return Path(raw).expanduser()
 
@@ -214,6 +221,16 @@ class Knobs:
         "CPU mode: the GPU architecture torch.cuda reports (get_device_capability, names, properties), e.g. "
         "sm_120 for a program that demands one; default: the ALSO_COMPILE arch, else sm_90a.  Only what the "
         "program sees changes: the CPU target runs every construct it has whatever the arch")
+    cpu_autotune_configs: int = _knob(
+        "CPU_AUTOTUNE_CONFIGS", _parse_count, 1,
+        "CPU mode: autotuning checks (compiles, runs against the reference, times) configs in their order "
+        "until this many pass and skips the rest (host timings say nothing about the GPU the program "
+        "targets); 0: every config, as on a GPU")
+    cpu_bench_reps: int = _knob(
+        "CPU_BENCH_REPS", _parse_count, 10,
+        "CPU mode: a timing (do_bench, the profiler, triton.testing.do_bench, autotuning) makes one untimed "
+        "call, then at most this many timed calls, stopping once its `rep` milliseconds are spent (at least "
+        "one); 0: the counts the program asks for, as on a GPU")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 

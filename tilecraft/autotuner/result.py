@@ -20,6 +20,7 @@ LAUNCH_ERROR = "launch error"
 MISMATCH = "mismatch"
 TIMEOUT = "timeout"
 SKIPPED = "skipped (early stop)"
+CPU_MODE_SKIPPED = "skipped (CPU mode)"   # compat/cpu_mode.autotune_configs; not stored in the database
 
 
 class AutotuneError(RuntimeError):

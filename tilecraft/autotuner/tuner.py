@@ -38,8 +38,8 @@ from .database import TuningDatabase
 from .executors import resolve_executor
 from .inputs import current_autotune_inputs
 from .program import Program
-from .result import (COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT, AutotuneError, AutotuneResult,
-                     ConfigResult)
+from .result import (COMPILE_ERROR, CPU_MODE_SKIPPED, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT, AutotuneError,
+                     AutotuneResult, ConfigResult)
 
 __all__ = ["AutoTuner", "ProfileArgs"]
 
@@ -269,6 +269,8 @@ class AutoTuner:
         """The local executor: compile ``fresh`` (the first ones here, the rest in forked workers),
         then check and time them one by one in this process. Returns the fastest measured config
         with its kernel, profiler and inputs (or None)."""
+        from ..compat.cpu_mode import autotune_configs
+        cpu_cap = autotune_configs(len(configs))  # CPU mode: check configs in order until this many pass
         t0 = time.perf_counter()
         built: dict[int, tuple[Any, Any]] = {}
         for r in fresh:  # compile in this process until one works, then fork the rest
@@ -277,7 +279,7 @@ class AutoTuner:
                 built[r.index] = built_ok
                 break
         rest = [r.index for r in fresh if r.index not in built and r.status == OK and r.compile_s is None]
-        if rest and not env.cache_disabled():
+        if rest and not env.cache_disabled() and cpu_cap is None:
             program.prepare()
             outcomes = parallel.precompile(program.precompile, configs, rest, env.autotune_max_workers(), pa.timeout,
                                            desc=f"compiling {program.name}")
@@ -290,9 +292,13 @@ class AutoTuner:
         best: tuple[ConfigResult, Any, Any, Profiler, list] | None = None
         best_latency = min((r.latency for r in results if r.ok), default=None)  # known from the database
         since_best = 0
+        passed = sum(1 for r in results if r.ok)  # known from the database
         with tqdm(total=len(fresh), desc=f"autotune {program.name}", disable=None, leave=False) as bar:
             for r in fresh:
-                if pa.early_stop is not None and since_best >= pa.early_stop and r.status == OK:
+                if cpu_cap is not None and passed >= cpu_cap and r.status == OK:
+                    r.status, r.reason = CPU_MODE_SKIPPED, (f"CPU mode checks configs until {cpu_cap} pass "
+                                                            f"(TILECRAFT_CPU_AUTOTUNE_CONFIGS)")
+                elif pa.early_stop is not None and since_best >= pa.early_stop and r.status == OK:
                     r.status, r.reason = SKIPPED, f"{since_best} configs in a row did not beat the best"
                 elif r.status == OK:
                     pair = built.pop(r.index, None) or self._compile(program, r)
@@ -300,6 +306,7 @@ class AutoTuner:
                         kernel, func = pair
                         evaluated = self._evaluate(r, kernel, pa, user_inputs, best_latency)
                         if evaluated is not None:
+                            passed += 1
                             if best is None or r.latency < best[0].latency:
                                 best = (r, kernel, func, *evaluated)
                             if best_latency is None or r.latency < best_latency:

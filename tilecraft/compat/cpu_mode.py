@@ -65,6 +65,10 @@ CUDA activity records the CPU's (where the kernels run).  ``--also-compile ARCH`
 (``TILECRAFT_ALSO_COMPILE``): every kernel is also compiled for that CUDA architecture (NVRTC, no
 launch), its plan kept beside the CPU kernel (``kernel.get_plan()`` shows both), and a refusal of
 that lowering is an error at the user's line (``also_compile()``).
+
+Host timing (``bench_reps``, ``autotune_configs``): a timing makes at most one warmup call and
+``TILECRAFT_CPU_BENCH_REPS`` timed ones within its ``rep`` budget (a slower call is timed once); autotuning checks configs in
+order until ``TILECRAFT_CPU_AUTOTUNE_CONFIGS`` pass and skips the rest.  Outputs do not change.
 """
 from __future__ import annotations
 
@@ -99,6 +103,57 @@ def also_compile_arch() -> str | None:
 
 def reported_arch() -> str:
     return _state.get("arch", "sm_90a") if _state else "sm_90a"
+
+
+# ---- host timing: what the program's benchmarks and autotuning cost ------------------------------
+# Timings on the host say nothing about the GPU a program targets: CPU mode bounds them (the
+# program's outputs do not change; only how often a kernel is timed, and which of several correct
+# configs an autotuner returns).  Each policy says so once on stderr, naming its knob.
+
+_said: set = set()
+
+
+def _say_once(key: str, message: str) -> None:
+    with _lock:
+        if key in _said:
+            return
+        _said.add(key)
+    print(f"tilecraft CPU mode: {message}", file=sys.stderr, flush=True)
+
+
+def bench_reps() -> int | None:
+    """In CPU mode, the most timed calls one timing makes (``TILECRAFT_CPU_BENCH_REPS``, default 10),
+    whatever warmup/repeat counts were asked for: a first call that takes the timing's whole ``rep``
+    milliseconds is its only sample; otherwise it is the warmup, and timed calls stop at this count
+    or once ``rep`` milliseconds are spent, whichever comes first (at least one).
+    None outside CPU mode, or with the knob at 0 (the counts asked for)."""
+    if not _state:
+        return None
+    from .. import env
+    reps = env.knobs.cpu_bench_reps
+    if reps == 0:
+        return None
+    _say_once("bench", f"timings make at most 1 warmup call and {reps} timed ones within their rep budget "
+                       f"(a call slower than the budget is timed once; host timing; TILECRAFT_CPU_BENCH_REPS=N "
+                       f"changes it, 0 = the counts asked for)")
+    return reps
+
+
+def autotune_configs(total: int) -> int | None:
+    """In CPU mode, how many configs autotuning checks before it skips the rest
+    (``TILECRAFT_CPU_AUTOTUNE_CONFIGS``, default 1): configs are tried in their order, and once this
+    many have passed (compiled, matched the reference, timed) the others are skipped.  None outside
+    CPU mode, with the knob at 0, or when there are no more configs than that."""
+    if not _state:
+        return None
+    from .. import env
+    cap = env.knobs.cpu_autotune_configs
+    if cap == 0 or total <= cap:
+        return None
+    _say_once("autotune", f"autotuning checks configs in order until {cap} pass(es) and skips the rest "
+                          f"({total} configs here; host timings say nothing about the GPU; "
+                          f"TILECRAFT_CPU_AUTOTUNE_CONFIGS=N changes it, 0 = every config)")
+    return cap
 
 
 # ---- tensors: "cuda" means the CPU ---------------------------------------------------------------

@@ -15,7 +15,8 @@ quantiles are meaningful.
   clean flush times the kernel's own traffic; the dirty one is kept for comparisons.
   ``cuda_graph=True`` captures one call in a CUDA graph and times its replay, which removes the
   host launch overhead from small kernels.
-- CPU: ``time.perf_counter`` around each call; there is no cache flush.
+- CPU: ``time.perf_counter`` around each call; there is no cache flush.  In CPU mode (a GPU
+  program on the CPU target) the counts are bounded: ``cpu_mode.bench_reps``.
 """
 
 from __future__ import annotations
@@ -138,6 +139,26 @@ def _cpu_times(fn, warmup, rep, n_warmup, n_repeat) -> list[float]:
     return times
 
 
+def _cpu_mode_times(fn, rep, n_repeat, cap) -> list[float]:
+    """CPU mode (``cpu_mode.bench_reps``): a first call that takes the whole ``rep`` budget or more is
+    the only sample; otherwise it was the warmup, and timed calls follow until ``cap`` samples (or
+    ``n_repeat``, if fewer) or ``rep`` ms are spent, at least one."""
+    clock = time.perf_counter
+    t0 = clock()
+    fn()
+    first = (clock() - t0) * 1e3
+    if first >= rep:
+        return [first]
+    wanted = cap if n_repeat is None else max(1, min(cap, n_repeat))
+    times: list[float] = []
+    began = clock()
+    while len(times) < wanted and (not times or (clock() - began) * 1e3 < rep):
+        t0 = clock()
+        fn()
+        times.append((clock() - t0) * 1e3)
+    return times
+
+
 def _capture_graph(fn: Callable[[], object]) -> Callable[[], None]:
     """Capture one call of ``fn`` in a CUDA graph (after warming it up on a side stream)."""
     side = torch.cuda.Stream()
@@ -210,7 +231,10 @@ def measure(fn: Callable[[], object], warmup: float = 25, rep: float = 100, n_wa
     else:
         if cuda_graph:
             raise ValueError("do_bench: cuda_graph=True needs a CUDA device")
-        times = _cpu_times(fn, warmup, rep, n_warmup, n_repeat)
+        from ..compat.cpu_mode import bench_reps
+        cap = bench_reps()
+        times = (_cpu_times(fn, warmup, rep, n_warmup, n_repeat) if cap is None
+                 else _cpu_mode_times(fn, rep, n_repeat, cap))
     return BenchStats(tuple(times))
 
 
