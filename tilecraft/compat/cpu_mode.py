@@ -60,7 +60,8 @@ clock.  Triton (``cpu_mode_triton.py``): ``TRITON_INTERPRET=1`` is set (unless s
 kernels a program uses as its reference run in Triton's interpreter on the CPU;
 ``triton.testing.do_bench`` is tilecraft's host-clock ``do_bench``; ``triton.runtime.driver``'s
 active driver is a stand-in answering ``get_current_target()`` (cuda, the reported arch),
-``utils.get_device_properties``, the current device and stream.  ``torch.profiler.profile``: a
+``utils.get_device_properties``, the current device and stream; the interpreter's bfloat16
+arithmetic, comparisons and ``tl.dot`` compute in float32 and round to bfloat16, as a GPU does.  ``torch.profiler.profile``: a
 CUDA activity records the CPU's (where the kernels run).  ``--also-compile ARCH``
 (``TILECRAFT_ALSO_COMPILE``): every kernel is also compiled for that CUDA architecture (NVRTC, no
 launch), its plan kept beside the CPU kernel (``kernel.get_plan()`` shows both), and a refusal of
@@ -464,9 +465,9 @@ def install(also_compile: str | None = None) -> None:
         mode = _mode_class(cuda_gen)()
         mode.__enter__()
         state["mode"] = mode
+        _state.update(state)   # active from here: Triton's driver stand-in asks for the device's figures
         from . import cpu_mode_triton
-        state["triton"] = cpu_mode_triton.install(arch)
-        _state.update(state)
+        _state["triton"] = cpu_mode_triton.install(arch)
 
 
 _MISSING = object()

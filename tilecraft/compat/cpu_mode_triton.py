@@ -4,7 +4,9 @@ Only ever called by ``cpu_mode.install`` / ``uninstall`` (the list of what CPU m
 cpu_mode.py's docstring).  Triton has no CPU backend, but its interpreter (``TRITON_INTERPRET=1``)
 runs a ``@triton.jit`` kernel on CPU tensors; what a program asks Triton's GPU driver for directly
 gets a stand-in's answer.  Nothing here imports triton: the patches apply when the program imports
-it (a post-import hook on ``sys.meta_path``), or at once if it already has.
+it (a post-import hook on ``sys.meta_path``), or at once if it already has.  The interpreter's
+bfloat16 arithmetic, math functions and ``tl.dot`` compute on float32 values rounded back to bfloat16,
+as a GPU does (the interpreter alone computes on the bit patterns; ``_patch_interpreter``).
 """
 from __future__ import annotations
 
@@ -86,7 +88,71 @@ def _patch_driver(module, state) -> None:
         config.set_active(_Driver(state["arch"]))
 
 
-_PATCHES = {"triton.testing": _patch_testing, "triton.runtime.driver": _patch_driver}
+# Triton's interpreter keeps bfloat16 values as their uint16 bit patterns and runs numpy on them:
+# arithmetic, comparisons, math functions and tl.dot on bfloat16 compute on the bits (tl.dot of two
+# bfloat16 tiles gives values around 1e9; Triton's maintainers: not supported yet).  A GPU computes
+# these in float32 and rounds the result to bfloat16 (round to nearest even); CPU mode makes the
+# interpreter do the same.  Reductions (tl.sum / tl.max over bfloat16) are left as they are.
+_BF16_BINARY = frozenset({"add", "subtract", "multiply", "divide", "fmod", "minimum", "maximum", "fmin", "fmax",
+                          "less", "less_equal", "greater", "greater_equal", "equal", "not_equal"})
+_BF16_UNARY = frozenset({"negative", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil"})
+
+
+def _bf16_to_f32(bits):
+    import numpy as np
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16(values):
+    import numpy as np
+    import torch
+    t = torch.from_numpy(np.array(values, dtype=np.float32))
+    return t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+
+def _patch_interpreter(module, state) -> None:
+    builder = getattr(module, "InterpreterBuilder", None)
+    handle, tl = getattr(module, "TensorHandle", None), getattr(module, "tl", None)
+    if builder is None or handle is None or tl is None or "interpreter" in state:
+        return
+    orig = {name: builder.__dict__[name] for name in ("binary_op", "unary_op", "create_fma", "create_dot")}
+    state["interpreter"] = (builder, orig)
+
+    def bf16(h) -> bool:
+        return h.dtype.scalar == tl.bfloat16
+
+    def binary_op(self, lhs, rhs, op):
+        if bf16(lhs) and bf16(rhs) and getattr(op, "__name__", "") in _BF16_BINARY:
+            out = op(_bf16_to_f32(lhs.data), _bf16_to_f32(rhs.data))
+            return handle(out if out.dtype == bool else _f32_to_bf16(out), tl.bfloat16)
+        return orig["binary_op"](self, lhs, rhs, op)
+
+    def unary_op(self, arg, op):
+        if bf16(arg) and getattr(op, "__name__", "") in _BF16_UNARY:
+            return handle(_f32_to_bf16(op(_bf16_to_f32(arg.data))), tl.bfloat16)
+        return orig["unary_op"](self, arg, op)
+
+    def create_fma(self, x, y, z):
+        if bf16(x) or bf16(y) or bf16(z):
+            import numpy as np
+            vals = [_bf16_to_f32(h.data) if bf16(h) else h.data for h in (x, y, z)]
+            out = np.add(np.multiply(vals[0], vals[1], dtype=np.float64), vals[2], dtype=np.float64)
+            if bf16(z):
+                return handle(_f32_to_bf16(out), tl.bfloat16)
+            return handle(out.astype(z.data.dtype), z.dtype.scalar)
+        return orig["create_fma"](self, x, y, z)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        a, b = ((handle(_bf16_to_f32(h.data), tl.float32) if bf16(h) else h) for h in (a, b))
+        return orig["create_dot"](self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    for name, fn in (("binary_op", binary_op), ("unary_op", unary_op), ("create_fma", create_fma),
+                     ("create_dot", create_dot)):
+        setattr(builder, name, fn)
+
+
+_PATCHES = {"triton.testing": _patch_testing, "triton.runtime.driver": _patch_driver,
+            "triton.runtime.interpreter": _patch_interpreter}
 
 
 class _Hook:
@@ -142,5 +208,9 @@ def uninstall(state: dict) -> None:
         testing.do_bench = state["do_bench"]
     if "driver" in state:
         state["driver"]._active = None   # the real driver again, created when next asked for
+    if "interpreter" in state:
+        builder, orig = state["interpreter"]
+        for name, fn in orig.items():
+            setattr(builder, name, fn)
     if state["interpret"] is None:
         os.environ.pop("TRITON_INTERPRET", None)
