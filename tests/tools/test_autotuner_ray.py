@@ -54,14 +54,14 @@ def isolated(tmp_path, monkeypatch):
 
 
 def make_factory():
-    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False):
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False, threads=0):
         if crash and os.getpid() != DRIVER:
             os._exit(3)  # a compiler crash that takes the worker process with it
         if hang and os.getpid() != DRIVER:
             time.sleep(hang)
         if chunk <= 0:
             raise ValueError(f"chunk must be positive, got {chunk}")
-        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail)
+        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail, threads=threads)
 
     return FakeJit(matmul)
 
@@ -89,6 +89,19 @@ def test_ray_gives_the_local_executor_results(ray_cluster, monkeypatch):
     assert remote.config == local.config == {"chunk": 16}
     assert remote.ref_latency is not None and remote.kernel(torch.ones(M, K), torch.ones(K, N)).sum() == M * N * K
     assert set(remote.phase_seconds) == {"compile", "benchmark"}
+
+
+def test_benchmarks_run_with_the_thread_count_of_the_local_executor(ray_cluster, monkeypatch):
+    """A benchmark task times with this process's torch thread count (what the local executor and the CPU
+    target's kernels use), not the OMP_NUM_THREADS=1 Ray gives a worker started for a 1-CPU compile task;
+    the stand-in kernel fails when called with another count."""
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    for threads in (2, 1):  # the cluster's node has 2 CPUs, which a benchmark task holds
+        torch.set_num_threads(threads)
+        configs = [{"chunk": 8, "threads": threads}, {"chunk": 16, "threads": threads}]
+        result = tuner(configs).run(executor="ray")
+        assert [r.status for r in result.all_results] == [OK, OK], result.table(show=False)
+        assert torch.get_num_threads() == threads
 
 
 def test_a_crashed_worker_or_a_hung_compile_loses_that_config_only(ray_cluster, monkeypatch):
@@ -126,3 +139,39 @@ def test_the_readme_gemm_tunes_through_ray_on_the_cpu_target(ray_cluster, monkey
     assert all(r.ok for r in result.all_results), result.table(show=False)
     a, b = torch.randn(64, 64).half(), torch.randn(64, 64).half()
     torch.testing.assert_close(result.kernel(a, b).float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.cxx
+def test_a_compile_task_needs_neither_torch_nor_the_tuner(tmp_path):
+    """What a compile task runs -- importing ray_executor, unpickling its payload, building the config --
+    in a fresh process (as a fresh Ray worker) imports no torch: torch's import costs seconds per worker
+    process, as much as several compiles (issue 24). The benchmark payload (a torch ref_prog) does import it."""
+    import subprocess
+    import sys
+
+    from tilecraft.autotuner import ProfileArgs
+    from tilecraft.autotuner.program import Program
+    from tilecraft.autotuner.ray_executor import RayExecutor
+    from tilecraft.kernels.gemm import matmul
+
+    program = Program(matmul, (64, 64, 64), {})
+    program.prepare()
+    pa = ProfileArgs(ref_prog=lambda a, b: torch.matmul(a, b))
+    build, bench = RayExecutor.payloads(program, [dict(block_M=32, block_N=32, block_K=32, num_stages=1)], pa, None)
+    (tmp_path / "build.pkl").write_bytes(build)
+    (tmp_path / "bench.pkl").write_bytes(bench)
+    script = (
+        "import sys\n"
+        "from tilecraft.autotuner.ray_executor import _compile_task, _unpack\n"
+        "ok, reason, _ = _compile_task(open(sys.argv[1], 'rb').read(), 0, {'environ': {'TILECRAFT_CACHE_DIR': "
+        "sys.argv[3]}, 'overrides': {}, 'sys_path': []})\n"
+        "assert ok, reason\n"
+        "print('torch after compile:', 'torch' in sys.modules)\n"
+        "_unpack(open(sys.argv[2], 'rb').read())\n"
+        "print('torch after the benchmark payload:', 'torch' in sys.modules)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TILECRAFT_", "TILELANG_"))}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "build.pkl"), str(tmp_path / "bench.pkl"),
+                           str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["torch after compile: False", "torch after the benchmark payload: True"]
+    assert list((tmp_path / "cache").rglob("*.so")), "the config was built into the task's cache"

@@ -131,12 +131,15 @@ class FakeJit:
 
 
 def make_matmul_kernel(spec: dict) -> FakeKernel:
-    """spec: M, N, K, chunk (speed), bug (wrong answers), launch_fail (raises when called)."""
+    """spec: M, N, K, chunk (speed), bug (wrong answers), launch_fail (raises when called), threads
+    (raises when called with another torch thread count: a kernel timed on the wrong number of cores)."""
     run = chunked_matmul(spec["chunk"])
 
     def kernel(a, b):
         if spec.get("launch_fail"):
             raise RuntimeError("illegal memory access (simulated)")
+        if spec.get("threads") and torch.get_num_threads() != spec["threads"]:
+            raise RuntimeError(f"run with {torch.get_num_threads()} threads, not {spec['threads']}")
         c = run(a, b)
         if spec.get("bug"):
             c[-8:, :] = 0  # 8 wrong rows: well above the 1% mismatch allowance

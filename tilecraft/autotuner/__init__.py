@@ -19,23 +19,31 @@ off), so a later run benchmarks only what it does not know. ``tune_many`` (sweep
 ``tilecraft tune``) tunes one factory for many shapes.
 """
 
-from ..profiler import TensorSupplyType
-from .database import TuningDatabase
-from .decorator import AutoTuneImpl, autotune
-from .inputs import current_autotune_inputs, set_autotune_inputs
-from .result import AutotuneError, AutotuneResult, ConfigResult
-from .sweep import SweepReport, tune_many
-from .tuner import AutoTuner, ProfileArgs
+from __future__ import annotations
 
-__all__ = [
-    "AutoTuneImpl", "AutoTuner", "AutotuneError", "AutotuneResult", "ConfigResult", "ProfileArgs",
-    "RayExecutor", "SweepReport", "TensorSupplyType", "TuningDatabase", "autotune", "current_autotune_inputs",
-    "set_autotune_inputs", "tune_many",
-]
+import importlib
+
+# name -> the module defining it, imported on first use: a Ray worker that only compiles imports
+# ``ray_executor`` (and so this package) without the tuner, the profiler and torch (seconds of start-up
+# per worker process); ``RayExecutor`` also needs ray itself, an optional dependency ('scale' extra)
+_EXPORTS = {
+    "TensorSupplyType": "..profiler", "TuningDatabase": ".database", "AutoTuneImpl": ".decorator",
+    "autotune": ".decorator", "current_autotune_inputs": ".inputs", "set_autotune_inputs": ".inputs",
+    "AutotuneError": ".result", "AutotuneResult": ".result", "ConfigResult": ".result", "SweepReport": ".sweep",
+    "tune_many": ".sweep", "AutoTuner": ".tuner", "ProfileArgs": ".tuner", "RayExecutor": ".ray_executor",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
-    if name == "RayExecutor":  # imported on first use: ray itself is optional ('scale' extra)
-        from .ray_executor import RayExecutor
-        return RayExecutor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

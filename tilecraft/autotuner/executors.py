@@ -4,7 +4,8 @@
   are benchmarked here, one after another.
 - ``ray``: a Ray cluster (``ray_executor.py``): compile tasks on CPU workers, benchmark tasks pinned
   one per GPU (``num_gpus=1``; the CPU target's benchmark tasks take a whole node's CPUs, so two
-  never time each other), the best config loaded here. ``ray.init()`` local by default,
+  never time each other, and time with this process's thread count, as the local executor does),
+  the best config loaded here. ``ray.init()`` local by default,
   ``address=`` (or ``TILECRAFT_RAY_ADDRESS``) for a cluster.
 
 ``AutoTuner.run(executor=...)``, ``@autotune(executor=...)`` and ``TILECRAFT_AUTOTUNE_EXECUTOR``

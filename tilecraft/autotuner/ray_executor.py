@@ -6,9 +6,12 @@
 How a run goes (the scheduling, retries and placement are Ray's):
 
 1. The program (the jit factory pickles as its function and options; ``Program.prepare`` has resolved
-   the target here), the configs, the profile settings and any ``set_autotune_inputs`` tensors are
-   pickled once (cloudpickle) and put in Ray's object store; every task gets a reference and a config
-   index. Each task also gets this process's ``TILECRAFT_*`` settings and ``sys.path``, applied for
+   the target here) and the configs are pickled once (cloudpickle) and put in Ray's object store, and
+   again with the profile settings and any ``set_autotune_inputs`` tensors; every task gets a
+   reference and a config index. Compile tasks get the first: unpickling the profile settings (a
+   ``ref_prog`` using torch) would import torch, and a compile needs neither torch nor the tuner, so
+   a fresh worker starts compiling after importing the compiler only (importing torch costs seconds
+   per worker process, as much as several compiles, and stopped two workers scaling: 1.56x, issue 24). Each task also gets this process's ``TILECRAFT_*`` settings and ``sys.path``, applied for
    the task's duration: a worker compiles with the same options into the same cache (a shared one,
    ``TILECRAFT_CACHE_URL``, when the workers are on other hosts) and imports the same modules.
 2. Compile phase: one task per config, ``num_cpus=1``. It builds the config for its artifacts (the
@@ -16,15 +19,24 @@ How a run goes (the scheduling, retries and placement are Ray's):
 3. Benchmark phase: one task per config that compiled, pinned ``num_gpus=1`` for a CUDA target (one
    task per GPU at a time); for the CPU target a task takes every CPU of the smallest node, so no
    two benchmarks (and no compile) share a node's cores. The task compiles again (a cache hit),
-   checks against the reference, times, and returns the config's ``ConfigResult``.
+   checks against the reference, times, and returns the config's ``ConfigResult``. It times with
+   the thread count this process would use (``runtime.openmp.thread_count()``: torch's intra-op
+   count, which the CPU target's kernels and a torch ``ref_prog`` run with), at most the CPUs the
+   task holds: Ray starts a worker with ``OMP_NUM_THREADS`` set to its first task's CPUs (1 for a
+   compile task), and kernels timed on one thread where the local executor uses two were ranked on
+   different numbers (1.1-2.4 ms against 0.54-0.78 ms, issue 24). Why on the workers and not here:
+   the CPU target's binaries are built for the machine that compiles them (``-march=native``, the
+   machine in the cache key), so on a cluster they are timed where they were built, nodes in
+   parallel; on a local Ray the conditions are the local executor's.
 4. Here: the fastest config is loaded (a cache hit) and returned; the reference is timed by one more
    benchmark task on the best config's inputs.
 
 A failure on a worker loses that config only, with its reason in the table: an exception in the
 compiler or the kernel (the task catches it), a worker that crashed or a node that was lost (Ray's
 error, tasks are not retried: ``max_retries=0``), or a task past its time (``timeout`` seconds from
-the moment it started on its worker, as it tells a small clock actor; then cancelled with
-``force=True``, which ends that worker process).
+the moment it has unpickled its payload on its worker, as it tells a small clock actor: importing
+what the program needs, torch for one, is a fresh worker's start-up, not the config's time; then
+cancelled with ``force=True``, which ends that worker process).
 """
 
 from __future__ import annotations
@@ -99,9 +111,9 @@ def _report_start(driver: dict, tag: tuple) -> None:
 
 def _compile_task(payload: bytes, index: int, driver: dict) -> tuple[bool, str | None, float]:
     """(ok, reason, seconds): build config ``index`` for its cache entry."""
-    _report_start(driver, ("compile", index))
     with _driver_context(driver):
-        program, configs, _, _ = _unpack(payload)
+        program, configs = _unpack(payload)
+        _report_start(driver, ("compile", index))
         t0 = time.perf_counter()
         try:
             program.precompile(configs[index])
@@ -110,13 +122,31 @@ def _compile_task(payload: bytes, index: int, driver: dict) -> tuple[bool, str |
             return False, describe_exception(exc), time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def _bench_threads(driver: dict) -> Iterator[None]:
+    """torch's thread count (and so the kernels', runtime/openmp.py) set to the driver's, at most the
+    CPUs this task holds, for one benchmark task; put back afterwards."""
+    import torch
+
+    want = driver.get("threads")
+    saved = torch.get_num_threads()
+    if want:
+        import ray
+        held = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))
+        torch.set_num_threads(max(1, min(want, held)) if held >= 1 else want)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 def _bench_task(payload: bytes, index: int, driver: dict) -> ConfigResult:
     """Compile (a cache hit), check and time config ``index``: its ``ConfigResult``."""
-    _report_start(driver, ("bench", index))
-    with _driver_context(driver):
+    with _driver_context(driver), _bench_threads(driver):
         from .tuner import AutoTuner
 
         program, configs, pa, inputs = _unpack(payload)
+        _report_start(driver, ("bench", index))
         tuner = AutoTuner(program.fn, [configs[index]])
         r = ConfigResult(index, dict(configs[index]))
         pair = tuner._compile(program, r)
@@ -127,7 +157,7 @@ def _bench_task(payload: bytes, index: int, driver: dict) -> ConfigResult:
 
 def _reference_task(payload: bytes, index: int, driver: dict) -> float | None:
     """The reference program's median time on config ``index``'s inputs."""
-    with _driver_context(driver):
+    with _driver_context(driver), _bench_threads(driver):
         from ..profiler import Profiler
         from .tuner import AutoTuner
 
@@ -174,8 +204,18 @@ class RayExecutor:
 
     @staticmethod
     def _driver() -> dict:
+        from ..runtime.openmp import thread_count
         return {"environ": {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)},
-                "overrides": dict(env._overrides), "sys_path": [p for p in sys.path if p]}
+                "overrides": dict(env._overrides), "sys_path": [p for p in sys.path if p],
+                "threads": thread_count()}
+
+    @staticmethod
+    def payloads(program, configs: Sequence[dict], pa, user_inputs) -> tuple[bytes, bytes]:
+        """(what a compile task unpickles: the program and the configs; what a benchmark task does:
+        those, the profile settings and the inputs)."""
+        import cloudpickle
+        return (cloudpickle.dumps((program, list(configs))),
+                cloudpickle.dumps((program, list(configs), pa, user_inputs)))
 
     def _bench_options(self, ray, program) -> dict:
         if self.bench_resources is not None:
@@ -213,11 +253,9 @@ class RayExecutor:
 
     def run(self, program, configs: Sequence[dict], results: list[ConfigResult], pa, user_inputs) -> None:
         """Compile and benchmark every config in ``results`` (status OK) on Ray; fills them in."""
-        import cloudpickle
-
         ray = self._ray()
         program.prepare()
-        payload = ray.put(cloudpickle.dumps((program, list(configs), pa, user_inputs)))
+        build_payload, payload = (ray.put(p) for p in self.payloads(program, configs, pa, user_inputs))
         driver = self._driver()
         clock = ray.remote(_Clock).options(num_cpus=0).remote() if pa.timeout is not None else None
         driver["clock"] = clock
@@ -226,7 +264,7 @@ class RayExecutor:
         t0 = time.perf_counter()
         compile_task = ray.remote(_compile_task).options(num_cpus=1, max_retries=0)
         todo = [r for r in results if r.status == OK]
-        refs = {compile_task.remote(payload, r.index, driver): r.index for r in todo}
+        refs = {compile_task.remote(build_payload, r.index, driver): r.index for r in todo}
         outcomes = self._gather(ray, refs, pa.timeout, clock, "compile", f"compiling {program.name} on ray")
         for r in todo:
             value = outcomes.get(r.index)
