@@ -74,6 +74,15 @@ def g_fp8_gemm(rows):
                     1e-2, flops=2 * s ** 3, ref_name="torch._scaled_mm per-tensor")
         if not on_tc:
             r["note"] = ("fp8 T.gemm on scalar dot products (no fp8 tensor-core path yet); " + r["note"]).rstrip("; ")
+        else:  # the fp16 GEMM's best tile (two consumer warpgroups, 128x256): wgmma n256 k32 steps
+
+            def build_wide(s=s, qa=qa, qb=qb, sa=sa, sb=sb, c=c):
+                kern = G.fp8_matmul(s, s, s, block_N=256, threads=256, out_dtype="bfloat16")
+                c.fill_(float("nan"))
+                return (lambda: kern(qa, qb, sa, sb, c)), c
+            _B.case(rows, "fp8 gemm per-tensor e4m3 -> bf16 128x256x128/3/256", f"{s}^3", build_wide,
+                    lambda ref_fn=ref_fn, qa=qa, qb=qb, sa=sa, sb=sb: (ref_fn, G.ref_fp8_matmul(qa, qb, sa, sb)),
+                    1e-2, flops=2 * s ** 3, ref_name="torch._scaled_mm per-tensor")
         ba, bsa = G.quantize_fp8_blocks(a, 1)
         bb, bsb = G.quantize_fp8_blocks(b, 128)
 
@@ -81,7 +90,7 @@ def g_fp8_gemm(rows):
             kern = G.fp8_matmul_blockscaled(s, s, s, out_dtype="bfloat16")
             c.fill_(float("nan"))
             return (lambda: kern(ba, bb, bsa, bsb, c)), c
-        _B.case(rows, "fp8 gemm 1x128/128x128 block scales -> bf16 128x128x128/3/128", f"{s}^3", build_bs,
+        _B.case(rows, "fp8 gemm 1x128/128x128 block scales -> bf16 128x128x128/3/256", f"{s}^3", build_bs,
                 lambda ref_fn=ref_fn, ba=ba, bb=bb, bsa=bsa, bsb=bsb: (
                     ref_fn, G.ref_fp8_matmul_blockscaled(ba, bb, bsa, bsb)),
                 1e-2, flops=2 * s ** 3, ref_name="torch._scaled_mm per-tensor")

@@ -1,7 +1,7 @@
 """Compile-only (no GPU): issue 25's reference kernels generated and compiled for sm_90a, and the path
 each gemm takes, read from the plan and the SASS: FlashAttention backward (all five gemms on wgmma, the
-dQ accumulation as global reductions), FP8 GEMMs (the fp8 wgmma path is a known gap: strict xfails that
-flip once it lands), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
+dQ accumulation as global reductions), FP8 GEMMs (wgmma's k32 e4m3/e5m2 form: QGMMA in the SASS; a
+layout wgmma cannot read falls back with the reason in the plan), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
 GEMM (wgmma, the group found by a scan).  The GPU twin is tests/gpu/test_new_kernels_gpu.py; none of
 these kernels has run on a GPU yet."""
 from __future__ import annotations
@@ -18,10 +18,6 @@ from tilecraft.kernels import grouped_gemm as GG
 
 pytestmark = pytest.mark.cuda_compile
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
-FP8_WGMMA_GAP = ("compiler gap: an fp8 T.gemm has no tensor-core path (infer_layouts: wgmma_capable / mma_capable "
-                 "take float16/bfloat16 only; wgmma.h has no k32 .e4m3/.e5m2 instructions): it lowers to "
-                 "scalar dot products")
-
 WGMMA_SPLIT_N_GAP = ("compiler gap: a 64-row gemm in a kernel of two warpgroups cannot go on wgmma (infer_layouts."
                      "wgmma_capable needs M % (64 * warpgroups) == 0: the warpgroups split M only, never N), so "
                      "MLA decode's 64 heads x 512 on 256 threads run on mma.sync")
@@ -71,11 +67,62 @@ def test_fp8_gemms_compile(factory):
     assert "T.gemm 128x128x128" in plan and "T.Pipelined, 3 stages" in plan, plan
 
 
-@pytest.mark.xfail(strict=True, reason=FP8_WGMMA_GAP)
+@pytest.mark.sass
 @pytest.mark.parametrize("factory", [G.fp8_matmul, G.fp8_matmul_blockscaled])
 def test_fp8_gemms_on_wgmma(factory):
-    plan = sm90(factory, 256, 256, 384).get_plan()
-    assert "on wgmma" in plan, plan
+    k = sm90(factory, 256, 256, 384)
+    plan = k.get_plan()
+    assert "T.gemm 128x128x128 on wgmma" in plan and "scalar" not in plan, plan
+    sass = k.get_sass()
+    assert re.search(r"QGMMA\.64x128x32\.F32\.E4M3\.E4M3", sass), "fp8 wgmma (k32 e4m3) in the SASS"
+    assert "HGMMA" not in sass
+    if factory is G.fp8_matmul:
+        no_spills(k)
+
+
+def test_fp8_per_tensor_loads_by_tma():
+    plan = sm90(G.fp8_matmul, 256, 256, 384).get_plan()
+    assert "TMA tile loads" in plan and "one wgmma group kept in flight" in plan, plan
+
+
+def _fp8_gemm(trans_b: bool, a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn", K=128, target=SM90):
+    import tilecraft.language as T
+    M = N = 128
+    b_shape = (N, K) if trans_b else (K, N)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), a_dtype), B: T.Tensor(b_shape, b_dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_s = T.alloc_shared((M, K), a_dtype)
+            B_s = T.alloc_shared(b_shape, b_dtype)
+            C_l = T.alloc_fragment((M, N), "float32")
+            T.clear(C_l)
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_l, transpose_B=trans_b)
+            T.copy(C_l, C)
+    return tilelang.compile(main, target=target)
+
+
+@pytest.mark.sass
+def test_fp8_e5m2_gemm_on_wgmma():
+    k = _fp8_gemm(True, "float8_e5m2", "float8_e5m2")
+    assert "on wgmma" in k.get_plan(), k.get_plan()
+    assert re.search(r"QGMMA\.64x128x32\.F32\.E5M2\.E5M2", k.get_sass())
+
+
+def test_fp8_gemm_on_sm80_says_it_has_no_fp8_tensor_cores():
+    plan = _fp8_gemm(True, target={"kind": "cuda", "arch": "sm_80"}).get_plan()
+    assert "on scalar dot products" in plan and "sm_80 has no fp8 MMA" in plan, plan
+
+
+@pytest.mark.parametrize("case, why", [
+    (dict(trans_b=False), "must both be K-major"),
+    (dict(trans_b=True, K=48), "not a multiple of 32"),
+])
+def test_fp8_gemm_without_a_wgmma_layout_falls_back_and_says_why(case, why):
+    plan = _fp8_gemm(**case).get_plan()
+    assert "on scalar dot products" in plan and why in plan, plan
 
 
 # ---- decode attention -----------------------------------------------------------------------------

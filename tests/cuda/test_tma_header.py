@@ -62,6 +62,15 @@ def test_tma_requests_are_checked_on_the_host(kwargs, message):
         check_tma_2d(**args)
 
 
+def test_fp8_tensors_have_byte_tensor_maps():
+    """8-bit floats load by TMA as bytes (no conversion; 0 past the edge is +0.0): 1-byte elements, box
+    rows of 128 of them under the 128-byte swizzle, and no more."""
+    args = dict(address=0x1000, shape=(200, 256), row_pitch_bytes=256, box=(128, 128), swizzle=128)
+    assert check_tma_2d(dtype="float8_e4m3fn", **args) == 1 and check_tma_2d(dtype="float8_e5m2", **args) == 1
+    with pytest.raises(ValueError, match="at most 128 bytes"):
+        check_tma_2d(dtype="float8_e4m3fn", **{**args, "box": (128, 256)})
+
+
 @needs_sass
 @pytest.mark.parametrize("case", TILE_CASES, ids=tile_case_id)
 def test_wgmma_tile_fill_compiles(case):

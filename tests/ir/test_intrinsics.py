@@ -44,6 +44,11 @@ F16 = dt.float16
     (lambda: I.GemmSSSm90(64, 64, 48, 1, False, False, F16), "A's stored row"),
     (lambda: I.GemmSSSm90(64, 24, 32, 1, False, False, F16), "B's stored row"),
     (lambda: I.GemmRSSm90(64, 40, 32, 1, False, F16), "B's stored row"),
+    # 8-bit floats (wgmma k32 .e4m3/.e5m2): both operands K-major, K a multiple of 32; never from registers
+    (lambda: I.GemmSSSm90(64, 64, 128, 1, False, False, dt.float8_e4m3fn), "must both be K-major"),
+    (lambda: I.GemmSSSm90(64, 64, 128, 1, True, True, dt.float8_e5m2), "must both be K-major"),
+    (lambda: I.GemmSSSm90(64, 64, 48, 1, False, True, dt.float8_e4m3fn), "multiple of 32 for 8-bit"),
+    (lambda: I.GemmRSSm90(64, 64, 64, 1, True, dt.float8_e4m3fn), "float16 or bfloat16"),
     # A_ROWS / B_ROWS: the tiles' row counts (gemm_sm90.h), at least the rows the gemm reads, and a
     # multiple of 8 where rows over 128 bytes are stored in column panels that tall
     (lambda: I.GemmSSSm90(128, 64, 32, 2, False, False, F16, 1, 64), "at least the 128 rows"),
@@ -70,6 +75,8 @@ def test_valid_parameters_are_accepted():
     I.GemmSSSm90(64, 64, 64, 1, True, True, F16)  # A [K][M] rows of 64, B [N][K] rows of 64
     I.GemmSSSm90(128, 256, 64, 2, False, False, F16, 1, 128, 64)  # B [64][256]: 4 panels of 64 rows
     I.GemmSSSm90(64, 64, 32, 1, False, False, F16, 0, 70, 36)  # rows of 64 bytes: no panels, any height
+    I.GemmSSSm90(128, 128, 128, 1, False, True, dt.float8_e4m3fn)  # fp8: A [M][K], B [N][K], rows of 128 bytes
+    I.GemmSSSm90(64, 256, 256, 1, False, True, dt.float8_e5m2, 0, 64, 256)  # rows of 256 bytes: 2 panels
     I.GemmRSSm90(64, 256, 32, 1, False, F16, 32)
     I.GemmRS(64, 64, 32, 4, 1, True, 0, F16)
     I.ShflXorReduce("max", (1, 2, 4, 8, 16))

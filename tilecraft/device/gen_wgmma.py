@@ -32,6 +32,10 @@ _PREAMBLE = """\
 // 0 = K-major (A stored [M][K], B stored [N][K]), 1 = MN-major (A stored [K][M], B stored
 // [K][N]); allowed for .f16/.bf16 with the operand in shared memory only.  NB: tilecraft's
 // TRANS_B (B stored [N][K]) is TNSP_B = 0.
+// tc::detail::WgmmaSS8<N>::run<E5M2_A, E5M2_B>(d, desc_a, desc_b) issues one
+//   wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} {d[0..N/2)}, desc_a, desc_b, 1, 1, 1;
+// (8-bit floats, k32 per instruction, both operands K-major in shared memory: PTX allows no
+// imm-trans for them).  Only with TC_FP8 (generated code that uses 8-bit floats defines it).
 // Generated code that defines TC_WGMMA_ONLY gets only the shapes it names (TC_WGMMA_N<n>): the
 // wrappers cost NVRTC parsing time per translation unit.
 // The instruction is asynchronous: the caller brackets it with wgmma.fence before and
@@ -67,11 +71,23 @@ namespace detail {
   if constexpr (BF16) TC_WGMMA_RS(NN, "bf16", REGS, TAIL, __VA_ARGS__);                     \\
   else TC_WGMMA_RS(NN, "f16", REGS, TAIL, __VA_ARGS__)
 #define TC_WG_D(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define TC_WGMMA8(NN, TA, TB, REGS, TAIL, ...)                                             \\
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #NN "k32.f32." TA "." TB " {" REGS "}, " \\
+               TAIL ";\\n"                                                                  \\
+               : __VA_ARGS__                                                                \\
+               : "l"(desc_a), "l"(desc_b))
+#define TC_WGMMA8_ANY(NN, REGS, TAIL, ...)                                                 \\
+  if constexpr (E5M2_A && E5M2_B) TC_WGMMA8(NN, "e5m2", "e5m2", REGS, TAIL, __VA_ARGS__);   \\
+  else if constexpr (E5M2_A) TC_WGMMA8(NN, "e5m2", "e4m3", REGS, TAIL, __VA_ARGS__);        \\
+  else if constexpr (E5M2_B) TC_WGMMA8(NN, "e4m3", "e5m2", REGS, TAIL, __VA_ARGS__);        \\
+  else TC_WGMMA8(NN, "e4m3", "e4m3", REGS, TAIL, __VA_ARGS__)
 @REG_MACROS@
 template <int N>
 struct WgmmaSS;
 template <int N>
 struct WgmmaRS;
+template <int N>
+struct WgmmaSS8;
 """
 
 _POSTAMBLE = """
@@ -79,6 +95,8 @@ _POSTAMBLE = """
 #undef TC_WGMMA_BOTH
 #undef TC_WGMMA_RS
 #undef TC_WGMMA_RS_BOTH
+#undef TC_WGMMA8
+#undef TC_WGMMA8_ANY
 #undef TC_WG_D
 @REG_UNDEFS@
 }  // namespace detail
@@ -93,6 +111,7 @@ def _shape(n: int) -> str:
     regs = ' ", " '.join(f"TC_WG_R{i}" for i in range(0, nd, 4))
     ops = ", ".join(f"TC_WG_D({i})" for i in range(0, nd, 4))
     tail = f'"%{nd}, %{nd + 1}, 1, 1, 1, %{nd + 2}, %{nd + 3}"'
+    f8_tail = f'"%{nd}, %{nd + 1}, 1, 1, 1"'
     rs_tail = f'"{{%{nd}, %{nd + 1}, %{nd + 2}, %{nd + 3}}}, %{nd + 4}, 1, 1, 1, %{nd + 5}"'
     return (f"\n#if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N{n})\ntemplate <>\nstruct WgmmaSS<{n}> {{\n"
             "  template <bool BF16, int TNSP_A, int TNSP_B>\n"
@@ -103,7 +122,12 @@ def _shape(n: int) -> str:
             "  template <bool BF16, int TNSP_B>\n"
             "  static TC_DEVICE void run(float* d, const uint32_t* a, uint64_t desc_b) {\n"
             f"    TC_WGMMA_RS_BOTH({n}, {regs}, {rs_tail}, {ops});\n"
-            "  }\n};\n#endif\n")
+            "  }\n};\n"
+            f"#ifdef TC_FP8\ntemplate <>\nstruct WgmmaSS8<{n}> {{\n"
+            "  template <bool E5M2_A, bool E5M2_B>\n"
+            "  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {\n"
+            f"    TC_WGMMA8_ANY({n}, {regs}, {f8_tail}, {ops});\n"
+            "  }\n};\n#endif\n#endif\n")
 
 
 def render() -> str:

@@ -41,9 +41,11 @@ def fp8_matmul(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, b
 
 @tilelang.jit(out_idx=[-1])
 def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128,
-                           num_stages: int = 3, threads: int = 128, out_dtype: str = "bfloat16",
+                           num_stages: int = 3, threads: int = 256, out_dtype: str = "bfloat16",
                            in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float"):
-    """block_K is the scale group (128); block_N must divide 128 so that one B scale covers a block's columns."""
+    """block_K is the scale group (128); block_N must divide 128 so that one B scale covers a block's columns.
+    256 threads: two accumulators (C_part, C_local) of 128x128 fp32 on wgmma are 128 registers a thread
+    on two warpgroups, but 256 on one (255 registers and a stack frame on sm_90a at 128 threads)."""
     block_K = GROUP
     if GROUP % block_N:
         raise ValueError(f"fp8_matmul_blockscaled: block_N={block_N} must divide {GROUP} (one weight scale per block)")

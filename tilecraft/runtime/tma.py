@@ -22,6 +22,9 @@ _DTYPES = {
     "int32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),
     "uint8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
     "int8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+    # 8-bit floats: TMA copies bytes (no conversion, no out-of-bounds value but 0, which is +0.0)
+    "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+    "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
 }
 _SWIZZLES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
              64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}

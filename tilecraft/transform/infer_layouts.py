@@ -34,6 +34,7 @@ from ..ir.layout.fragment import (FragmentLayout, default_layout, extend_over_lo
                                warp_partition, wgmma_accumulator_layout, wgmma_row_ok)
 
 MMA_DTYPES = ("float16", "bfloat16")
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")  # wgmma only (k32 a step, both operands K-major)
 
 
 def parallel_nests(body) -> list:
@@ -121,9 +122,26 @@ def wgmma_capable(g: Gemm, threads: int) -> bool:
     if not (g.a.covers_whole() and g.b.covers_whole() and g.c.covers_whole()):
         return False
     wg = threads // 128
-    return (g.a.buffer.dtype.name in MMA_DTYPES and g.c.buffer.dtype.name == "float32" and
-            m % (64 * wg) == 0 and n % 8 == 0 and k % 16 == 0 and
+    if g.a.buffer.dtype.name in FP8_DTYPES:
+        if fp8_wgmma_refusal(g) is not None:
+            return False
+    elif g.a.buffer.dtype.name not in MMA_DTYPES:
+        return False
+    return (g.c.buffer.dtype.name == "float32" and m % (64 * wg) == 0 and n % 8 == 0 and k % 16 == 0 and
             all(wgmma_row_ok(r.buffer.shape[-1], r.buffer.dtype.bytes) for r in (g.a, g.b)))
+
+
+def fp8_wgmma_refusal(g: Gemm):
+    """Why an 8-bit-float gemm cannot take wgmma's k32 .e4m3/.e5m2 form (None when the operands
+    allow it): PTX has no transpose for 8-bit operands, so both must be K-major in shared memory
+    (A stored [M][K], B stored [N][K], i.e. transpose_B=True), K a multiple of 32 (T.gemm has
+    checked that both operands have one type)."""
+    if g.trans_a or not g.trans_b:
+        return ("8-bit operands must both be K-major in shared memory (A [M][K] without transpose_A, "
+                "B [N][K] with transpose_B=True): wgmma cannot transpose them")
+    if g.mnk[2] % 32:
+        return f"K={g.mnk[2]} is not a multiple of 32 (one k32 step per instruction)"
+    return None
 
 
 def wgmma_rs_capable(g: Gemm, threads: int) -> bool:
@@ -194,6 +212,7 @@ class _Inference:
         gemms = collect(body, lambda n: isinstance(n, Gemm))
         a_from_frag = self._fragment_a_sources(body, gemms)
         veto = self._panel_vetoes(body, gemms) if self.use_wgmma else set()
+        self._veto = veto
         frag_a_accs = {h.c.buffer for h in gemms if h.a.buffer.scope == "fragment"}
         rs, rs_sources = self._wgmma_rs_chains(body, gemms, veto) if self.use_wgmma else (set(), set())
         for g in gemms:
@@ -218,6 +237,10 @@ class _Inference:
                 self.plans[g] = None
                 self._note(g, "scalar dot products (the CPU target's thread-level mode: each thread computes its "
                               "accumulator elements)")
+                continue
+            if g.a.buffer.dtype.name in FP8_DTYPES:
+                self.plans[g] = None
+                self._note(g, "scalar dot products (" + self._fp8_why_not(g) + ")")
                 continue
             if not mma_capable(g, self.threads):
                 self.plans[g] = None
@@ -263,6 +286,19 @@ class _Inference:
             b = min(missing, key=lambda x: x in self._uniformly_indexed(nests, ops))
             self.set(b, self._default(b, ops), "the default layout", b.span)
         return self.layouts, self.plans
+
+    def _fp8_why_not(self, g: Gemm) -> str:
+        """The plan note of an 8-bit-float gemm left on scalar dot products: its only tensor-core
+        path is wgmma (sm_90a), so say which condition failed."""
+        if not self.use_wgmma:
+            return ("8-bit floats multiply on the tensor cores only through wgmma here (sm_90a with tc.use_wgmma); "
+                    "this target has no fp8 tensor-core path (sm_80 has no fp8 MMA; mma.sync m16n8k32 e4m3 for "
+                    "sm_89 is not implemented)")
+        why = fp8_wgmma_refusal(g)
+        if why is None and g in self._veto:
+            why = "it reads a shared tile with rows over 128 bytes that an mma.sync gemm of this kernel reads too"
+        return "wgmma: " + (why or "needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, a float32 "
+                            "accumulator, whole shared A/B tiles with rows of 32/64/128 bytes or a multiple of 128")
 
     def _uniformly_indexed(self, nests, ops) -> set:
         if self._uniform is None:

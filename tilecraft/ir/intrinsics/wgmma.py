@@ -32,8 +32,16 @@ def _resolve_rows(g, field: str, default: int):
         object.__setattr__(g, field, default)
 
 
-def _check_wgmma(g):
-    require(g.dtype.name in ("float16", "bfloat16"), g, "operands are float16 or bfloat16")
+FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def _check_wgmma(g, fp8_ok: bool = False):
+    if fp8_ok and g.dtype.name in FP8:  # k32 .e4m3/.e5m2: no imm-trans, both operands K-major
+        require(not g.trans_a and g.trans_b, g, "8-bit operands must both be K-major (A [M][K], B [N][K])")
+        require(g.k % 32 == 0, g, "K must be a multiple of 32 for 8-bit operands (wgmma k32 steps)")
+    else:
+        require(g.dtype.name in ("float16", "bfloat16"), g, "operands are float16 or bfloat16"
+                + (" (or, with both operands K-major, float8_e4m3fn / float8_e5m2)" if fp8_ok else ""))
     require(g.wg >= 1 and g.m % (64 * g.wg) == 0, g, "M must be a multiple of 64*WG (m64 tiles per warpgroup)")
     require(g.n % 8 == 0, g, "N must be a multiple of 8 (wgmma n)")
     require(g.k % 16 == 0, g, "K must be a multiple of 16 (wgmma k16 steps)")
@@ -44,7 +52,7 @@ def _check_wgmma(g):
 
 @dataclass(frozen=True)
 class GemmSSSm90(Intrinsic):
-    """C += A * B by wgmma, A and B shared tiles; commits one wgmma group and waits until at most
+    """C += A * B by wgmma, A and B shared tiles (16-bit floats, or 8-bit floats with both K-major); commits one wgmma group and waits until at most
     `pending` groups are in flight (a pipelined loop keeps one; C is then valid after WgmmaDrain).
     `a_rows` / `b_rows`: the row counts of the shared tiles A and B point into (0: the gemm's own
     extents, as the header defaults them)."""
@@ -65,7 +73,7 @@ class GemmSSSm90(Intrinsic):
     b_rows: int = 0
 
     def check(self):
-        _check_wgmma(self)
+        _check_wgmma(self, fp8_ok=True)
         require(_row_ok(self.m if self.trans_a else self.k, self.dtype.bytes, not self.trans_a), self,
                 "A's stored row (K, or M when transposed) must be 16, 32, 64 or a multiple of 128 bytes "
                 "(>= 32 bytes when it runs along K): other lengths match no wgmma shared-memory layout")

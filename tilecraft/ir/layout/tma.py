@@ -20,7 +20,7 @@ def box_offset(swizzle: int, elem_bytes: int, box_cols: int, row: int, col: int)
 
 def tma_tensor_ok(tensor, tile) -> bool:
     """Whether `tensor` (a global buffer) can have a tensor map that loads the 2-D shared `tile`:
-    2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements of the tile's type, rows a multiple of 16 bytes, and a
+    2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements (or 8-bit floats) of the tile's type, rows a multiple of 16 bytes, and a
     box plan for the tile's shape (the copied region and the tile's layout are checked apart)."""
     return tma_tensor_problem(tensor, tile) is None
 
@@ -35,8 +35,8 @@ def tma_tensor_problem(tensor, tile) -> str | None:
         return f"{tensor.name} has a symbolic shape (its tensor map is made once, for a static shape)"
     if tensor.dtype != tile.dtype:
         return f"{tensor.name} is {tensor.dtype} but {tile.name} is {tile.dtype} (TMA copies bytes: no type change)"
-    if tensor.dtype.bytes not in (2, 4):
-        return f"{tensor.name} has {tensor.dtype.bytes}-byte elements (2 or 4 here)"
+    if tensor.dtype.bytes not in (2, 4) and tensor.dtype.name not in ("float8_e4m3fn", "float8_e5m2"):
+        return f"{tensor.name} has {tensor.dtype.bytes}-byte elements (2 or 4 here, or an 8-bit float)"
     if (tensor.shape[-1] * tensor.dtype.bytes) % 16:
         return (f"{tensor.name}'s rows are {tensor.shape[-1] * tensor.dtype.bytes} bytes, not a multiple of 16 "
                 f"(a tensor map's strides are)")

@@ -207,6 +207,16 @@ TC_DEVICE void wgmma_n_pieces(float* C, uint64_t da, uint64_t db, int k0) {
   if constexpr (N0 + NP < N) wgmma_n_pieces<N, N0 + NP, BF16, TRANS_A, TRANS_B, BOp>(C, da, db, k0);
 }
 
+#if defined(TC_FP8)
+// As wgmma_n_pieces for 8-bit floats (k32 per instruction, both operands K-major).
+template <int N, int N0, bool E5M2_A, bool E5M2_B, class BOp>
+TC_DEVICE void wgmma8_n_pieces(float* C, uint64_t da, uint64_t db, int k0) {
+  constexpr int NP = Sm90NPieces<N, N0>::NP;
+  WgmmaSS8<NP>::template run<E5M2_A, E5M2_B>(C + N0 / 2, da, db + static_cast<uint64_t>(BOp::offset(N0, k0) >> 4));
+  if constexpr (N0 + NP < N) wgmma8_n_pieces<N, N0 + NP, E5M2_A, E5M2_B, BOp>(C, da, db, k0);
+}
+#endif
+
 // As wgmma_n_pieces with A from registers (a: this thread's 4 registers of the m64k16 A tile).
 template <int N, int N0, bool BF16, bool TRANS_B, class BOp>
 TC_DEVICE void wgmma_rs_n_pieces(float* C, const uint32_t* a, uint64_t db, int k0) {
@@ -219,10 +229,26 @@ TC_DEVICE void wgmma_rs_n_pieces(float* C, const uint32_t* a, uint64_t db, int k
 
 template <class T> struct DependentFalse { static constexpr bool value = false; };
 
+// The element types gemm_ss_sm90 takes: 16-bit floats (k16 per wgmma), and with TC_FP8 the 8-bit
+// floats (k32 per wgmma; both operands K-major: A [M][K], B [N][K]).
+template <class T> struct Sm90Elem {
+  static constexpr bool F8 = false, E5M2 = false;
+  static constexpr bool ok = CheckElem<T>::ok;
+};
+#if defined(TC_FP8)
+template <> struct Sm90Elem<fp8_e4m3_t> { static constexpr bool F8 = true, E5M2 = false, ok = true; };
+template <> struct Sm90Elem<fp8_e5m2_t> { static constexpr bool F8 = true, E5M2 = true, ok = true; };
+#endif
+
 }  // namespace detail
 
 // C += op(A) @ op(B) for one thread block of WG warpgroups (blockDim.x == 128*WG) on wgmma
 // m64nNk16 (f16/bf16 in, f32 accumulate), synchronous: it returns with the result in C.
+// With TC_FP8, T may be fp8_e4m3_t / fp8_e5m2_t: wgmma m64nNk32 .e4m3/.e5m2 (k32 a step, the same
+// 32 bytes of a K-major row as a f16 k16 step), both operands K-major (!TRANS_A, TRANS_B): PTX has
+// no imm-trans for 8-bit operands.  The products of 8-bit values are exact; the sums land in the f32
+// accumulators (DeepSeek-V3 reports Hopper keeping fewer bits while it adds within a wgmma chain, hence
+// the block-scaled kernel's promotion into a separate accumulator every 128 of K).
 // A: !TRANS_A [M][K], TRANS_A [K][M];  B: !TRANS_B [K][N], TRANS_B [N][K]  (shared memory,
 // row-major, stored with tc::swizzle_offset_sm90<row length, sizeof(T)>, base aligned as above).
 // Warpgroup g = threadIdx.x / 128 owns rows [g*M/WG, (g+1)*M/WG) (M/WG a multiple of 64) and all
@@ -244,13 +270,18 @@ template <class T> struct DependentFalse { static constexpr bool value = false; 
 template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T, int PENDING = 0,
           int A_ROWS = (TRANS_A ? K : M), int B_ROWS = (TRANS_B ? N : K)>
 TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
-  static_assert(detail::CheckElem<T>::ok, "");
+  using E = detail::Sm90Elem<T>;
+  static_assert(E::ok, "");
+  static_assert(!E::F8 || (!TRANS_A && TRANS_B),
+                "tc::gemm_ss_sm90: 8-bit operands must both be K-major (A [M][K], B [N][K]): wgmma has "
+                "no transpose for them");
+  constexpr int KSTEP = E::F8 ? 32 : 16;  // k per wgmma instruction (32 bytes of a K-major row)
   static_assert(WG >= 1, "tc::gemm_ss_sm90: WG (warpgroups) must be >= 1");
   static_assert(M % (64 * WG) == 0,
                 "tc::gemm_ss_sm90: M must be a multiple of 64*WG (each warpgroup owns M/WG rows "
                 "in m64 tiles)");
   static_assert(N % 8 == 0, "tc::gemm_ss_sm90: N must be a multiple of 8 (wgmma n)");
-  static_assert(K % 16 == 0, "tc::gemm_ss_sm90: K must be a multiple of 16 (wgmma k16 steps)");
+  static_assert(K % KSTEP == 0, "tc::gemm_ss_sm90: K must be a multiple of 16 (wgmma k16 steps; 32 for 8-bit)");
   using AOp = detail::Sm90Operand<TRANS_A ? M : K, sizeof(T), !TRANS_A, A_ROWS>;
   using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
   static_assert(AOp::OK,
@@ -260,10 +291,11 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
                 "tc::gemm_ss_sm90: B's stored row (N halves for B [K][N], K for B [N][K]) must be "
                 "8 (N only), 16, 32, 64 or a multiple of 64 halves: other lengths match no wgmma "
                 "smem layout");
-  constexpr int WM = M / WG, MI = WM / 64, KS = K / 16;
+  constexpr int WM = M / WG, MI = WM / 64, KS = K / KSTEP;
 #if defined(__CUDA_ARCH__)
 #if defined(TC_HAS_WGMMA)
   constexpr bool BF16 = detail::IsSame<T, bfloat16_t>::value;
+  (void)BF16;
   // warp-uniform by construction (descriptors must be equal across the warpgroup, and uniform
   // values live in uniform registers, which HGMMA reads its descriptors from)
   // (modulo WG: a T.ws branch of WG warpgroups starting at a multiple of WG numbers them from 0)
@@ -278,8 +310,13 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
     for (int mi = 0; mi < MI; ++mi) {
       // start-address field += byte offset / 16 (no carry out of the 14-bit field: the offset
       // stays inside the tile, which lies below 256 KiB of shared memory)
-      const uint64_t a = da + static_cast<uint64_t>(AOp::offset(64 * mi, 16 * kk) >> 4);
-      detail::wgmma_n_pieces<N, 0, BF16, TRANS_A, TRANS_B, BOp>(C + mi * (N / 2), a, db, 16 * kk);
+      const uint64_t a = da + static_cast<uint64_t>(AOp::offset(64 * mi, KSTEP * kk) >> 4);
+#if defined(TC_FP8)
+      if constexpr (E::F8)
+        detail::wgmma8_n_pieces<N, 0, E::E5M2, E::E5M2, BOp>(C + mi * (N / 2), a, db, KSTEP * kk);
+      else
+#endif
+        detail::wgmma_n_pieces<N, 0, BF16, TRANS_A, TRANS_B, BOp>(C + mi * (N / 2), a, db, KSTEP * kk);
     }
   }
   detail::wgmma_commit_group();

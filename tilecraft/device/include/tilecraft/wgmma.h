@@ -12,6 +12,10 @@
 // 0 = K-major (A stored [M][K], B stored [N][K]), 1 = MN-major (A stored [K][M], B stored
 // [K][N]); allowed for .f16/.bf16 with the operand in shared memory only.  NB: tilecraft's
 // TRANS_B (B stored [N][K]) is TNSP_B = 0.
+// tc::detail::WgmmaSS8<N>::run<E5M2_A, E5M2_B>(d, desc_a, desc_b) issues one
+//   wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} {d[0..N/2)}, desc_a, desc_b, 1, 1, 1;
+// (8-bit floats, k32 per instruction, both operands K-major in shared memory: PTX allows no
+// imm-trans for them).  Only with TC_FP8 (generated code that uses 8-bit floats defines it).
 // Generated code that defines TC_WGMMA_ONLY gets only the shapes it names (TC_WGMMA_N<n>): the
 // wrappers cost NVRTC parsing time per translation unit.
 // The instruction is asynchronous: the caller brackets it with wgmma.fence before and
@@ -47,6 +51,16 @@ namespace detail {
   if constexpr (BF16) TC_WGMMA_RS(NN, "bf16", REGS, TAIL, __VA_ARGS__);                     \
   else TC_WGMMA_RS(NN, "f16", REGS, TAIL, __VA_ARGS__)
 #define TC_WG_D(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define TC_WGMMA8(NN, TA, TB, REGS, TAIL, ...)                                             \
+  asm volatile("wgmma.mma_async.sync.aligned.m64n" #NN "k32.f32." TA "." TB " {" REGS "}, " \
+               TAIL ";\n"                                                                  \
+               : __VA_ARGS__                                                                \
+               : "l"(desc_a), "l"(desc_b))
+#define TC_WGMMA8_ANY(NN, REGS, TAIL, ...)                                                 \
+  if constexpr (E5M2_A && E5M2_B) TC_WGMMA8(NN, "e5m2", "e5m2", REGS, TAIL, __VA_ARGS__);   \
+  else if constexpr (E5M2_A) TC_WGMMA8(NN, "e5m2", "e4m3", REGS, TAIL, __VA_ARGS__);        \
+  else if constexpr (E5M2_B) TC_WGMMA8(NN, "e4m3", "e5m2", REGS, TAIL, __VA_ARGS__);        \
+  else TC_WGMMA8(NN, "e4m3", "e4m3", REGS, TAIL, __VA_ARGS__)
 #define TC_WG_R0 "%0, %1, %2, %3"
 #define TC_WG_R4 "%4, %5, %6, %7"
 #define TC_WG_R8 "%8, %9, %10, %11"
@@ -83,6 +97,8 @@ template <int N>
 struct WgmmaSS;
 template <int N>
 struct WgmmaRS;
+template <int N>
+struct WgmmaSS8;
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N8)
 template <>
@@ -100,6 +116,15 @@ struct WgmmaRS<8> {
     TC_WGMMA_RS_BOTH(8, TC_WG_R0, "{%4, %5, %6, %7}, %8, 1, 1, 1, %9", TC_WG_D(0));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<8> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(8, TC_WG_R0, "%4, %5, 1, 1, 1", TC_WG_D(0));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N16)
@@ -118,6 +143,15 @@ struct WgmmaRS<16> {
     TC_WGMMA_RS_BOTH(16, TC_WG_R0 ", " TC_WG_R4, "{%8, %9, %10, %11}, %12, 1, 1, 1, %13", TC_WG_D(0), TC_WG_D(4));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<16> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(16, TC_WG_R0 ", " TC_WG_R4, "%8, %9, 1, 1, 1", TC_WG_D(0), TC_WG_D(4));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N24)
@@ -136,6 +170,15 @@ struct WgmmaRS<24> {
     TC_WGMMA_RS_BOTH(24, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8, "{%12, %13, %14, %15}, %16, 1, 1, 1, %17", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<24> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(24, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8, "%12, %13, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N32)
@@ -154,6 +197,15 @@ struct WgmmaRS<32> {
     TC_WGMMA_RS_BOTH(32, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12, "{%16, %17, %18, %19}, %20, 1, 1, 1, %21", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<32> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(32, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12, "%16, %17, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N40)
@@ -172,6 +224,15 @@ struct WgmmaRS<40> {
     TC_WGMMA_RS_BOTH(40, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16, "{%20, %21, %22, %23}, %24, 1, 1, 1, %25", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<40> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(40, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16, "%20, %21, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N48)
@@ -190,6 +251,15 @@ struct WgmmaRS<48> {
     TC_WGMMA_RS_BOTH(48, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20, "{%24, %25, %26, %27}, %28, 1, 1, 1, %29", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<48> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(48, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20, "%24, %25, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N56)
@@ -208,6 +278,15 @@ struct WgmmaRS<56> {
     TC_WGMMA_RS_BOTH(56, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24, "{%28, %29, %30, %31}, %32, 1, 1, 1, %33", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<56> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(56, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24, "%28, %29, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N64)
@@ -226,6 +305,15 @@ struct WgmmaRS<64> {
     TC_WGMMA_RS_BOTH(64, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28, "{%32, %33, %34, %35}, %36, 1, 1, 1, %37", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<64> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(64, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28, "%32, %33, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N72)
@@ -244,6 +332,15 @@ struct WgmmaRS<72> {
     TC_WGMMA_RS_BOTH(72, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32, "{%36, %37, %38, %39}, %40, 1, 1, 1, %41", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<72> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(72, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32, "%36, %37, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N80)
@@ -262,6 +359,15 @@ struct WgmmaRS<80> {
     TC_WGMMA_RS_BOTH(80, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36, "{%40, %41, %42, %43}, %44, 1, 1, 1, %45", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<80> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(80, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36, "%40, %41, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N88)
@@ -280,6 +386,15 @@ struct WgmmaRS<88> {
     TC_WGMMA_RS_BOTH(88, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40, "{%44, %45, %46, %47}, %48, 1, 1, 1, %49", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<88> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(88, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40, "%44, %45, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N96)
@@ -298,6 +413,15 @@ struct WgmmaRS<96> {
     TC_WGMMA_RS_BOTH(96, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44, "{%48, %49, %50, %51}, %52, 1, 1, 1, %53", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<96> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(96, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44, "%48, %49, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N104)
@@ -316,6 +440,15 @@ struct WgmmaRS<104> {
     TC_WGMMA_RS_BOTH(104, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48, "{%52, %53, %54, %55}, %56, 1, 1, 1, %57", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<104> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(104, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48, "%52, %53, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N112)
@@ -334,6 +467,15 @@ struct WgmmaRS<112> {
     TC_WGMMA_RS_BOTH(112, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52, "{%56, %57, %58, %59}, %60, 1, 1, 1, %61", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<112> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(112, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52, "%56, %57, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N120)
@@ -352,6 +494,15 @@ struct WgmmaRS<120> {
     TC_WGMMA_RS_BOTH(120, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56, "{%60, %61, %62, %63}, %64, 1, 1, 1, %65", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<120> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(120, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56, "%60, %61, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N128)
@@ -370,6 +521,15 @@ struct WgmmaRS<128> {
     TC_WGMMA_RS_BOTH(128, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60, "{%64, %65, %66, %67}, %68, 1, 1, 1, %69", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<128> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(128, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60, "%64, %65, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N136)
@@ -388,6 +548,15 @@ struct WgmmaRS<136> {
     TC_WGMMA_RS_BOTH(136, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64, "{%68, %69, %70, %71}, %72, 1, 1, 1, %73", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<136> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(136, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64, "%68, %69, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N144)
@@ -406,6 +575,15 @@ struct WgmmaRS<144> {
     TC_WGMMA_RS_BOTH(144, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68, "{%72, %73, %74, %75}, %76, 1, 1, 1, %77", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<144> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(144, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68, "%72, %73, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N152)
@@ -424,6 +602,15 @@ struct WgmmaRS<152> {
     TC_WGMMA_RS_BOTH(152, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72, "{%76, %77, %78, %79}, %80, 1, 1, 1, %81", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<152> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(152, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72, "%76, %77, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N160)
@@ -442,6 +629,15 @@ struct WgmmaRS<160> {
     TC_WGMMA_RS_BOTH(160, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76, "{%80, %81, %82, %83}, %84, 1, 1, 1, %85", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<160> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(160, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76, "%80, %81, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N168)
@@ -460,6 +656,15 @@ struct WgmmaRS<168> {
     TC_WGMMA_RS_BOTH(168, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80, "{%84, %85, %86, %87}, %88, 1, 1, 1, %89", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<168> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(168, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80, "%84, %85, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N176)
@@ -478,6 +683,15 @@ struct WgmmaRS<176> {
     TC_WGMMA_RS_BOTH(176, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84, "{%88, %89, %90, %91}, %92, 1, 1, 1, %93", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<176> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(176, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84, "%88, %89, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N184)
@@ -496,6 +710,15 @@ struct WgmmaRS<184> {
     TC_WGMMA_RS_BOTH(184, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88, "{%92, %93, %94, %95}, %96, 1, 1, 1, %97", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<184> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(184, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88, "%92, %93, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N192)
@@ -514,6 +737,15 @@ struct WgmmaRS<192> {
     TC_WGMMA_RS_BOTH(192, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92, "{%96, %97, %98, %99}, %100, 1, 1, 1, %101", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<192> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(192, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92, "%96, %97, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N200)
@@ -532,6 +764,15 @@ struct WgmmaRS<200> {
     TC_WGMMA_RS_BOTH(200, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96, "{%100, %101, %102, %103}, %104, 1, 1, 1, %105", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<200> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(200, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96, "%100, %101, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N208)
@@ -550,6 +791,15 @@ struct WgmmaRS<208> {
     TC_WGMMA_RS_BOTH(208, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100, "{%104, %105, %106, %107}, %108, 1, 1, 1, %109", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<208> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(208, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100, "%104, %105, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N216)
@@ -568,6 +818,15 @@ struct WgmmaRS<216> {
     TC_WGMMA_RS_BOTH(216, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104, "{%108, %109, %110, %111}, %112, 1, 1, 1, %113", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<216> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(216, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104, "%108, %109, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N224)
@@ -586,6 +845,15 @@ struct WgmmaRS<224> {
     TC_WGMMA_RS_BOTH(224, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108, "{%112, %113, %114, %115}, %116, 1, 1, 1, %117", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<224> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(224, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108, "%112, %113, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N232)
@@ -604,6 +872,15 @@ struct WgmmaRS<232> {
     TC_WGMMA_RS_BOTH(232, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112, "{%116, %117, %118, %119}, %120, 1, 1, 1, %121", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<232> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(232, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112, "%116, %117, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N240)
@@ -622,6 +899,15 @@ struct WgmmaRS<240> {
     TC_WGMMA_RS_BOTH(240, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116, "{%120, %121, %122, %123}, %124, 1, 1, 1, %125", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<240> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(240, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116, "%120, %121, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N248)
@@ -640,6 +926,15 @@ struct WgmmaRS<248> {
     TC_WGMMA_RS_BOTH(248, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120, "{%124, %125, %126, %127}, %128, 1, 1, 1, %129", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<248> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(248, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120, "%124, %125, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120));
+  }
+};
+#endif
 #endif
 
 #if !defined(TC_WGMMA_ONLY) || defined(TC_WGMMA_N256)
@@ -658,12 +953,23 @@ struct WgmmaRS<256> {
     TC_WGMMA_RS_BOTH(256, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120 ", " TC_WG_R124, "{%128, %129, %130, %131}, %132, 1, 1, 1, %133", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120), TC_WG_D(124));
   }
 };
+#ifdef TC_FP8
+template <>
+struct WgmmaSS8<256> {
+  template <bool E5M2_A, bool E5M2_B>
+  static TC_DEVICE void run(float* d, uint64_t desc_a, uint64_t desc_b) {
+    TC_WGMMA8_ANY(256, TC_WG_R0 ", " TC_WG_R4 ", " TC_WG_R8 ", " TC_WG_R12 ", " TC_WG_R16 ", " TC_WG_R20 ", " TC_WG_R24 ", " TC_WG_R28 ", " TC_WG_R32 ", " TC_WG_R36 ", " TC_WG_R40 ", " TC_WG_R44 ", " TC_WG_R48 ", " TC_WG_R52 ", " TC_WG_R56 ", " TC_WG_R60 ", " TC_WG_R64 ", " TC_WG_R68 ", " TC_WG_R72 ", " TC_WG_R76 ", " TC_WG_R80 ", " TC_WG_R84 ", " TC_WG_R88 ", " TC_WG_R92 ", " TC_WG_R96 ", " TC_WG_R100 ", " TC_WG_R104 ", " TC_WG_R108 ", " TC_WG_R112 ", " TC_WG_R116 ", " TC_WG_R120 ", " TC_WG_R124, "%128, %129, 1, 1, 1", TC_WG_D(0), TC_WG_D(4), TC_WG_D(8), TC_WG_D(12), TC_WG_D(16), TC_WG_D(20), TC_WG_D(24), TC_WG_D(28), TC_WG_D(32), TC_WG_D(36), TC_WG_D(40), TC_WG_D(44), TC_WG_D(48), TC_WG_D(52), TC_WG_D(56), TC_WG_D(60), TC_WG_D(64), TC_WG_D(68), TC_WG_D(72), TC_WG_D(76), TC_WG_D(80), TC_WG_D(84), TC_WG_D(88), TC_WG_D(92), TC_WG_D(96), TC_WG_D(100), TC_WG_D(104), TC_WG_D(108), TC_WG_D(112), TC_WG_D(116), TC_WG_D(120), TC_WG_D(124));
+  }
+};
+#endif
 #endif
 
 #undef TC_WGMMA
 #undef TC_WGMMA_BOTH
 #undef TC_WGMMA_RS
 #undef TC_WGMMA_RS_BOTH
+#undef TC_WGMMA8
+#undef TC_WGMMA8_ANY
 #undef TC_WG_D
 #undef TC_WG_R0
 #undef TC_WG_R4
