@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 class ParamKind(enum.StrEnum):
     PTR = "ptr"            # a tensor's data pointer, in signature order
     INT32 = "int32"        # a symbolic size, after the tensors
+    INT64 = "int64"        # a symbolic size declared 64-bit (T.symbolic("n", "int64")): an int64_t parameter
     TMA_DESC = "tma_desc"  # a TMA tensor map passed by value (__grid_constant__), after the symbols
+
+
+def symbol_param_kind(sym) -> ParamKind:
+    """How a size symbol is passed: 64-bit when it was declared so (its values may pass 2^31), else int."""
+    return ParamKind.INT64 if sym.dtype.is_int and sym.dtype.bits == 64 else ParamKind.INT32
 
 
 class HeaderFeature(enum.StrEnum):

@@ -39,6 +39,28 @@ def test_int64_symbolic_extent_indexes_in_64_bit(arch):
 
 @pytest.mark.cuda_compile
 @pytest.mark.parametrize("arch", ARCHS)
+def test_int64_symbol_is_a_64_bit_kernel_parameter(arch):
+    """A T.symbolic("n", "int64") size is passed as tc::int64_t (launch kind int64), so values past 2^31
+    reach the kernel; an int symbol stays an `int` parameter."""
+    k = tilelang.compile(add_one_symbolic(), target={"kind": "cuda", "arch": arch})
+    assert "main_kernel(tc::uint8_t* __restrict__ A, tc::int64_t n)" in k.get_kernel_source()
+    assert list(k.artifact.meta["param_kinds"]) == ["ptr", "int64"]
+    import tilecraft.language as T
+    m = T.symbolic("m")
+
+    @T.prim_func
+    def small(A: T.Tensor((m,), "float32")):
+        with T.Kernel(T.ceildiv(m, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                if bx * 128 + i < m:
+                    A[bx * 128 + i] = A[bx * 128 + i] + 1.0
+    k32 = tilelang.compile(small, target={"kind": "cuda", "arch": arch})
+    assert "small_kernel(float* __restrict__ A, int m)" in k32.get_kernel_source()
+    assert list(k32.artifact.meta["param_kinds"]) == ["ptr", "int32"]
+
+
+@pytest.mark.cuda_compile
+@pytest.mark.parametrize("arch", ARCHS)
 def test_static_shape_past_2_31_copies_in_64_bit(arch):
     src = _source(add_one_static_tiles(), arch)
     addrs = _addresses(src)

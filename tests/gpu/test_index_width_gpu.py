@@ -31,11 +31,8 @@ def _run_in_place_cuda(kernel, add: int, n: int):
     torch.cuda.empty_cache()
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "known gap (H200, session 13): the CUDA launcher passes symbolic sizes as int32 kernel parameters "
-    "(ParamKind.INT32), so a T.symbolic('n', 'int64') value past 2^31 is refused at launch with a clear "
-    "CudaError; the CPU target runs it (tests/cpu/test_index_width.py)"))
 def test_int64_symbolic_extent_past_2_31_elements_on_gpu():
+    # the int64 symbol is an int64_t kernel parameter (launch.ParamKind.INT64)
     _run_in_place_cuda(tilelang.compile(add_one_symbolic(), target="cuda"), 3, BIG)
 
 

@@ -80,3 +80,23 @@ def test_tensor_map_parameters_are_checked_and_explained():
         la._tma_args([None, view, None])
     with pytest.raises(CudaError, match="do not match 3 tensor parameter"):  # a map with no 'tma' entry
         _launcher("", "mm", 3, [], [1, 1, 1], [32, 1, 1], kinds=["ptr", "ptr", "ptr", "tma_desc"])
+
+
+def test_symbol_parameters_are_range_checked_by_their_width():
+    """A T.symbolic(..., "int64") size is an int64 kernel parameter (values past 2^31 pass); an int
+    symbol's value must fit int32, and the error says how to declare a wider one."""
+    from tilecraft.runtime.cuda_driver import ArgPacker
+    la = _launcher("", "k", 1, ["n", "m"], [1, 1, 1], [32, 1, 1], kinds=["ptr", "int64", "int32"])
+    assert la._symbol_args({"n": 2 ** 31 + 5, "m": 7}) == (2 ** 31 + 5, 7)
+    assert la._symbol_args({"n": 2 ** 63 - 1, "m": -2 ** 31}) == (2 ** 63 - 1, -2 ** 31)
+    with pytest.raises(CudaError, match="value 2147483648 does not fit the kernel's int32 parameter.*'int64'"):
+        la._symbol_args({"n": 1, "m": 2 ** 31})
+    with pytest.raises(CudaError, match="does not fit the kernel's int64 parameter"):
+        la._symbol_args({"n": 2 ** 63, "m": 1})
+    with pytest.raises(CudaError, match="must be int32 or int64"):
+        _launcher("", "k", 1, ["n"], [1, 1, 1], [32, 1, 1], kinds=["ptr", "float32"])
+    # the general packer lays an int64 out in 8 bytes at an 8-byte offset
+    p = ArgPacker(("ptr", "int32", "int64"))
+    p.pack([1, 7, 2 ** 31 + 5])
+    raw = p.raw()
+    assert int.from_bytes(raw[8:12], "little") == 7 and int.from_bytes(raw[16:24], "little") == 2 ** 31 + 5

@@ -16,7 +16,7 @@ from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
-from ..launch import Grid, GridError, HeaderFeature, LaunchRecord, ParamKind
+from ..launch import Grid, GridError, HeaderFeature, LaunchRecord, ParamKind, symbol_param_kind
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
 from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
 
@@ -285,7 +285,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     d.line("")
     paste_imports(d, func)
     params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
-    params += [f"int {p.name(s)}" for s in func.symbols]
+    params += [f"{p.type_name(s.dtype) if symbol_param_kind(s) is ParamKind.INT64 else 'int'} {p.name(s)}" for s in func.symbols]
     tma = func.lowering.tma_descs  # tensor maps, passed by value (device/include/tilecraft/tma.h)
     params += [f"const __grid_constant__ tc::TmaDesc tc_tma_desc_{i}" for i in range(len(tma))]
     # T.ClusterKernel: the cluster shape is compiled in, so an ordinary launch runs whole clusters
@@ -322,7 +322,7 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     d.dedent()
     d.line("}")
     block = (threads, 1, 1) if ws else tuple(k.threads)
-    kinds = ((ParamKind.PTR,) * len(func.params) + (ParamKind.INT32,) * len(func.symbols)
+    kinds = ((ParamKind.PTR,) * len(func.params) + tuple(symbol_param_kind(s) for s in func.symbols)
              + (ParamKind.TMA_DESC,) * len(tma))
     features = set(p.features)
     if rng:

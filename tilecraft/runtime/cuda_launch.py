@@ -84,6 +84,10 @@ class CudaLauncher:
             raise CudaError(f"kernel '{name}': param_kinds {list(self.param_kinds)} do not match "
                             f"{self.nparams} tensor parameter(s) followed by symbols {self.symbols}"
                             + (f" and {len(self._tma)} tensor map(s)" if self._tma else ""))
+        # each symbol's parameter width (int32, or int64 for a T.symbolic(..., "int64")): its range check
+        self._symbol_kinds = tuple(self.param_kinds[self.nparams:self.nparams + len(self.symbols)])
+        if any(k not in _INT_LIMITS for k in self._symbol_kinds):
+            raise CudaError(f"kernel '{name}': symbol parameter kinds {list(self._symbol_kinds)} must be int32 or int64")
         self.block = _check_block(meta.get("block", (1, 1, 1)), name)
         self.smem = int(meta.get("smem_bytes", 0) or 0)
         if self.smem < 0:
@@ -230,10 +234,13 @@ class CudaLauncher:
         except KeyError as e:
             raise CudaError(f"kernel '{self.name}': no value for symbolic dimension {e} "
                             f"(symbols given: {sorted(symbols)})") from None
-        for v in vals:
-            if not -2147483648 <= v <= 2147483647:
+        for v, kind in zip(vals, self._symbol_kinds):
+            lim = _INT_LIMITS[kind]
+            if not -lim <= v < lim:
                 raise CudaError(f"kernel '{self.name}': symbolic dimension value {v} does not fit "
-                                f"the kernel's int32 parameter (symbols: {dict(symbols)})")
+                                f"the kernel's {kind} parameter (symbols: {dict(symbols)})"
+                                + (" -- declare it T.symbolic(name, 'int64') for sizes past 2^31"
+                                   if kind == "int32" else ""))
         return vals
 
     def __repr__(self) -> str:
@@ -256,6 +263,9 @@ def _current_device() -> int:
     import torch
     return torch.cuda.current_device()
 
+
+# A size symbol's parameter kinds (launch.ParamKind) and the bound of their signed range.
+_INT_LIMITS = {"int32": 2 ** 31, "int64": 2 ** 63}
 
 # Kinds that fit one 8-byte little-endian slot as a Python int (the low 4 bytes for 32-bit ones).
 _SLOT_KINDS = {"ptr", "pointer", "handle", "int64", "uint64", "int32", "uint32"}

@@ -151,5 +151,5 @@ def _with_pred(s: Evaluate, pred) -> Evaluate:
 def legalize_global_access(func: PrimFunc, ctx) -> PrimFunc:
     env = {}
     for sym in func.symbols:
-        env[sym] = (0, 2 ** 31 - 1)
+        env[sym] = (0, 2 ** (sym.dtype.bits - 1) - 1 if sym.dtype.is_int and sym.dtype.bits == 64 else 2 ** 31 - 1)
     return func.with_body(_Legalize(env, out_of_bounds(func.body)).visit(func.body))
