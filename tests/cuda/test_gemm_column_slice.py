@@ -57,6 +57,39 @@ def slice_b_gemm(M, N, K, W, n0, threads=128):
     return main
 
 
+def loop_slice_gemm(M, N, W, step, threads=128, unroll=True):
+    """O = Q @ KV^T over W as W // step column slices `[:, j * step:(j + 1) * step]` of both shared
+    tiles, j a loop variable (TileLang's FlashMLA kernels split K this way): the slice starts are
+    not constants, but multiples of `step`."""
+    @T.prim_func
+    def main(Q: T.Tensor((M, W), "bfloat16"), KV: T.Tensor((N, W), "bfloat16"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            Qs = T.alloc_shared((M, W), "bfloat16")
+            Ks = T.alloc_shared((N, W), "bfloat16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(Q, Qs)
+            T.copy(KV, Ks)
+            T.clear(acc)
+            for j in (T.unroll(W // step) if unroll else T.serial(W // step)):
+                T.gemm(Qs[:, j * step:(j + 1) * step], Ks[:, j * step:(j + 1) * step], acc, transpose_B=True,
+                       policy=T.GemmWarpPolicy.FullRow)
+            T.copy(acc, O)
+    return main
+
+
+def check_loop(kernel_of, M, N, W, step, device, unroll=True):
+    g = torch.Generator().manual_seed(M + N + W + step)
+    Q = torch.randn(M, W, generator=g).to(torch.bfloat16).to(device)
+    KV = torch.randn(N, W, generator=g).to(torch.bfloat16).to(device)
+    O = torch.zeros(M, N, dtype=torch.float32, device=device)
+    kernel_of(loop_slice_gemm(M, N, W, step, unroll=unroll))(Q, KV, O)
+    torch.testing.assert_close(O, Q.float() @ KV.float().T, rtol=1e-3, atol=1e-3)
+
+
+LOOP_CASES = [dict(M=64, N=64, W=256, step=64), dict(M=64, N=64, W=256, step=64, unroll=False),
+              dict(M=64, N=32, W=192, step=48)]
+
+
 def check(kernel_of, case, device):
     M, N, W, k1, c0, gather = case["M"], case["N"], case["W"], case["k1"], case.get("c0", 0), case.get("gather", False)
     g = torch.Generator().manual_seed(M + N + W + k1)
@@ -120,3 +153,31 @@ def test_unaligned_slice_takes_the_scalar_path():
     assert "gemm_ss" not in k.get_kernel_source()
     assert "scalar dot products" in str(k.get_plan())
     check(lambda f: tilelang.compile(f, target="cpu"), dict(M=64, N=32, W=96, k1=80, c0=16), "cpu")
+
+
+@pytest.mark.parametrize("case", LOOP_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_loop_variable_slices_on_cpu(case):
+    check_loop(lambda f: tilelang.compile(f, target="cpu"), device="cpu", **case)
+
+
+@pytest.mark.cuda_compile
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("unroll", [True, False])
+def test_loop_variable_slices_on_a_128_byte_boundary_use_the_tensor_cores(arch, unroll):
+    """`Qs[:, j * 64:(j + 1) * 64]` starts at j * 128 bytes for every j: ldmatrix + the swizzle
+    line up, so the gemm takes tc::gemm_ss_ld with the parent's stride (it took per-register dot
+    products when only constant starts were recognised: FlashMLA's K split then compiled for
+    minutes with NVRTC)."""
+    k = tilelang.compile(loop_slice_gemm(64, 64, 256, 64, unroll=unroll), target={"kind": "cuda", "arch": arch})
+    src = k.get_kernel_source()
+    assert "tc::gemm_ss_ld<64, 64, 64," in src and "tc::bfloat16_t, 256, 256>" in src
+    assert "scalar dot products" not in str(k.get_plan())
+
+
+@pytest.mark.cuda_compile
+def test_loop_variable_slices_off_the_boundary_take_the_scalar_path():
+    """j * 48 bf16 elements is 96 bytes apart: not provably 128-byte aligned, so per-register dot
+    products (the plan says so); the result stays right (CPU run above)."""
+    k = tilelang.compile(loop_slice_gemm(64, 32, 192, 48), target={"kind": "cuda", "arch": "sm_80"})
+    assert "gemm_ss" not in k.get_kernel_source()
+    assert "scalar dot products" in str(k.get_plan())

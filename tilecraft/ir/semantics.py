@@ -21,6 +21,8 @@ Neither lowering imports the other's private helpers; both import this module.
 """
 from __future__ import annotations
 
+import math
+
 from . import dtype as dt
 from .expr import Var, binary, call, cast, const, unary
 from .node import same, same_seq
@@ -112,8 +114,10 @@ def shared_row_stride(region) -> int | None:
     contiguous along its inner one, which must be the buffer's last.  A whole-width operand's row
     length is its own; a column slice of a wider tile (`Q_shared[:, 512:576]`) has its parent's
     stride, and must start on a 128-byte boundary at a row that is a multiple of 8 (known here), so
-    that ldmatrix addresses and the XOR swizzle line up.  None: not addressable that way."""
-    from .expr import Const
+    that ldmatrix addresses and the XOR swizzle line up -- a constant, or an expression provably a
+    multiple (`Q_shared[:, j * 64:(j + 1) * 64]` over a loop variable j).  None: not addressable
+    that way."""
+    from .analysis import divisible
     dims = [d for d, e in enumerate(region.extents) if not same(e, 1)]
     shape = region.buffer.shape
     if len(dims) != 2 or dims[1] != len(shape) - 1:
@@ -127,10 +131,8 @@ def shared_row_stride(region) -> int | None:
     if stride == region.extents[d1]:
         return stride
     c0, r0 = region.starts[d1], region.starts[d0]
-    if not (isinstance(c0, Const) and isinstance(r0, Const)):
-        return None
     nbytes = region.buffer.dtype.bytes
-    if (c0.value * nbytes) % 128 or r0.value % 8 or (stride * nbytes) % 16:
+    if (stride * nbytes) % 16 or not (divisible(c0, 128 // math.gcd(128, nbytes)) and divisible(r0, 8)):
         return None
     return stride
 
