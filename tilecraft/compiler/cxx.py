@@ -8,7 +8,14 @@ Compile time: parsing `tilecraft_cpu.h` and the standard headers it includes cos
 as compiling a kernel, so the header is precompiled (a GCC `.gch`) once per compiler, flags and
 header text, into `<cache_dir>/cxx-pch/<key>/`, under a file lock; a kernel's compile then finds
 it first on the include path.  A compiler that cannot make or use one (clang reads no `.gch`
-through `-I`) compiles from the header as before: the PCH only ever saves time.
+through `-I`) compiles from the header as before: the PCH only ever saves time.  The same build
+checks once whether gold links a kernel library here: GNU ld (BFD) spends about 0.13 CPU-s on every
+kernel reading libstdc++ and libgomp, gold 0.03 (the library's code is the same).
+
+Not done, measured (2026-12-02): compiling the tile GEMM's common instantiations once into a static
+archive that kernels link (`extern template`) saves 0.27 CPU-s per GEMM kernel's compile but makes
+FlashAttention 35 % slower: the kernel's own `static` instantiation is inlined with its constant
+sizes and strides, which the shared one cannot be.
 
 Flags and why: `-march=native` (AVX2 vectors for the tile loops and the GEMM micro-kernel; the
 machine is part of the kernel cache key, `cache.toolchain_key`); `-ffp-contract=off` (no fused
@@ -36,55 +43,97 @@ _ARCH = ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else []
 # the flags a translation unit is compiled with (the PCH must be made with exactly these)
 CFLAGS = ["-O2", *_ARCH, "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-ffp-contract=off",
           "-fno-trapping-math", "-fno-strict-aliasing", "-w"]
-FLAGS = [*CFLAGS, "-shared"]
 
 
 def include_dir() -> str:
     return str(Path(__file__).resolve().parent.parent / "device" / "include")
 
 
+GOLD = "-fuse-ld=gold"
+LDFLAGS_FILE = "ldflags"
+
+
 def _pch_key(cxx: str) -> str:
     from .cache import toolchain_key
-    h = hashlib.sha256(repr((toolchain_key(None), cxx, CFLAGS)).encode())
+    h = hashlib.sha256(repr((toolchain_key(None), cxx, CFLAGS, LDFLAGS_FILE)).encode())
     for path in sorted(Path(include_dir()).glob("tilecraft_cpu*.h")):  # the header and those it includes
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:32]
 
 
-_PCH: dict = {}
+class CpuRuntime:
+    """What a kernel's compile finds in `<cache_dir>/cxx-pch/<key>/`: `folder` (None: nothing could
+    be made here), `pch` (the `.gch` is there) and `ldflags` (the linker, when gold links here)."""
+
+    def __init__(self, folder: str | None):
+        self.folder = folder
+        self.pch = bool(folder) and (Path(folder) / (HEADER + ".gch")).is_file()
+        ld = Path(folder) / LDFLAGS_FILE if folder else None
+        self.ldflags = ld.read_text().split() if ld is not None and ld.is_file() else []
 
 
-def pch_dir(cxx: str) -> str | None:
-    """The folder holding `tilecraft_cpu.h` and its `.gch` for this compiler and these flags (built
-    on first use, under a file lock); None when it cannot be made here."""
-    if cxx in _PCH:
-        return _PCH[cxx]
-    _PCH[cxx] = None
+_RT: dict = {}
+
+
+def cpu_runtime(cxx: str) -> CpuRuntime:
+    """The precompiled header and the linker choice for this compiler and these flags (made on first
+    use, under a file lock; a folder with neither is not kept, and the next process tries again)."""
+    if cxx in _RT:
+        return _RT[cxx]
+    _RT[cxx] = CpuRuntime(None)
     try:
         key = _pch_key(cxx)
         root = Path(env.cache_dir()) / "cxx-pch"
         final = root / key
-        gch = final / (HEADER + ".gch")
-        if not gch.is_file():
+        if not final.is_dir():
             from filelock import FileLock
             root.mkdir(parents=True, exist_ok=True)
             with FileLock(str(root / f"{key}.lock")):
-                if not gch.is_file():
-                    _build_pch(cxx, root, final)
-        _PCH[cxx] = str(final) if gch.is_file() else None
+                if not final.is_dir():
+                    _build(cxx, root, final)
+        _RT[cxx] = CpuRuntime(str(final) if final.is_dir() else None)
     except (OSError, subprocess.SubprocessError, ImportError):
-        _PCH[cxx] = None
-    return _PCH[cxx]
+        pass
+    return _RT[cxx]
 
 
-def _build_pch(cxx: str, root: Path, final: Path) -> None:
+def pch_dir(cxx: str) -> str | None:
+    """The folder holding `tilecraft_cpu.h` and its `.gch` for this compiler (made on first use);
+    None when none can be made here."""
+    rt = cpu_runtime(cxx)
+    return rt.folder if rt.pch else None
+
+
+def _run(cmd: list) -> bool:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return proc.returncode == 0
+
+
+def _loads(lib: Path) -> bool:
+    """The probe library loads and computes sum(range(5)) on OpenMP threads."""
+    import ctypes
+    try:
+        return ctypes.CDLL(str(lib)).tc_probe(5) == 10
+    except (OSError, AttributeError):
+        return False
+
+
+def _build(cxx: str, root: Path, final: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="build-", dir=root))
     try:
         shutil.copy(Path(include_dir()) / HEADER, tmp / HEADER)
-        proc = subprocess.run([cxx, *CFLAGS, "-I", include_dir(), "-x", "c++-header", str(tmp / HEADER),
-                               "-o", str(tmp / (HEADER + ".gch"))],
-                              capture_output=True, text=True, timeout=300)
-        if proc.returncode == 0 and (tmp / (HEADER + ".gch")).is_file():
+        _run([cxx, *CFLAGS, "-I", include_dir(), "-x", "c++-header", str(tmp / HEADER),
+              "-o", str(tmp / (HEADER + ".gch"))])
+        # a library that uses OpenMP and the C++ runtime, as kernels do, linked by gold
+        probe = tmp / "probe.cpp"
+        probe.write_text('#include <vector>\nextern "C" int tc_probe(int n) {\n  std::vector<int> v(n);\n'
+                         '  int s = 0;\n#pragma omp parallel for reduction(+ : s)\n'
+                         '  for (int i = 0; i < n; ++i) s += v[i] + i;\n  return s;\n}\n')
+        if _run([cxx, *CFLAGS, "-shared", GOLD, str(probe), "-o", str(tmp / "probe.so")]) and _loads(tmp / "probe.so"):
+            (tmp / LDFLAGS_FILE).write_text(GOLD + "\n")
+        for leftover in ("probe.cpp", "probe.so"):
+            (tmp / leftover).unlink(missing_ok=True)
+        if (tmp / (HEADER + ".gch")).is_file() or (tmp / LDFLAGS_FILE).is_file():
             os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -92,13 +141,14 @@ def _build_pch(cxx: str, root: Path, final: Path) -> None:
 
 def compile_cxx(source: str, name: str = "kernel") -> bytes:
     cxx = env.cxx()
-    pch = pch_dir(cxx)
+    rt = cpu_runtime(cxx)
     with tempfile.TemporaryDirectory(prefix="tilecraft-cxx-") as tmp:
         src = os.path.join(tmp, f"{name}.cpp")
         out = os.path.join(tmp, f"{name}.so")
         with open(src, "w") as f:
             f.write(source)
-        cmd = [cxx, *FLAGS, *(["-I", pch] if pch else []), "-I", include_dir(), src, "-o", out]
+        cmd = [cxx, *CFLAGS, "-shared", *(["-I", rt.folder] if rt.pch else []), "-I", include_dir(), src,
+               *rt.ldflags, "-o", out]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
         except FileNotFoundError:
