@@ -110,18 +110,18 @@ def main() -> int:
              "(tilecraft imported) before the clock starts.", "",
              f"Machine: {os.cpu_count()} cores, shared with other jobs: load average (1, 5, 15 min) "
              + "; ".join(f"{k}: {tuple(round(x, 1) for x in v)}" for k, v in load.items()) + ".", "",
-             "| executor | compile phase (s) | benchmark phase (s) | whole tune (s) | best config | best (ms) |",
-             "|---|---|---|---|---|---|"]
+             "| executor | compile phase (s) | benchmark phase (s) | runoff (s) | whole tune (s) | best config | best (ms) |",
+             "|---|---|---|---|---|---|---|"]
     for name, (result, wall) in runs.items():
         ph = result.phase_seconds
-        lines.append(f"| {name} | {ph.get('compile', 0):.1f} | {ph.get('benchmark', 0):.1f} | {wall:.1f} | "
+        lines.append(f"| {name} | {ph.get('compile', 0):.1f} | {ph.get('benchmark', 0):.1f} | {ph.get('runoff', 0):.1f} | {wall:.1f} | "
                      f"{result.config} | {result.latency:.4f} |")
     lines += ["", "Compile phase per round (s): " + "; ".join(f"{k}: {', '.join(f'{x:.1f}' for x in v)}"
                                                       for k, v in rounds.items()) + " (the table shows each one's fastest round).",
               "", f"Compile phase, 1 Ray worker / 2 Ray workers: **{ratio:.2f}x** (goal >= 1.6x).",
               f"Best config, Ray (2 workers) vs local executor: {'the same' if same_best else 'DIFFERENT'} "
               f"({runs['ray2'][0].config} vs {runs['local'][0].config}).", "",
-              "Per-config latencies (ms), local | ray1 | ray2:", ""]
+              "Per-config latencies (ms; configs within 5% of the fastest: the runoff's), local | ray1 | ray2:", ""]
     for i, c in enumerate(configs):
         cells = []
         for name in ("local", "ray1", "ray2"):

@@ -357,3 +357,43 @@ def test_grouped_compile_gives_the_same_choice():
     assert tuner(make_factory(None), configs).run(enable_grouped_compile=True).config == {"chunk": 16}
     with pytest.raises(TypeError, match="enable_grouped_compile"):
         tuner(make_factory(None), configs).run(enable_grouped_compile="yes")
+
+
+# ------------------------------------------------------------------------------------ the runoff
+
+
+def _row(index, latency):
+    from tilecraft.autotuner import ConfigResult
+    return ConfigResult(index, {"i": index}, latency=latency)
+
+
+def test_runoff_leaders_and_the_tie_rule():
+    rows = [_row(0, 1.000), _row(1, 0.996), _row(2, 1.040), _row(3, 1.300), _row(4, 1.049), _row(5, 1.03)]
+    # within 5% of the fastest (0.996 -> 1.0458), at most RUNOFF_MAX, fastest first
+    assert [r.index for r in tuner_mod.runoff_leaders(rows)] == [1, 0, 5, 2]
+    assert tuner_mod.runoff_leaders([_row(0, 1.0), _row(1, 2.0)]) == [], "no config close to the fastest"
+    assert tuner_mod.runoff_leaders([_row(0, 1.0)]) == []
+    # after the runoff: within TIE (1%) of the fastest, the first listed wins; beyond it, the fastest
+    assert tuner_mod.choose_best(rows).index == 0
+    assert tuner_mod.choose_best([_row(0, 1.02), _row(1, 1.0)]).index == 1
+    assert tuner_mod.choose_best([_row(0, 1.0), _row(1, 1.0)]).index == 0
+
+
+@pytest.mark.parametrize("order", [(1, 2), (2, 1)])
+def test_configs_that_tie_are_timed_again_and_the_first_listed_wins(order, monkeypatch):
+    """Two configs of equal speed (the same chunk; the virtual clock makes their timings equal) are
+    timed again in the runoff: their samples grow, a far slower config is not timed again, and the tie
+    goes to the first listed, whichever it is."""
+    tied = {1: {"chunk": 16}, 2: {"chunk": 16, "launch_fail": False}}
+    configs = [{"chunk": 1}, tied[order[0]], tied[order[1]]]
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")  # every run measures
+    once = {i: tuner(make_factory(None), [c]).run() for i, c in enumerate(configs[:2])}  # alone: no runoff
+    assert all("runoff" not in r.phase_seconds for r in once.values())
+    result = tuner(make_factory(None), configs).run()
+    assert result.config == configs[1]
+    assert "runoff" in result.phase_seconds
+    slow, first, second = result.all_results
+    assert slow.stats["n"] == once[0].all_results[0].stats["n"], "the slow config was timed once"
+    assert first.stats["n"] > once[1].all_results[0].stats["n"], "the leaders' latencies come from the runoff"
+    assert second.stats["n"] == first.stats["n"]
+    assert first.latency == pytest.approx(second.latency, rel=tuner_mod.TIE)

@@ -104,6 +104,21 @@ def test_benchmarks_run_with_the_thread_count_of_the_local_executor(ray_cluster,
         assert torch.get_num_threads() == threads
 
 
+def test_the_runoff_times_the_leaders_in_one_benchmark_task(ray_cluster, monkeypatch):
+    """RayExecutor.runoff (tuner.py's runoff, for configs measured within 5% of each other): the configs
+    asked for are timed again in one task holding the node, each gets its samples."""
+    from tilecraft.autotuner import RayExecutor
+    from tilecraft.autotuner.program import Program
+
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    executor = RayExecutor()
+    configs = [{"chunk": 16}, {"chunk": 1}, {"chunk": 8}]
+    result = tuner(configs).run(executor=executor)
+    assert [r.status for r in result.all_results] == [OK, OK, OK]
+    samples = executor.runoff(Program(make_factory(), (M, N, K), {}), [0, 2])
+    assert sorted(samples) == [0, 2] and all(len(v) >= 3 and min(v) > 0 for v in samples.values())
+
+
 def test_a_crashed_worker_or_a_hung_compile_loses_that_config_only(ray_cluster, monkeypatch):
     monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
     configs = [{"chunk": 8}, {"chunk": 2, "crash": True}, {"chunk": 4, "hang": 60.0}, {"chunk": 16}]

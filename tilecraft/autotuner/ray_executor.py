@@ -155,6 +155,16 @@ def _bench_task(payload: bytes, index: int, driver: dict) -> ConfigResult:
         return r
 
 
+def _runoff_task(payload: bytes, indices: list[int], driver: dict) -> dict[int, list[float]]:
+    """The runoff's samples of configs ``indices``, timed in one task (``AutoTuner.runoff``)."""
+    with _driver_context(driver), _bench_threads(driver):
+        from .tuner import AutoTuner
+
+        program, configs, pa, inputs = _unpack(payload)
+        leaders = [ConfigResult(i, dict(configs[i])) for i in indices]
+        return AutoTuner(program.fn, [configs[i] for i in indices]).runoff(program, leaders, pa, inputs)
+
+
 def _reference_task(payload: bytes, index: int, driver: dict) -> float | None:
     """The reference program's median time on config ``index``'s inputs."""
     with _driver_context(driver), _bench_threads(driver):
@@ -298,6 +308,19 @@ class RayExecutor:
         self.phase_seconds["benchmark"] = time.perf_counter() - t0
         if clock is not None:
             ray.kill(clock)
+
+    def runoff(self, program, indices: list[int]) -> dict[int, list[float]]:
+        """The leaders timed again, all in one benchmark task: on one node, under the same conditions
+        (tuner.py's runoff)."""
+        ray = self._ray()
+        task = ray.remote(_runoff_task).options(max_retries=0, **self._bench_options(ray, program))
+        try:
+            return ray.get(task.remote(self._payload, list(indices), self._driver_info))
+        except ray.exceptions.RayError as exc:  # the first measurements stand
+            import logging
+            logging.getLogger("tilecraft.autotuner").warning("autotune %s: the runoff task was lost: %s",
+                                                             program.name, describe_exception(exc, 500))
+            return {}
 
     def reference_latency(self, program, best_index: int, pa) -> float | None:
         """The reference's median time on the best config's inputs (one more benchmark task)."""
