@@ -150,3 +150,40 @@ def test_skipped_configs_are_not_stored_so_a_wider_run_checks_them(monkeypatch):
         wider = tune()   # the database knows configs 0-2; 3 and 4 are checked now
     assert first.all_results[3].status == CPU_MODE_SKIPPED
     assert [r.status for r in wider.all_results] == ["compile error", "mismatch", "ok", "ok", "ok"]
+
+
+# ------------------------------------------------------------------ float16 / bfloat16 references
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_products_accumulate_in_float32_and_round_once(dtype):
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 96, generator=g).to(dtype).requires_grad_()
+    b = torch.randn(96, 48, generator=g).to(dtype)
+    x = torch.randn(2, 4, 10, 10, generator=g).to(dtype)
+    w = torch.randn(6, 4, 3, 3, generator=g).to(dtype)
+    q = torch.randn(1, 2, 16, 8, generator=g).to(dtype)
+    want_mm = (a.detach().float() @ b.float()).to(dtype)
+    with cpu_mode.enabled():
+        got = {"@": a @ b, "matmul": torch.matmul(a, b), "einsum": torch.einsum("ik,kj->ij", a, b),
+               "linear": F.linear(a, b.t()), "bmm": torch.bmm(a[None], b[None])[0]}
+        conv = F.conv2d(x, w, padding=1)
+        sdpa = F.scaled_dot_product_attention(q, q, q)
+        got["@"].float().sum().backward()
+    for name, t in got.items():
+        assert t.dtype == dtype and torch.equal(t, want_mm), name
+    assert conv.dtype == dtype and torch.equal(conv, F.conv2d(x.float(), w.float(), padding=1).to(dtype))
+    assert torch.equal(sdpa, F.scaled_dot_product_attention(q.float(), q.float(), q.float()).to(dtype))
+    assert a.grad.dtype == dtype and torch.equal(a.grad, b.float().sum(1).expand(64, 96).to(dtype))
+
+
+def test_mixed_or_float32_products_are_left_alone():
+    a, b = torch.randn(8, 8), torch.randn(8, 8).half()
+    with cpu_mode.enabled():
+        assert torch.equal(a @ a, torch.mm(a, a))
+        with pytest.raises(RuntimeError):
+            a @ b   # torch's own error for mixed dtypes, as without CPU mode
+        out = torch.empty(8, 8, dtype=torch.float16)
+        torch.mm(b, b, out=out)   # out=: torch's own kernel
+        assert out.dtype == torch.float16
