@@ -11,8 +11,12 @@ from __future__ import annotations
 from .expr import Binary, Cast, Const, Expr, Unary, Var, const, binary
 
 
-def linear(e) -> tuple[int, dict] | None:
-    """Return (constant, {atom: coefficient}) or None when `e` is not linear in its atoms."""
+def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
+    """Return (constant, {atom: coefficient}) or None when `e` is not linear in its atoms.
+    `exact_division`: `a // d` (floor division by a positive constant) whose every coefficient of
+    `a` is a multiple of d is linear too: (d*L + c) // d == L + c // d for any integer L."""
+    if exact_division:
+        return _linear_dividing(e)
     if isinstance(e, int):
         return e, {}
     if isinstance(e, Const):
@@ -46,9 +50,41 @@ def linear(e) -> tuple[int, dict] | None:
     return 0, {e: 1}
 
 
-def static_difference(a, b) -> int | None:
-    """`a - b` when it is a compile-time constant, else None."""
-    la, lb = linear(a), linear(b)
+def _linear_dividing(e):
+    if isinstance(e, Binary) and e.op == "//" and isinstance(e.b, Const) and not e.b.dtype.is_float \
+            and int(e.b.value) > 0:
+        d = int(e.b.value)
+        a = _linear_dividing(e.a)
+        if a is not None and all(v % d == 0 for v in a[1].values()):
+            return a[0] // d, {k: v // d for k, v in a[1].items()}
+        return 0, {e: 1}
+    if isinstance(e, Binary) and e.op in ("+", "-", "*"):
+        a, b = _linear_dividing(e.a), _linear_dividing(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if not b[1]:
+                a, b = b, a
+            if not a[1]:
+                c = a[0]
+                return c * b[0], {k: c * v for k, v in b[1].items() if c * v != 0}
+            return 0, {e: 1}
+        sign = 1 if e.op == "+" else -1
+        terms = dict(a[1])
+        for k, v in b[1].items():
+            terms[k] = terms.get(k, 0) + sign * v
+        return a[0] + sign * b[0], {k: v for k, v in terms.items() if v != 0}
+    if isinstance(e, Unary) and e.op == "neg":
+        a = _linear_dividing(e.a)
+        return None if a is None else (-a[0], {k: -v for k, v in a[1].items()})
+    if isinstance(e, Cast) and isinstance(e.value, Expr) and e.value.dtype.is_int:
+        return _linear_dividing(e.value)
+    return linear(e)
+
+
+def static_difference(a, b, exact_division: bool = False) -> int | None:
+    """`a - b` when it is a compile-time constant, else None (`exact_division`: see `linear`)."""
+    la, lb = linear(a, exact_division), linear(b, exact_division)
     if la is None or lb is None:
         return None
     terms = dict(la[1])

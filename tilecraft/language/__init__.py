@@ -60,3 +60,4 @@ from .reducer import alloc_reducer, reducer_init, reducer_update, finalize_reduc
 from .misc import Var, Ramp, Broadcast, align_up  # noqa: E402
 im2col = c2d_im2col  # TileLang's newer name, same arguments
 ptr = int64  # T.ptr: a tensor of addresses (`tensor.data_ptr()` values, a torch int64 tensor); see T.make_tensor
+from .tile_schedule import PersistentTileScheduler  # noqa: E402

@@ -232,7 +232,7 @@ class ExprMixin:
         """`hi - lo` when it is a compile-time constant, also through the lets and scalar variables
         the bounds are written with (`H1 = H0 + 64; X[H0:H1]`, `X[off + i*m : off + (i+1)*m]` with
         `off` a T.alloc_var): both bounds are read at the same point, so equal names are equal values."""
-        ext = static_difference(hi, lo)
+        ext = static_difference(hi, lo, exact_division=True)
         if ext is not None or not isinstance(hi, Expr) and not isinstance(lo, Expr):
             return ext
         from ..ir import Var
@@ -255,7 +255,7 @@ class ExprMixin:
                     return canon.setdefault(ld.buffer, Var(ld.buffer.name, ld.buffer.dtype))
                 return self.generic(ld)
         hi, lo = (_Expand().visit(x) if isinstance(x, Expr) else x for x in (hi, lo))
-        return static_difference(hi, lo)
+        return static_difference(hi, lo, exact_division=True)
 
     def expr_Call(self, node):
         func = self.eval(node.func)
