@@ -409,7 +409,7 @@ class AutoTuner:
         sig = (profiler.device_type, tuple((tuple(p.shape), p.dtype) for p in profiler.input_params))
         if pa.cache_input_tensors and self._inputs is not None and self._input_sig == sig:
             return self._inputs
-        inputs = list(pa.supply_prog(profiler.input_params)) if pa.supply_prog else profiler.supply()
+        inputs = list(pa.supply_prog(supply_params(profiler.input_params))) if pa.supply_prog else profiler.supply()
         if pa.cache_input_tensors:
             self._inputs, self._input_sig = inputs, sig
         return inputs
@@ -481,3 +481,15 @@ class AutoTuner:
         target = program.compile_args.get("target")
         return {"name": program.name, "arguments": args, "target": str(target),
                 "hardware": repr(program.key_parts()[-1]), "compiler": compiler_version_hash()}
+
+
+def supply_params(params) -> list:
+    """The parameters a `supply_prog` receives: TileLang's, whose `.dtype` is a tilelang dtype
+    (`param.dtype.as_torch()` gives the torch one) and `.shape` the sizes; the profiler's own
+    parameter records keep torch dtypes."""
+    import dataclasses
+    out = []
+    for p in params:
+        ir = getattr(p, "ir_dtype", None)
+        out.append(dataclasses.replace(p, dtype=ir) if ir is not None and dataclasses.is_dataclass(p) else p)
+    return out

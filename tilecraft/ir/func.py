@@ -20,6 +20,9 @@ class PrimFunc(Node):
     imports: tuple = ()    # source texts the program pastes in (T.import_source), in program order
     lowering: LoweringState = field(default_factory=LoweringState)  # the passes' decisions (ir/lowering.py)
     workspaces: int = 0    # the last `workspaces` params are T.alloc_global scratch tensors (allocated per call)
+    # scalar parameters (`n: T.int32`), passed by value: (position in the signature, its Var); each
+    # Var is also one of `symbols` (the launchers pass symbols by value), never a tensor's size
+    scalars: tuple = ()
 
     @property
     def declared_params(self) -> tuple:

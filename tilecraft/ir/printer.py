@@ -237,8 +237,11 @@ class Printer(_Dispatch):
         self.emit(f"T.print({self.expr(s.value)}, msg={s.msg!r})")
 
     def visit_PrimFunc(self, f: PrimFunc):
-        params = ", ".join(f"{b.name}: T.Tensor({tuple(self.expr(d) if isinstance(d, E.Expr) else d for d in b.shape)}, \"{b.dtype}\")"
-                           for b in f.params)
+        params = [f"{b.name}: T.Tensor({tuple(self.expr(d) if isinstance(d, E.Expr) else d for d in b.shape)}, \"{b.dtype}\")"
+                  for b in f.params]
+        for pos, v in f.scalars:   # scalar parameters, at their places in the signature
+            params.insert(pos, f"{v.name}: T.{v.dtype}")
+        params = ", ".join(params)
         self.emit("@T.prim_func")
         self.emit(f"def {f.name}({params}):")
         self.indent += 1

@@ -153,12 +153,16 @@ class Parser(ExprMixin, LoopMixin):
 
     # ---- entry ------------------------------------------------------------------------------
     def parse(self) -> PrimFunc:
-        params = []
+        params, scalars = [], []
         with activate(self.builder):
             _active_parsers().append(self)
             try:
-                for arg in self.node.args.args:
-                    params.append(self.param(arg))
+                for pos, arg in enumerate(self.node.args.args):
+                    p = self.param(arg)
+                    if isinstance(p, Var):
+                        scalars.append((pos, p))
+                    else:
+                        params.append(p)
                 body = self.block(self.node.body)
             finally:
                 _active_parsers().pop()
@@ -170,7 +174,7 @@ class Parser(ExprMixin, LoopMixin):
                                          f"parameter, so a call cannot know it", ws.span)
         return PrimFunc(self.func_name, tuple(params) + tuple(workspaces), body, source=self.source,
                         symbols=tuple(self.symbols), imports=tuple(self.builder.imports), span=self.span(self.node),
-                        workspaces=len(workspaces))
+                        workspaces=len(workspaces), scalars=tuple(scalars))
 
     def param(self, arg) -> Buffer:
         if arg.annotation is None:
@@ -180,10 +184,27 @@ class Parser(ExprMixin, LoopMixin):
         spec = self.fn.__annotations__.get(arg.arg)  # already evaluated by Python at def time
         if not isinstance(spec, TensorSpec):
             spec = self.eval(arg.annotation)
+        if isinstance(spec, dt.DType):
+            return self._scalar_param(arg, spec)
         if not isinstance(spec, TensorSpec):
-            raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype), "
-                                  f"got {spec!r}")
+            raise self.error(arg, f"parameter {arg.arg!r}: annotation must be T.Tensor(shape, dtype) or a "
+                                  f"scalar dtype (T.int32), got {spec!r}")
         return self._param_from_spec(arg, spec)
+
+    def _scalar_param(self, arg, dtype) -> Var:
+        """`n: T.int32`: a scalar passed by value at each call (TileLang's scalar parameter): a kernel
+        value usable anywhere, the grid included; the launchers pass it as they pass size symbols."""
+        if dtype is not dt.int32:
+            raise self.error(arg, f"parameter {arg.arg!r}: a scalar parameter of dtype {dtype} is not supported "
+                                  f"yet; tilecraft passes int32 scalars (T.int32) by value",
+                             hint="pass other scalars as a one-element tensor, or as a factory argument "
+                                  "(compiled in)")
+        if any(s.name == arg.arg for s in self.symbols):
+            raise self.error(arg, f"parameter {arg.arg!r}: the name is already a size symbol of a tensor parameter")
+        v = Var(arg.arg, dtype)
+        self.symbols.append(v)
+        self.bind(arg.arg, v)
+        return v
 
     def _param_from_spec(self, arg, spec: TensorSpec) -> Buffer:
         """The global buffer parameter `arg` declared by `spec` (the eager jit gives its own specs)."""

@@ -14,7 +14,7 @@ import ctypes
 
 from ..compiler.build import Artifact
 from . import torch_op
-from .args import ArgChecker, CallError, CallTypeError, _load_torch, normalize_out_idx, param_infos
+from .args import ArgChecker, CallError, CallTypeError, CallValueError, _load_torch, normalize_out_idx, param_infos
 from .torch_op import compiled_call
 
 class _CpuLauncher:
@@ -92,7 +92,10 @@ class JITKernel:
         self.name = func.name
         self.pass_configs = dict(pass_configs or {})
         n_ws = getattr(func, "workspaces", 0)
-        self.out_idx = normalize_out_idx(out_idx, len(func.params) - n_ws, self.name)
+        # scalar parameters (`n: T.int32`): (position in the signature, name); passed by value as symbols
+        self._scalars = tuple((pos, v.name) for pos, v in getattr(func, "scalars", ()))
+        self.out_idx = normalize_out_idx(_tensor_out_idx(out_idx, len(func.params) - n_ws, self._scalars, self.name),
+                                         len(func.params) - n_ws, self.name)
         every = param_infos(func, self.out_idx)
         # T.alloc_global scratch tensors: the last parameters of the compiled kernel, allocated by each
         # call (_call_checked); the caller, the profiler and the fast paths see only the declared ones
@@ -124,7 +127,7 @@ class JITKernel:
         self._n_all = len(self.params)
         self._op_id = torch_op.new_id(self)
         from .fastpath import specialize
-        cls = None if self._workspaces or traced else specialize(self)
+        cls = None if self._workspaces or traced or self._scalars else specialize(self)
         if cls is not None:
             self.__class__ = cls
 
@@ -132,6 +135,10 @@ class JITKernel:
     def __call__(self, *args, stream=None):
         """Check the arguments, allocate the `out_idx` outputs, launch; return the outputs."""
         if _is_compiling():
+            if self._scalars:
+                raise TypeError(f"{self.name}: a kernel with scalar parameters "
+                                f"({', '.join(n for _, n in self._scalars)}) cannot run inside torch.compile yet; "
+                                f"call it outside the compiled region")
             if self._workspaces:
                 raise TypeError(f"{self.name}: a kernel with T.alloc_global scratch tensors "
                                 f"({', '.join(p.name for p in self._workspaces)}) cannot run inside torch.compile yet; "
@@ -165,6 +172,37 @@ class JITKernel:
                         + (f"; outputs {[p.name for p in checker.outputs]} are allocated and returned "
                            f"(out_idx={self.out_idx})" if self.out_idx else ""))
 
+    def _take_scalars(self, args, symbols: dict) -> tuple:
+        """The tensor arguments of a call with the scalar parameters' values taken out (into
+        `symbols`): the call passes every parameter in signature order, the outputs left out or not."""
+        n_s = len(self._scalars)
+        if len(args) == self._n_in + n_s:
+            outputs_given = False
+        elif len(args) == self._n_all + n_s and self.out_idx:
+            outputs_given = True
+        else:
+            names = ", ".join(p.name for p in self._checker.inputs)
+            raise CallTypeError(f"{self._checker.kernel_name}: expects {self._n_in} tensor argument(s) ({names}) and "
+                                f"{n_s} scalar(s) ({', '.join(n for _, n in self._scalars)}), got {len(args)} "
+                                f"argument(s)")
+        # the signature in order: tensors (by index) and scalars (by name)
+        sig, t = [], 0
+        scalar_at = dict(self._scalars)
+        for pos in range(len(self.params) + n_s):
+            if pos in scalar_at:
+                sig.append(scalar_at[pos])
+            else:
+                sig.append(t)
+                t += 1
+        call = [s for s in sig if isinstance(s, str) or outputs_given or not self.params[s].is_output]
+        tensors = []
+        for what, a in zip(call, args):
+            if isinstance(what, str):
+                symbols[what] = _scalar_value(self._checker.kernel_name, what, a)
+            else:
+                tensors.append(a)
+        return tuple(tensors)
+
     def called_as(self, label: str) -> "JITKernel":
         """Name the kernel in call-time errors as the user made it (`matmul(1024, 1024, 1024)`, the
         @jit factory and its arguments) rather than by its inner `@T.prim_func` (`main`)."""
@@ -184,6 +222,8 @@ class JITKernel:
         torch = _load_torch()
         checker = self._checker
         symbols: dict = {}
+        if self._scalars:
+            args = self._take_scalars(args, symbols)
         if len(args) == self._n_in:
             given_outputs = False
         elif len(args) == self._n_all and self.out_idx:
@@ -294,3 +334,39 @@ class JITKernel:
 
     def __repr__(self):
         return f"<JITKernel {self.name} target={self.target} out_idx={self.out_idx}>"
+
+
+def _tensor_out_idx(out_idx, n_tensors: int, scalars: tuple, name: str):
+    """`out_idx` counts the signature's parameters, scalars included (TileLang): the same outputs as
+    indices among the tensor parameters."""
+    if not scalars or out_idx is None:
+        return out_idx
+    n_sig = n_tensors + len(scalars)
+    scalar_pos = {pos for pos, _ in scalars}
+    one = isinstance(out_idx, int)
+    out = []
+    for i in ([out_idx] if one else list(out_idx)):
+        if not isinstance(i, int) or not -n_sig <= i < n_sig:
+            return out_idx   # normalize_out_idx names the mistake
+        j = i % n_sig
+        if j in scalar_pos:
+            raise ValueError(f"{name}: out_idx lists parameter {i}, a scalar ({dict(scalars)[j]}); outputs are tensors")
+        out.append(j - sum(1 for p in scalar_pos if p < j))
+    return out[0] if one else out
+
+
+def _scalar_value(kernel_name: str, name: str, value) -> int:
+    """The value of scalar parameter `name` (int32) given at a call."""
+    import operator
+    if isinstance(value, bool) or not hasattr(value, "__index__") or (
+            hasattr(value, "dim") and value.dim() != 0):
+        raise CallTypeError(f"{kernel_name}: parameter '{name}' is a scalar (int32) passed by value, "
+                            f"got {type(value).__name__}")
+    try:
+        v = operator.index(value)
+    except (TypeError, RuntimeError):
+        raise CallTypeError(f"{kernel_name}: parameter '{name}' is a scalar (int32) passed by value, got "
+                            f"{type(value).__name__} {value!r}") from None
+    if not -2 ** 31 <= v < 2 ** 31:
+        raise CallValueError(f"{kernel_name}: parameter '{name}' is an int32 scalar, got {v} (out of range)")
+    return v

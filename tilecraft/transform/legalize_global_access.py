@@ -150,6 +150,8 @@ def _with_pred(s: Evaluate, pred) -> Evaluate:
 
 def legalize_global_access(func: PrimFunc, ctx) -> PrimFunc:
     env = {}
+    scalars = {id(v) for _, v in func.scalars}   # a scalar argument may be negative; a size may not
     for sym in func.symbols:
-        env[sym] = (0, 2 ** (sym.dtype.bits - 1) - 1 if sym.dtype.is_int and sym.dtype.bits == 64 else 2 ** 31 - 1)
+        top = 2 ** (sym.dtype.bits - 1) - 1 if sym.dtype.is_int and sym.dtype.bits == 64 else 2 ** 31 - 1
+        env[sym] = (-top - 1, top) if id(sym) in scalars else (0, top)
     return func.with_body(_Legalize(env, out_of_bounds(func.body)).visit(func.body))
