@@ -55,6 +55,7 @@ class Target:
             return False
         return {
             "mma_sync": self.sm >= 80, "cp_async": self.sm >= 80, "ldmatrix": self.sm >= 75,
+            "mma_fp8": self.sm >= 89,   # mma.sync m16n8k32 .e4m3/.e5m2 (Ada, Hopper, ...)
             # wgmma is sm_90a's alone (Blackwell's tensor cores are driven by tcgen05, which tilecraft has no
             # path for yet: sm_100a / sm_120 take the portable mma.sync path, and get_plan() says so)
             "wgmma": self.arch == "sm_90a", "tma": self.sm >= 90,

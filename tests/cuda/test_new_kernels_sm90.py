@@ -1,7 +1,7 @@
 """Compile-only (no GPU): issue 25's reference kernels generated and compiled for sm_90a, and the path
 each gemm takes, read from the plan and the SASS: FlashAttention backward (all five gemms on wgmma, the
-dQ accumulation as global reductions), FP8 GEMMs (wgmma's k32 e4m3/e5m2 form: QGMMA in the SASS; a
-layout wgmma cannot read falls back with the reason in the plan), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
+dQ accumulation as global reductions), FP8 GEMMs (wgmma's k32 e4m3/e5m2 form: QGMMA in the SASS; off wgmma
+mma.sync m16n8k32, QMMA on sm_89; a layout neither can read falls back with the reason in the plan), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
 GEMM (wgmma, the group found by a scan).  The GPU twin is tests/gpu/test_new_kernels_gpu.py; none of
 these kernels has run on a GPU yet."""
 from __future__ import annotations
@@ -109,6 +109,21 @@ def test_fp8_e5m2_gemm_on_wgmma():
     k = _fp8_gemm(True, "float8_e5m2", "float8_e5m2")
     assert "on wgmma" in k.get_plan(), k.get_plan()
     assert re.search(r"QGMMA\.64x128x32\.F32\.E5M2\.E5M2", k.get_sass())
+
+
+@pytest.mark.sass
+@pytest.mark.parametrize("dtype, sass", [("float8_e4m3fn", r"QMMA\.16832\.F32\.E4M3\.E4M3"),
+                                         ("float8_e5m2", r"QMMA\.16832\.F32\.E5M2\.E5M2")])
+def test_fp8_gemm_on_sm89_takes_mma_sync_k32(dtype, sass):
+    """Off wgmma, an 8-bit K-major gemm takes mma.sync m16n8k32 (sm_89+; gemm_sm80.h's F8Pair view)."""
+    k = _fp8_gemm(True, dtype, dtype, target={"kind": "cuda", "arch": "sm_89"})
+    assert "on mma.sync, 2x2 warps" in k.get_plan(), k.get_plan()
+    assert re.search(sass, k.get_sass())
+
+
+def test_fp8_gemm_off_wgmma_on_sm90a_takes_mma_sync():
+    plan = sm90(G.fp8_matmul, 256, 256, 384, block_M=64, threads=256).get_plan()
+    assert "T.gemm 64x128x128 on mma.sync, 2x4 warps" in plan, plan   # 64 rows cannot split over two warpgroups
 
 
 def test_fp8_gemm_on_sm80_says_it_has_no_fp8_tensor_cores():

@@ -53,6 +53,29 @@ def test_fp8_gemm_per_tensor(M, N, K, out_dtype):
     assert rel_err(c, G.ref_fp8_matmul(qa, qb, sa, sb)) < (1e-3 if out_dtype == "float32" else 1e-2)
 
 
+@pytest.mark.parametrize("config, pass_configs", [
+    (dict(), {"tl.disable_wgmma": True}),                       # mma.sync m16n8k32 (gemm_sm80.h's F8Pair view)
+    (dict(), {"tc.warp_specialize": True}),                     # a TMA producer warpgroup, wgmma consumers
+    (dict(block_N=256, threads=256), {}),                       # two consumer warpgroups, n256 (persistent)
+    (dict(in_dtype="float8_e5m2"), {}),                         # wgmma .e5m2.e5m2
+])
+def test_fp8_gemm_per_tensor_paths(config, pass_configs):
+    """fp8 T.gemm on each tensor-core form at a ragged size (K not a multiple of block_K; rows of 320 bytes, so
+    the wgmma forms load by TMA, zero-filling past the edges)."""
+    import tilecraft as tilelang
+    M, N, K = 1000, 520, 320
+    dtype = getattr(torch, config.get("in_dtype", "float8_e4m3fn"))
+    a, b = rand(M, K, dtype=torch.float32), rand(N, K, dtype=torch.float32)
+    sa = (a.abs().amax() / torch.finfo(dtype).max).reshape(1)
+    sb = (b.abs().amax() / torch.finfo(dtype).max).reshape(1)
+    qa, qb = (a / sa).to(dtype), (b / sb).to(dtype)
+    kernel = tilelang.compile(G.fp8_matmul.fn(M, N, K, out_dtype="float32", **config), out_idx=[-1],
+                              pass_configs=pass_configs)
+    assert "scalar" not in kernel.get_plan(), kernel.get_plan()
+    c = kernel(qa, qb, sa, sb)
+    assert rel_err(c, G.ref_fp8_matmul(qa, qb, sa, sb)) < 1e-3
+
+
 @pytest.mark.parametrize("M,N,K", [(1000, 520, 300), (4096, 4096, 4096)])
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
 def test_fp8_gemm_deepseek_block_scales(M, N, K, out_dtype):

@@ -49,6 +49,9 @@ F16 = dt.float16
     (lambda: I.GemmSSSm90(64, 64, 128, 1, True, True, dt.float8_e5m2), "must both be K-major"),
     (lambda: I.GemmSSSm90(64, 64, 48, 1, False, True, dt.float8_e4m3fn), "multiple of 32 for 8-bit"),
     (lambda: I.GemmRSSm90(64, 64, 64, 1, True, dt.float8_e4m3fn), "float16 or bfloat16"),
+    (lambda: I.GemmSS(64, 64, 64, 2, 2, False, False, 1, 1, dt.float8_e4m3fn), "must both be K-major"),
+    (lambda: I.GemmSS(64, 64, 48, 2, 2, False, True, 1, 1, dt.float8_e4m3fn), "multiple of 32 for 8-bit"),
+    (lambda: I.GemmRS(64, 64, 64, 4, 1, True, 1, dt.float8_e4m3fn), "float16 or bfloat16"),
     # A_ROWS / B_ROWS: the tiles' row counts (gemm_sm90.h), at least the rows the gemm reads, and a
     # multiple of 8 where rows over 128 bytes are stored in column panels that tall
     (lambda: I.GemmSSSm90(128, 64, 32, 2, False, False, F16, 1, 64), "at least the 128 rows"),

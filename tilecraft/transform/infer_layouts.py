@@ -103,11 +103,18 @@ def fragment_accesses(body) -> list:
     return out
 
 
-def mma_capable(g: Gemm, threads: int) -> bool:
+def mma_capable(g: Gemm, threads: int, fp8_mma: bool = False) -> bool:
     """mma.sync (tc::gemm_ss / gemm_rs): shared operands must be addressable as rows of a stored
-    tile (a whole tile, or a column slice of a wider one on a 128-byte boundary: gemm_ss_ld)."""
+    tile (a whole tile, or a column slice of a wider one on a 128-byte boundary: gemm_ss_ld).
+    8-bit floats (`fp8_mma`: sm_89+) take gemm_ss's m16n8k32 form when fp8_wgmma_refusal allows it
+    (both operands K-major, K % 32 == 0) and A is a shared tile."""
     m, n, k = g.mnk
-    return (g.a.buffer.dtype.name in MMA_DTYPES and g.c.buffer.dtype.name == "float32" and
+    if g.a.buffer.dtype.name in FP8_DTYPES:
+        if not fp8_mma or fp8_wgmma_refusal(g) is not None or g.a.buffer.scope != "shared":
+            return False
+    elif g.a.buffer.dtype.name not in MMA_DTYPES:
+        return False
+    return (g.c.buffer.dtype.name == "float32" and
             k % 16 == 0 and threads % 32 == 0 and g.c.covers_whole() and
             all(shared_row_stride(r) is not None for r in (g.a, g.b) if r.buffer.scope == "shared") and
             warp_partition(m, n, threads // 32, g.policy) is not None)
@@ -159,8 +166,9 @@ def wgmma_rs_capable(g: Gemm, threads: int) -> bool:
 
 class _Inference:
     def __init__(self, kernel: Kernel, use_wgmma: bool = False, forced_panels: frozenset = frozenset(),
-                 tensor_cores: bool = True):
+                 tensor_cores: bool = True, fp8_mma: bool = False):
         self.use_wgmma = use_wgmma
+        self.fp8_mma = fp8_mma   # mma.sync m16n8k32 for 8-bit floats (sm_89+)
         self.tensor_cores = tensor_cores   # False: the CPU target's thread-level mode (scalar dot products)
         self.forced_panels = forced_panels  # panel-row tiles an mma.sync gemm of another T.ws branch reads
         self.mma_panels: set = set()        # the ones this context's mma.sync gemms read
@@ -238,11 +246,11 @@ class _Inference:
                 self._note(g, "scalar dot products (the CPU target's thread-level mode: each thread computes its "
                               "accumulator elements)")
                 continue
-            if g.a.buffer.dtype.name in FP8_DTYPES:
+            if g.a.buffer.dtype.name in FP8_DTYPES and not mma_capable(g, self.threads, self.fp8_mma):
                 self.plans[g] = None
                 self._note(g, "scalar dot products (" + self._fp8_why_not(g) + ")")
                 continue
-            if not mma_capable(g, self.threads):
+            if not mma_capable(g, self.threads, self.fp8_mma):
                 self.plans[g] = None
                 self._note(g, "scalar dot products (no tensor-core path: float16/bfloat16 inputs, a float32 "
                               "accumulator, K % 16 == 0 and tiles that split into 16x8 warp tiles are needed)")
@@ -290,11 +298,14 @@ class _Inference:
     def _fp8_why_not(self, g: Gemm) -> str:
         """The plan note of an 8-bit-float gemm left on scalar dot products: its only tensor-core
         path is wgmma (sm_90a), so say which condition failed."""
-        if not self.use_wgmma:
-            return ("8-bit floats multiply on the tensor cores only through wgmma here (sm_90a with tc.use_wgmma); "
-                    "this target has no fp8 tensor-core path (sm_80 has no fp8 MMA; mma.sync m16n8k32 e4m3 for "
-                    "sm_89 is not implemented)")
+        if not self.fp8_mma:
+            return ("this target has no 8-bit float tensor cores: sm_80 has no fp8 MMA (mma.sync m16n8k32 .e4m3 "
+                    "needs sm_89+, wgmma's k32 form sm_90a)")
         why = fp8_wgmma_refusal(g)
+        if why is None and g.a.buffer.scope != "shared":
+            why = "A is in registers (an 8-bit A operand is read from shared memory only)"
+        if not self.use_wgmma:
+            return "mma.sync m16n8k32: " + (why or "tiles that split into 16x8 warp tiles are needed")
         if why is None and g in self._veto:
             why = "it reads a shared tile with rows over 128 bytes that an mma.sync gemm of this kernel reads too"
         return "wgmma: " + (why or "needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, a float32 "
@@ -526,11 +537,12 @@ def infer_layouts(func: PrimFunc, ctx) -> PrimFunc:
     layouts, plans, notes = {}, {}, []
     use_wgmma = ctx.options.wgmma and ctx.target.has("wgmma")
     tensor_cores = ctx.target.has("mma_sync")   # every CUDA arch here; not the CPU target's thread-level mode
+    fp8_mma = ctx.target.has("mma_fp8")
     for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
         contexts = thread_contexts(kernel)  # T.ws branches: their own threads (warp_groups.py)
         forced: frozenset = frozenset()
         while True:  # a panel-row tile read on mma.sync in one branch keeps it off wgmma in every branch
-            runs = [(_Inference(k, use_wgmma, forced, tensor_cores), body) for k, body in contexts]
+            runs = [(_Inference(k, use_wgmma, forced, tensor_cores, fp8_mma), body) for k, body in contexts]
             results = [inf.run(body) for inf, body in runs]
             found = frozenset().union(*(inf.mma_panels for inf, _ in runs)) if runs else frozenset()
             if found <= forced:

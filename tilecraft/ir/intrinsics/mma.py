@@ -11,7 +11,11 @@ _ELEMS = ("float16", "bfloat16")
 
 
 def _check_mma(g, name: str):
-    require(g.dtype.name in _ELEMS, g, "operands are float16 or bfloat16")
+    if g.dtype.name in ("float8_e4m3fn", "float8_e5m2") and hasattr(g, "trans_a"):  # gemm_ss: m16n8k32
+        require(not g.trans_a and g.trans_b, g, "8-bit operands must both be K-major (A [M][K], B [N][K])")
+        require(g.k % 32 == 0, g, "K must be a multiple of 32 for 8-bit operands (mma k32 steps)")
+    else:
+        require(g.dtype.name in _ELEMS, g, "operands are float16 or bfloat16")
     require(g.wm >= 1 and g.wn >= 1, g, "WM and WN must be >= 1")
     require(g.m % (16 * g.wm) == 0, g, "M must be a multiple of 16*WM (m16 tiles per warp)")
     require(g.n % (8 * g.wn) == 0, g, "N must be a multiple of 8*WN (n8 tiles per warp)")

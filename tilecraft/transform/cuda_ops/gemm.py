@@ -123,7 +123,7 @@ def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):
 
 def _elem(g: Gemm):
     """The tensor-core element type (the header's T): bfloat16 or float16; an 8-bit float as it is
-    (wgmma's k32 form, infer_layouts.wgmma_capable)."""
+    (wgmma's k32 form, or mma.sync m16n8k32 on sm_89+: infer_layouts.wgmma_capable / mma_capable)."""
     if g.a.buffer.dtype.name in ("float8_e4m3fn", "float8_e5m2"):
         return g.a.buffer.dtype
     return dt.float16 if g.a.buffer.dtype.name == "float16" else dt.bfloat16

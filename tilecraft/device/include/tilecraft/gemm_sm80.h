@@ -24,7 +24,8 @@
 // ------------------------------------------------------------------------------------------------
 // gemm_ss / gemm_rs: C += op(A) @ op(B) for one thread block (see the declarations below).
 // Requirements (checked by static_assert where possible):
-//   * T is half_t or bfloat16_t; accumulation in f32.
+//   * T is half_t or bfloat16_t; accumulation in f32.  (gemm_ss with TC_FP8: also fp8_e4m3_t /
+//     fp8_e5m2_t with A [M][K], B [N][K] and K % 32 == 0, on mma.sync m16n8k32, sm_89+: see F8Pair.)
 //   * M % (16*WM) == 0, N % (8*WN) == 0, K % 16 == 0.
 //   * Exactly WM*WN warps take part: the block's, or a T.ws branch's starting at a multiple of WM*WN
 //     warps (warp = (threadIdx.x / 32) % (WM*WN)), all 32 lanes
@@ -215,12 +216,33 @@ struct BLoader {
   }
 };
 
+#if defined(TC_FP8)
+// Two 8-bit floats of a K-major row seen as one 16-bit element: the mma.sync m16n8k32 .e4m3/.e5m2
+// fragments hold, byte for byte, what the m16n8k16 f16 fragments hold for a tile of half the
+// row length (A: a[0] = A[g][4t..4t+3] = the f16 A[g][2t, 2t+1], ...; B [N][K]: b[0] = B[g][4t..4t+3]),
+// and swizzle_offset<L, 1> puts the bytes where swizzle_offset<L/2, 2> does, so gemm_ss on
+// F8Pair<F8> with K/2 issues the k32 fp8 mma on the same ldmatrix loads.  K-major operands only
+// (ldmatrix .trans moves 16-bit elements, not bytes).
+template <class F8> struct F8Pair { unsigned short bits; };
+template <class T> struct IsF8 { static constexpr bool value = false; };
+template <> struct IsF8<fp8_e4m3_t> { static constexpr bool value = true; };
+template <> struct IsF8<fp8_e5m2_t> { static constexpr bool value = true; };
+template <class F8> struct MmaOp<F8Pair<F8>> {
+  static TC_DEVICE void run(float* c, const uint32_t a[4], const uint32_t b[2]) {
+    mma_m16n8k32_f8_f32<IsSameType<F8, fp8_e5m2_t>::value>(c, a, b);
+  }
+};
+#endif
+
 template <class T>
 struct CheckElem {
   static_assert(IsSame<T, half_t>::value || IsSame<T, bfloat16_t>::value,
                 "tc::gemm: T must be tc::half_t or tc::bfloat16_t");
   static constexpr bool ok = true;
 };
+#if defined(TC_FP8)
+template <class F8> struct CheckElem<F8Pair<F8>> { static constexpr bool ok = true; };
+#endif
 
 }  // namespace detail
 
@@ -255,6 +277,18 @@ TC_DEVICE void gemm_ss(const T* A, const T* B, float* C, Hook hook = Hook()) {
 template <int M, int N, int K, int WM, int WN, bool TRANS_A, bool TRANS_B, int SWZ_A, int SWZ_B,
           class T, int LDA, int LDB, class Hook>
 TC_DEVICE void gemm_ss_ld(const T* A, const T* B, float* C, Hook hook) {
+#if defined(TC_FP8)
+  if constexpr (detail::IsF8<T>::value) {  // mma.sync m16n8k32 .e4m3/.e5m2 (sm_89+): see F8Pair
+    static_assert(!TRANS_A && TRANS_B, "tc::gemm_ss: 8-bit operands must both be K-major (A [M][K], B [N][K])");
+    static_assert(K % 32 == 0 && LDA % 2 == 0 && LDB % 2 == 0,
+                  "tc::gemm_ss: K must be a multiple of 32 for 8-bit operands (mma k32 steps)");
+    using P = detail::F8Pair<T>;
+    gemm_ss_ld<M, N, K / 2, WM, WN, false, true, SWZ_A, SWZ_B, P, LDA / 2, LDB / 2>(
+        reinterpret_cast<const P*>(A), reinterpret_cast<const P*>(B), C, hook);
+    return;
+  } else
+#endif
+  {
   static_assert(detail::CheckElem<T>::ok, "");
   static_assert(WM >= 1 && WN >= 1, "tc::gemm_ss: WM and WN must be >= 1");
   static_assert(M % (16 * WM) == 0, "tc::gemm_ss: M must be a multiple of 16*WM (m16 tiles per warp)");
@@ -285,6 +319,7 @@ TC_DEVICE void gemm_ss_ld(const T* A, const T* B, float* C, Hook hook) {
       for (int ni = 0; ni < NI; ++ni)
         detail::MmaOp<T>::run(C + 4 * (ni + NI * mi), a[kk & 1][mi], b[kk & 1][ni]);
     }
+  }
   }
 }
 

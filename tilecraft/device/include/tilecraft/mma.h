@@ -56,6 +56,32 @@ TC_DEVICE void mma_m16n8k16_f16_f16(uint32_t c[2], const uint32_t a[4], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+#if defined(TC_FP8)
+// D = A * B + C with 8-bit float inputs (m16n8k32, e4m3 or e5m2 for both) and f32 accumulation
+// (sm_89+).  Each .b32 register holds 4 consecutive-k bytes: a[0] = A[g][4t..4t+3], a[1] = A[g+8][..],
+// a[2] = A[g][16+4t..], a[3] = A[g+8][16+4t..]; b[0] = B[4t..4t+3][g], b[1] = B[16+4t..][g].
+template <bool E5M2>
+TC_DEVICE void mma_m16n8k32_f8_f32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (E5M2)
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  static_assert(E5M2 && !E5M2, "tc::mma_m16n8k32_f8_f32: 8-bit float mma.sync needs sm_89 or newer");
+#endif
+  (void)c; (void)a; (void)b;
+}
+#endif
+
 // Packing helpers: build mma operand registers from values held in registers (e.g. the f32
 // accumulator of a first gemm re-used as the A operand of a second one, as in attention).
 // The first argument lands in the low 16 bits, i.e. at the lower k / column index.
