@@ -14,7 +14,7 @@ A run goes:
    ``early_stop=True`` (``early_stop_factor=f``) a checked config is first timed briefly; one
    slower than f times the best so far is recorded with that time and not timed in full.
 3. The runoff: configs measured in this run whose latency is within ``RUNOFF_WINDOW`` (5%) of the
-   fastest -- on the CPU target the 16 GEMM configs of issue 24 end within 0.4% of each other --
+   fastest -- on the CPU target the two fastest of issue 24's 16 GEMM configs were 0.4% apart --
    are timed again (at most ``RUNOFF_MAX`` of them, by the executor, where it timed them: in this
    process, or in one Ray benchmark task), in ``RUNOFF_ROUNDS`` interleaved rounds whose order
    rotates, so drift in the machine's speed (load, clocks, thermals) falls on all of them alike;
@@ -23,7 +23,7 @@ A run goes:
    autotuner times each config once and keeps the first of equal latencies, ``latency <
    best_latency``). So two runs, or two executors, that see the same configs within noise choose
    the same one. The cost: ``RUNOFF_ROUNDS x (warmup + rep / 2)`` ms per leader, only when two or
-   more configs are that close (at most 1.1 s with the default 25 + 100 ms).
+   more configs are that close (at most 0.9 s with the default 25 + 100 ms).
 4. The best config's kernel is loaded here, the reference is timed on its inputs, and the new
    outcomes are written to the database.
 
