@@ -22,9 +22,10 @@ _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap stora
 
 class CppPrinter(CPrinter):
     _cache: dict = {}
-    # a run-time grid of no block is an error (the entry returns -1 on a recorded assertion; the
-    # thread-level printer's entry reports through tc::simt instead and keeps the empty grid a no-op)
-    checks_empty_grid = True
+    # a run-time grid of no block is an error: how it is recorded, and how the team sees it was (the
+    # entry returns -1 on a recorded assertion; the thread-level printer's reports through tc::simt)
+    record_failure = "tc::cpu_assert_record"
+    has_failed = "tc::cpu_assert_text() != nullptr"
 
     def __init__(self, func: PrimFunc):
         super().__init__()
@@ -99,15 +100,16 @@ class CppPrinter(CPrinter):
         self.kernel = k
         for v in k.block_vars:
             self.nonneg.add(v)
-        allocs = [a.buffer for a in collect(k.body, lambda n: isinstance(n, Alloc))]
-        big = [b for b in allocs if b.numel > _STACK_LIMIT]
+        big = _heap_tiles(k)
         self.hoisted = set(big)
         d = self.doc
         self.open_block_team(k)
         for b in big:
             store = self.name.fresh(f"{self.name(b)}_storage")
             t = self.type_name(b.dtype)
-            d.line(f"tc::Storage {store}({b.numel} * sizeof({t}));  // zeroed, freed when the thread's loop ends")
+            # an allocation that fails is recorded with this text (tilecraft_cpu.h, tc::Storage)
+            d.line(f"tc::Storage {store}({b.numel} * sizeof({t}), {_c_string(alloc_failure(b))});"
+                   f"  // zeroed, freed when the thread's loop ends")
             restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             d.line(f"{t}*{restrict} {self.name(b)} = ({t}*){store}.p;")
         self.open_block_loop()
@@ -117,8 +119,9 @@ class CppPrinter(CPrinter):
         if _uses_rng(k):
             d.line("tc::Philox4x32 tc_rng;  // T.rng_init / T.rng_rand: one generator per block")
         asserts = _may_throw(k.body)
-        if asserts:  # the first false assertion stops its block and every block not yet started
+        if asserts or big:  # the first false assertion (or failed allocation) stops every block not yet started
             d.line("if (tc::cpu_assert_text() != nullptr) continue;")
+        if asserts:
             d.line("try {")
             d.indent()
         self.stmt(k.body)
@@ -145,12 +148,13 @@ class CppPrinter(CPrinter):
         d.line("{")
         d.indent()
         d.line(f"const int64_t tc_gx = {grid[0]}, tc_gy = {grid[1]}, tc_gz = {grid[2]};")
-        if self.checks_empty_grid and _dynamic_grid(k):
+        if _dynamic_grid(k):
             # no block would run: an error, as CUDA refuses such a launch (runtime/cuda_launch.py)
             spec = ", ".join(to_text(g) for g in k.grid)
-            d.line(f"if (tc_gx <= 0 || tc_gy <= 0 || tc_gz <= 0) tc::cpu_assert_record("
-                   f"{_c_string(f'T.Kernel({spec}) has a grid dimension of 0 or less at run time (an empty input?): no block would run')});")
-            d.line("const int64_t tc_nblocks = tc::cpu_assert_text() != nullptr ? 0 : tc_gx * tc_gy * tc_gz;")
+            where = f" at {k.span.file}:{k.span.line}" if k.span is not None else ""
+            text = f"T.Kernel({spec}){where} has a grid dimension of 0 or less at run time (an empty input?): no block would run"
+            d.line(f"if (tc_gx <= 0 || tc_gy <= 0 || tc_gz <= 0) {self.record_failure}({_c_string(text)});")
+            d.line(f"const int64_t tc_nblocks = {self.has_failed} ? 0 : tc_gx * tc_gy * tc_gz;")
         else:
             d.line("const int64_t tc_nblocks = tc_gx * tc_gy * tc_gz;")
         # a one-block grid runs on the calling thread: waking the OpenMP pool (shared with torch)
@@ -188,6 +192,19 @@ def open_entry(p: CppPrinter, func: PrimFunc) -> None:
         d.line(f"(void){p.name(s)};")
 
 
+def _heap_tiles(k: Kernel) -> list:
+    """The kernel's on-chip buffers too large for the stack: per-OpenMP-thread heap storage."""
+    return [a.buffer for a in collect(k.body, lambda n: isinstance(n, Alloc)) if a.buffer.numel > _STACK_LIMIT]
+
+
+def alloc_failure(b, copies: str = "one OpenMP thread's copy") -> str:
+    """What a failed allocation of the on-chip buffer `b` reports: the buffer, its bytes, the user's line."""
+    where = f" at {b.span.file}:{b.span.line}" if b.span is not None else ""
+    src = f" (`{b.span.source_line.strip()}`)" if b.span is not None and b.span.source_line else ""
+    return (f"out of memory: could not allocate the {b.scope} tile {b.name} {tuple(b.shape)} {b.dtype}{where}{src}: "
+            f"{b.nbytes} bytes ({copies})")
+
+
 def _uses_rng(node) -> bool:
     return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)))
 
@@ -211,7 +228,9 @@ def generate_cpp(func: PrimFunc) -> str:
     paste_imports(d, func)
     open_entry(p, func)
     from .cpp_manual_sync import entry_epilogue, entry_prologue, error_text_function  # mbarrier waits
-    asserts = _may_throw(func.body) or any(_dynamic_grid(k) for k in collect(func.body, lambda n: isinstance(n, Kernel)))
+    kernels = collect(func.body, lambda n: isinstance(n, Kernel))
+    asserts = (_may_throw(func.body) or any(_dynamic_grid(k) for k in kernels)
+               or any(_heap_tiles(k) for k in kernels))   # a failed allocation reports as an assertion does
     divisions = bool(collect(func.body, _runtime_divisor))
     if asserts:  # a false T.device_assert stops its block (visit_Kernel): return -1, the text in tc_error_text(-1)
         d.line("tc::cpu_assert_text() = nullptr;")

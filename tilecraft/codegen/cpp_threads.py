@@ -45,7 +45,8 @@ def _c_string(text: str) -> str:
 
 
 class CppThreadsPrinter(CppPrinter):
-    checks_empty_grid = False
+    record_failure = "tc::simt::fail"   # an empty grid (codegen/cpp.py): the entry returns -2 with the text
+    has_failed = "tc::simt::failed()"
     _cache: dict = {}
 
     def __init__(self, func: PrimFunc):
@@ -158,15 +159,18 @@ class CppThreadsPrinter(CppPrinter):
         self.kernel = k
         for v in (*k.block_vars, *k.thread_vars):
             self.nonneg.add(v)
-        regs = sum(a.buffer.numel * a.buffer.dtype.bytes for a in collect(k.body, lambda n: isinstance(n, Alloc))
-                   if a.buffer.scope != "shared")
+        allocs = [a.buffer for a in collect(k.body, lambda n: isinstance(n, Alloc))]
+        regs = sum(b.numel * b.dtype.bytes for b in allocs if b.scope != "shared")
         stack = _STACK_BASE + 2 * regs
         smem = int(self.func.lowering.smem_bytes)
         d = self.doc
         self.open_block_team(k)
-        d.line(f"tc::simt::Block& tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")
-        d.line(f"std::vector<unsigned char> tc_smem_store({smem} + 128);")
-        d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.data() + 127) & ~(uintptr_t)127);")
+        # memory that cannot be had stops the kernel with what it was for (tc::simt::fail), not the process
+        d.line(f"tc::simt::Block* tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")
+        d.line(f"if (tc_block == nullptr) tc::simt::fail({_c_string(_stack_failure(k, stack, allocs))});")
+        d.line(f"tc::Storage tc_smem_store({smem} + 128, nullptr);")
+        d.line(f"if (tc_smem_store.p == nullptr) tc::simt::fail({_c_string(_smem_failure(smem, allocs))});")
+        d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.p + 127) & ~(uintptr_t)127);")
         self.open_block_loop()
         d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
         names = self.block_indices(k)
@@ -182,9 +186,9 @@ class CppThreadsPrinter(CppPrinter):
         self.stmt(k.body)
         d.dedent()
         d.line("};")
-        d.line("const int tc_rc = tc_block.run([](void* tc_f) { (*(decltype(tc_thread)*)tc_f)(); }, &tc_thread);")
+        d.line("const int tc_rc = tc_block->run([](void* tc_f) { (*(decltype(tc_thread)*)tc_f)(); }, &tc_thread);")
         ids = ", ".join(names + ["0"] * (3 - len(names)))
-        d.line(f"if (tc_rc != 0) tc::simt::record(tc_rc, tc_block, {ids});")
+        d.line(f"if (tc_rc != 0) tc::simt::record(tc_rc, *tc_block, {ids});")
         d.dedent()
         d.line("}")
         d.dedent()
@@ -192,6 +196,30 @@ class CppThreadsPrinter(CppPrinter):
         d.dedent()
         d.line("}")
         self.kernel = outer
+
+
+def _tiles(bufs) -> str:
+    """The largest few of `bufs`, each with its bytes and line."""
+    def one(b):
+        where = f" at {b.span.short()}" if b.span is not None else ""
+        return f"{b.name} {tuple(b.shape)} {b.dtype} ({b.nbytes} bytes{where})"
+    big = sorted(bufs, key=lambda b: -b.nbytes)
+    return ", ".join(one(b) for b in big[:3]) + (f" and {len(big) - 3} more" if len(big) > 3 else "")
+
+
+def _stack_failure(k: Kernel, stack: int, allocs) -> str:
+    """What a block whose fibers' stacks cannot be mapped reports: the threads, the bytes, the arrays."""
+    regs = [b for b in allocs if b.scope != "shared"]
+    what = f": each thread's arrays take {sum(b.nbytes for b in regs)} bytes, the largest {_tiles(regs)}" if regs else ""
+    return (f"out of memory: could not allocate the stacks of the block's {k.num_threads} threads "
+            f"({k.num_threads} x {stack} bytes){what}")
+
+
+def _smem_failure(smem: int, allocs) -> str:
+    """What a block whose shared memory cannot be allocated reports: the bytes and the tiles."""
+    shared = [b for b in allocs if b.scope == "shared"]
+    what = f": the shared tiles {_tiles(shared)}" if shared else ""
+    return f"out of memory: could not allocate the block's {smem} bytes of shared memory{what}"
 
 
 def generate_cpp_threads(func: PrimFunc) -> str:

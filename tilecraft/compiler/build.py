@@ -65,6 +65,18 @@ def build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     return artifact
 
 
+def span_token(func: PrimFunc) -> str:
+    """The source lines the program's nodes come from, as a digest: the generated code names them
+    (a failed allocation, an empty grid, a deadlocked wait in the thread-level mode), and the program
+    text (`func.script()`) does not -- a kernel moved down its file must not be served with its old
+    line numbers."""
+    import hashlib
+    from ..ir import collect
+    spans = [n.span for n in collect(func.body, lambda n: getattr(n, "span", None) is not None)]
+    lines = sorted({(s.file, s.line) for s in [getattr(func, "span", None), *spans] if s is not None})
+    return hashlib.sha256(repr(lines).encode()).hexdigest()[:16]
+
+
 def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
     if target.kind == "cuda":
         from ..transform.split_kernels import split_kernels
@@ -80,7 +92,8 @@ def _build(func: PrimFunc, target, pass_configs=None) -> Artifact:
         nvrtc_flags(configs.device_compile_flags)   # likewise: the nvcc-only flags NVRTC drops
     from ..engine.callback import apply_cuda_postproc, cache_token as postproc_token
     post = (postproc_token(),) if target.kind == "cuda" and postproc_token() else ()
-    key = kernel_cache_key(ir_text, target, {"options": configs.cache_token(), "postproc": post})
+    key = kernel_cache_key(ir_text, target, {"options": configs.cache_token(), "postproc": post,
+                                             "lines": span_token(func)})
     cache = DiskCache("kernels")
     entry = cache.get(key)
     if entry is not None:

@@ -209,15 +209,6 @@ inline void rng_init(Philox4x32& g, uint64_t seed, uint64_t seq, uint64_t off) {
 inline uint32_t rng_rand(Philox4x32& g) { return g.next(); }
 
 
-// Per-thread storage of a kernel's large on-chip buffers (codegen/cpp.py): zeroed bytes, aligned
-// for any scalar; not a std::vector, whose instantiation per element type costs compile time.
-struct Storage {
-  void* p;
-  explicit Storage(size_t bytes) : p(std::calloc(bytes ? bytes : 1, 1)) {}
-  ~Storage() { std::free(p); }
-  Storage(const Storage&) = delete;
-  Storage& operator=(const Storage&) = delete;
-};
 
 // T.reinterpret: the bits of `x` as a `To` of the same size.
 template <class To, class From> static inline To bit_cast(const From& x) {
@@ -550,6 +541,21 @@ static inline void cpu_assert_record(const char* where) {
   const char* none = nullptr;
   __atomic_compare_exchange_n(&cpu_assert_text(), &none, where, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
+
+// Per-thread storage of a kernel's large on-chip buffers (codegen/cpp.py): zeroed bytes, aligned
+// for any scalar; not a std::vector, whose instantiation per element type costs compile time.  An
+// allocation that fails records `what` (the buffer, its bytes, the user's line) as a false assertion
+// does: the blocks skip, the entry returns -1 and the runtime raises a TilecraftError with it --
+// never a null pointer used, never an exception out of the OpenMP region (which would end the process).
+struct Storage {
+  void* p;
+  Storage(size_t bytes, const char* what) : p(std::calloc(bytes ? bytes : 1, 1)) {
+    if (p == nullptr) cpu_assert_record(what);
+  }
+  ~Storage() { std::free(p); }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
 
 }  // namespace tc
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <new>
 #include <string>
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
@@ -278,14 +279,24 @@ inline void Block::describe_deadlock() {
 inline int tid() { return g_block->cur; }
 
 // this OS thread's block of `threads` fibers with stacks of at least `stack` bytes, kept between
-// kernel calls (mapping and guarding the stacks again would cost more than a small kernel does)
-inline Block& block(int threads, size_t stack) {
+// kernel calls (mapping and guarding the stacks again would cost more than a small kernel does);
+// nullptr when the memory for it cannot be had (the caller reports it: codegen/cpp_threads.py) --
+// never an exception out of the OpenMP region, which would end the process
+inline Block* block(int threads, size_t stack) {
   static thread_local Block* cached = nullptr;
   if (cached == nullptr || cached->n != threads || cached->stack_bytes < stack) {
     delete cached;
-    cached = new Block(threads, stack);
+    try {
+      cached = new Block(threads, stack);
+    } catch (const std::bad_alloc&) {
+      cached = nullptr;
+    }
+    if (cached != nullptr && cached->stacks == nullptr) {
+      delete cached;
+      cached = nullptr;
+    }
   }
-  return *cached;
+  return cached;
 }
 
 // ---- barriers -------------------------------------------------------------------------------------
@@ -363,6 +374,17 @@ inline std::string& failure_string() { static std::string text; return text; }
 inline const char* failure_text() { return failure_string().c_str(); }
 inline void reset() { failure_code() = 0; failure_string().clear(); }
 inline bool failed() { return __atomic_load_n(&failure_code(), __ATOMIC_RELAXED) != 0; }
+// a failure outside any block (an allocation for this OpenMP thread's blocks, codegen/cpp_threads.py):
+// the entry returns -2 and tc_error_text says `text`
+inline void fail(const char* text) {
+#pragma omp critical(tc_simt_failure)
+  {
+    if (failure_code() == 0) {
+      failure_string() = text;
+      __atomic_store_n(&failure_code(), -2, __ATOMIC_RELAXED);
+    }
+  }
+}
 inline void record(int rc, const Block& b, int bx, int by, int bz) {
 #pragma omp critical(tc_simt_failure)
   {

@@ -12,7 +12,9 @@
   holds whole (transform/infer_layouts.py); past the budget the unrolled code would take the device
   compiler minutes and spill anyway.
 - CPU: the on-chip tiles of a block are heap arrays; their total stays within CPU_TILE_BYTES, so
-  `T.alloc_shared((1 << 40,), ...)` is refused here instead of failing to allocate at run time.
+  `T.alloc_shared((1 << 40,), ...)` is refused here instead of failing to allocate at run time (in
+  the thread-level mode, counting each thread's own local arrays and fragment share).  An allocation
+  that still fails at run time (a memory limit) is a TilecraftError naming the tile (codegen/cpp.py).
 """
 from __future__ import annotations
 
@@ -79,14 +81,31 @@ def _check_cuda(k: Kernel, target) -> None:
             f"device compiler minutes and spill): {why}", span or k.span, hint=hint)
 
 
-def _check_cpu(k: Kernel) -> None:
+def _check_cpu(k: Kernel, threads_mode: bool) -> None:
+    """The tile path holds each tile once per block; the thread-level mode (transform/cpu_threads.py)
+    gives every thread its own local arrays and its share of each fragment (the whole fragment where
+    it is accessed outside every T.Parallel loop), as CUDA does."""
     bufs = [b for b in _allocs(k) if b.scope != "global" and b.is_static]
-    total = sum(b.nbytes for b in bufs)
+    threads = k.num_threads
+    whole = {}
+    if threads_mode:
+        from ..infer_layouts import outside_parallel_fragments
+        whole = dict(outside_parallel_fragments(k.body))
+
+    def per_block(b) -> int:
+        if not threads_mode or b.scope == "shared":
+            return b.nbytes
+        held = b.numel if (b.scope == "local" or b in whole) else -(-b.numel // threads)
+        return -(-held * b.dtype.bits // 8) * threads
+
+    total = sum(per_block(b) for b in bufs)
     if total > CPU_TILE_BYTES:
-        b = max(bufs, key=lambda x: x.nbytes)
+        b = max(bufs, key=per_block)
+        copies = (f" ({_kib(per_block(b) // threads)} in each of the block's {threads} threads: the thread-level "
+                  f"mode gives every thread its own)" if per_block(b) != b.nbytes else "")
         raise TilecraftError(
             f"the kernel's on-chip tiles take {_kib(total)} per block on the CPU target (at most "
-            f"{_kib(CPU_TILE_BYTES)}): {b.name} {tuple(b.shape)} {b.dtype} alone is {_kib(b.nbytes)}",
+            f"{_kib(CPU_TILE_BYTES)}): {b.name} {tuple(b.shape)} {b.dtype} alone is {_kib(per_block(b))}{copies}",
             b.span or k.span, hint="tiles are blocks of a tensor; index the tensor itself for the rest")
 
 
@@ -95,4 +114,4 @@ def check_limits(func, target) -> None:
         if target.kind == "cuda":
             _check_cuda(k, target)
         else:
-            _check_cpu(k)
+            _check_cpu(k, bool(func.lowering.cpu_threads))
