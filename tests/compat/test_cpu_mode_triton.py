@@ -67,3 +67,21 @@ def test_the_interpreter_patch_is_undone_on_uninstall():
     with cpu_mode.enabled():
         assert interp.InterpreterBuilder.create_dot is not before
     assert interp.InterpreterBuilder.create_dot is before
+
+
+def test_a_long_interpreter_launch_reports_its_progress(monkeypatch, capfd):
+    import triton.runtime.interpreter as interp
+
+    from tilecraft.compat import cpu_mode, cpu_mode_triton
+    monkeypatch.setattr(cpu_mode_triton, "PROGRESS_SECONDS", 0.0)
+    with cpu_mode.enabled():
+        b = interp.InterpreterBuilder()
+        b.set_grid_dim(10, 1, 1)        # few programs: quiet
+        b.set_grid_idx(0, 0, 0)
+        assert "interpreter" not in capfd.readouterr().err
+        b.set_grid_dim(64, 64, 2)
+        b.set_grid_idx(0, 0, 0)
+        b.set_grid_idx(1, 0, 0)
+        assert b.grid_idx == (1, 0, 0)   # the interpreter's own bookkeeping still happens
+    err = capfd.readouterr().err
+    assert "2 of 8,192" in err, err

@@ -6,12 +6,15 @@ runs a ``@triton.jit`` kernel on CPU tensors; what a program asks Triton's GPU d
 gets a stand-in's answer.  Nothing here imports triton: the patches apply when the program imports
 it (a post-import hook on ``sys.meta_path``), or at once if it already has.  The interpreter's
 bfloat16 arithmetic, math functions and ``tl.dot`` compute on float32 values rounded back to bfloat16,
-as a GPU does (the interpreter alone computes on the bit patterns; ``_patch_interpreter``).
+as a GPU does (the interpreter alone computes on the bit patterns; ``_patch_interpreter``), and a
+launch of many programs reports its progress on stderr every minute (the interpreter runs them one
+at a time: a 524,288-program launch takes many minutes, which must not look like a hang).
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 from types import SimpleNamespace
 
 
@@ -93,6 +96,10 @@ def _patch_driver(module, state) -> None:
 # bfloat16 tiles gives values around 1e9; Triton's maintainers: not supported yet).  A GPU computes
 # these in float32 and rounds the result to bfloat16 (round to nearest even); CPU mode makes the
 # interpreter do the same.  Reductions (tl.sum / tl.max over bfloat16) are left as they are.
+# A launch of many programs in the interpreter can run for minutes: it says how far it is.
+PROGRESS_MIN_PROGRAMS = 4096
+PROGRESS_SECONDS = 60.0
+
 _BF16_BINARY = frozenset({"add", "subtract", "multiply", "divide", "fmod", "minimum", "maximum", "fmin", "fmax",
                           "less", "less_equal", "greater", "greater_equal", "equal", "not_equal"})
 _BF16_UNARY = frozenset({"negative", "exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil"})
@@ -115,7 +122,8 @@ def _patch_interpreter(module, state) -> None:
     handle, tl = getattr(module, "TensorHandle", None), getattr(module, "tl", None)
     if builder is None or handle is None or tl is None or "interpreter" in state:
         return
-    orig = {name: builder.__dict__[name] for name in ("binary_op", "unary_op", "create_fma", "create_dot")}
+    orig = {name: builder.__dict__[name] for name in ("binary_op", "unary_op", "create_fma", "create_dot",
+                                                      "set_grid_dim", "set_grid_idx")}
     state["interpreter"] = (builder, orig)
 
     def bf16(h) -> bool:
@@ -146,8 +154,24 @@ def _patch_interpreter(module, state) -> None:
         a, b = ((handle(_bf16_to_f32(h.data), tl.float32) if bf16(h) else h) for h in (a, b))
         return orig["create_dot"](self, a, b, d, input_precision, max_num_imprecise_acc)
 
+    def set_grid_dim(self, nx, ny, nz):
+        n = nx * ny * nz
+        self._tc_progress = [n, 0, time.monotonic(), time.monotonic()] if n >= PROGRESS_MIN_PROGRAMS else None
+        return orig["set_grid_dim"](self, nx, ny, nz)
+
+    def set_grid_idx(self, x, y, z):
+        p = getattr(self, "_tc_progress", None)
+        if p is not None:
+            p[1] += 1
+            now = time.monotonic()
+            if now - p[3] >= PROGRESS_SECONDS:
+                p[3] = now
+                print(f"tilecraft CPU mode: Triton's interpreter runs a launch's programs one at a time: "
+                      f"{p[1]:,} of {p[0]:,} after {now - p[2]:.0f} s", file=sys.stderr, flush=True)
+        return orig["set_grid_idx"](self, x, y, z)
+
     for name, fn in (("binary_op", binary_op), ("unary_op", unary_op), ("create_fma", create_fma),
-                     ("create_dot", create_dot)):
+                     ("create_dot", create_dot), ("set_grid_dim", set_grid_dim), ("set_grid_idx", set_grid_idx)):
         setattr(builder, name, fn)
 
 
