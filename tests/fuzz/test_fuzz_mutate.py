@@ -69,3 +69,35 @@ def test_a_refusal_counts_only_at_the_mutated_line():
     assert classify_error(TilecraftError("bad"), m, here)[0] == "refused elsewhere"   # no line at all
     assert classify_error(ValueError("oops"), m, here)[0] == "internal"
     assert set(FAILURES) >= {"refused elsewhere", "wrong", "internal", "over 30 s", "crash"}
+
+
+@pytest.mark.cxx
+@pytest.mark.parametrize("seed,index", [(17, 110), (18, 42)])
+def test_a_loop_count_read_from_an_integer_tensor_is_valid_so_its_mutant_reads_a_float(seed, index, tmp_path):
+    """Seeds 17 and 18 (session 14) mutated a T.unroll / T.serial count into an element of an int32
+    tensor and expected a refusal; such a data-dependent count is valid (as TileLang's block-sparse
+    loops are) and ran.  The mutation now reads a float (element * 0.5), which is refused at its line."""
+    import torch
+    import tilecraft
+    import tilecraft.language as T
+
+    p = MutantProgram(seed, index, str(tmp_path))
+    assert p.mutant.expect == "refuse" and p.mutant.text.rstrip().endswith("* 0.5):"), p.mutant.text
+    report = run_mutants(seed, [index], str(tmp_path / "run"), jobs=1, cuda=False)
+    assert not report.failures and report.totals()["refused at line"] == 1, report.table()
+
+    @T.prim_func
+    def counted(C: T.Tensor((1,), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            acc = T.alloc_fragment((64,), "float32")
+            T.fill(acc, 0.0)
+            for t in T.serial(C[0]):
+                for i in T.Parallel(64):
+                    acc[i] = acc[i] + T.cast(t + 1, "float32")
+            T.copy(acc, Y[0])
+
+    k = tilecraft.compile(counted, target="cpu")
+    for n in (0, 1, 5):
+        y = torch.zeros(64)
+        k(torch.tensor([n], dtype=torch.int32), y)
+        assert torch.equal(y, torch.full((64,), float(n * (n + 1) // 2))), (n, y[:4])

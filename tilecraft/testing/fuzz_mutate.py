@@ -6,7 +6,8 @@ Mutant i of seed S takes program i of seed S (fuzz_gen), renders it, and rewrite
 kernel with one of `MUTATIONS` (picked from its own random stream `mutate:S:i`, so `--only i`
 reproduces it alone).  A mutation says what it expects:
 
-- ``refuse``: the mutated program is invalid (a negative, float or tensor-read extent, an index or
+- ``refuse``: the mutated program is invalid (a negative or float extent, a tensor-read grid or
+  T.Parallel extent (a T.serial count read from an integer tensor is valid), an index or
   atomic past a buffer's end, mismatched gemm shapes, a bitwise operator on a float, an integer
   division by a constant zero, an oversize or empty tile, a dtype that does not exist, a reduce
   over a dim the buffer lacks, ...): it must be refused with a TilecraftError whose span names the
@@ -108,6 +109,12 @@ class Kernel:
         name, (shape, _) = next(iter(self.params.items()))
         return f"{name}[{', '.join('0' for _ in shape)}]"
 
+    def float_tensor_read(self) -> str:
+        """A float read of the first tensor parameter: the element itself if the tensor holds floats,
+        else the element times 0.5 (an integer element is a valid data-dependent T.serial count)."""
+        read = self.tensor_read()
+        return read if "float" in next(iter(self.params.values()))[1] else f"{read} * 0.5"
+
     def in_parallel(self, i: int) -> bool:
         """Line i sits inside a T.Parallel loop."""
         ind = len(self.lines[i]) - len(self.lines[i].lstrip())
@@ -178,7 +185,9 @@ def m_threads_invalid(k, rng):
 def m_loop_extent(k, rng):
     out = []
     for i, m in k.matches(_LOOP):
-        bad = rng.choice(("-2", "2.5", k.tensor_read(), f"{m.group(4)} // 0"))
+        # a serial / unroll / pipelined count read from an integer tensor is valid (a data-dependent
+        # trip count, as TileLang's block-sparse kernels loop): a float one is refused
+        bad = rng.choice(("-2", "2.5", k.float_tensor_read(), f"{m.group(4)} // 0"))
         out.append(Mutant(f"T.{m.group(3)} extent {bad}", i, _sub(m, 4, bad), "refuse"))
     return out
 
