@@ -58,6 +58,10 @@ def mistake(kind, threads=128):
                 Y[bx, 0] = X[1 // 0, 0]  # err:python-div-zero
             elif kind == "floordiv-zero":
                 Y[bx, 0] = X[T.floordiv(bx, 0), 0]  # err:floordiv-zero
+            elif kind == "float-constant-overflow":
+                Y[bx, 0] = X[bx, 0] + 10**400  # err:float-constant-overflow
+            elif kind == "int-constant-overflow":
+                Y[bx, 0] = X[bx + 2**70, 0]  # err:int-constant-overflow
             elif kind == "shift-float":
                 for i, j in T.Parallel(64, 64):
                     Y[i, j] = X[i, j] << 1  # err:shift-float
@@ -116,6 +120,9 @@ CASES = {
     "mod-zero": [r"integer division by zero", r"bx % 0"],
     "python-div-zero": [r"division by zero", r"1 // 0"],
     "floordiv-zero": [r"T\.floordiv\(bx, 0\)", r"division by zero"],
+    # a Python int no dtype holds (OverflowError out of ir/expr.py before)
+    "float-constant-overflow": [r"the constant 1000000000\.\.\.000000 \(401 digits\) is too large for float32"],
+    "int-constant-overflow": [r"the constant 1180591620717411303424 does not fit in 64 bits"],
     "shift-float": [r"operator << takes integers", r"X\[i, j\] is float32"],
     "xor-float": [r"operator \^ takes integers", r"float32"],
     "invert-float": [r"operator ~ takes integers", r"float32"],

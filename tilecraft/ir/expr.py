@@ -253,12 +253,25 @@ def const(value, dtype: DType | str | None = None, span: Span | None = None) -> 
             dtype = dt.float32
     dtype = dt.dtype(dtype)
     if dtype.is_float:
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:   # a Python int past every float (10**400): no dtype holds it
+            from ..errors import TilecraftError  # lazy: errors imports the ir package
+            raise TilecraftError(f"the constant {_short(value)} is too large for {dtype} (or any float type)",
+                                 span) from None
     elif dtype.is_bool:
         value = bool(value)
     else:
         value = int(value)
+        if not -2**63 <= value < 2**64:   # past int64 / uint64: no C literal holds it
+            from ..errors import TilecraftError
+            raise TilecraftError(f"the constant {_short(value)} does not fit in 64 bits ({dtype})", span)
     return Const(value, dtype, span=span)
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
 
 
 def is_const(e, value=None) -> bool:
