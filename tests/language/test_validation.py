@@ -62,6 +62,11 @@ def mistake(kind, threads=128):
                 Y[bx, 0] = X[bx, 0] + 10**400  # err:float-constant-overflow
             elif kind == "int-constant-overflow":
                 Y[bx, 0] = X[bx + 2**70, 0]  # err:int-constant-overflow
+            elif kind == "python-call-raises":
+                Y[bx, 0] = X[int("x"), 0]  # err:python-call-raises
+            elif kind == "serial-annotations":
+                for k in T.serial(4, annotations=5):  # err:serial-annotations
+                    Y[k, 0] = X[k, 0]
             elif kind == "shift-float":
                 for i, j in T.Parallel(64, 64):
                     Y[i, j] = X[i, j] << 1  # err:shift-float
@@ -123,6 +128,9 @@ CASES = {
     # a Python int no dtype holds (OverflowError out of ir/expr.py before)
     "float-constant-overflow": [r"the constant 1000000000\.\.\.000000 \(401 digits\) is too large for float32"],
     "int-constant-overflow": [r"the constant 1180591620717411303424 does not fit in 64 bits"],
+    # the program's own Python failing while the kernel is parsed (a raw ValueError before)
+    "python-call-raises": [r"int\('x'\) raised ValueError: invalid literal for int\(\)"],
+    "serial-annotations": [r"T\.serial: annotations must be a dict, got 5"],
     "shift-float": [r"operator << takes integers", r"X\[i, j\] is float32"],
     "xor-float": [r"operator \^ takes integers", r"float32"],
     "invert-float": [r"operator ~ takes integers", r"float32"],

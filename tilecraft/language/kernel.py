@@ -231,6 +231,7 @@ def _range(kind, start, stop, step):
 
 
 def serial(start, stop=None, step=1, annotations=None):
+    _loop_annotations("T.serial", annotations)
     return _range("serial", start, stop, step)
 
 

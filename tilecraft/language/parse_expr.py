@@ -281,6 +281,11 @@ class ExprMixin:
             raise e.with_span(self.span(node)) from None
         except TypeError as e:
             raise self.error(node, f"bad call {ast.unparse(node.func)}(...): {e}") from None
+        except Exception as e:
+            if (getattr(func, "__module__", None) or "").startswith("tilecraft"):
+                raise   # the language's own functions raise TilecraftErrors; anything else is a compiler bug
+            # the program's own Python (a helper, a builtin) failed while the kernel was being parsed
+            raise self.error(node, f"{ast.unparse(node)} raised {type(e).__name__}: {e}") from e
 
     def expr_Slice(self, node):
         raise self.error(node, "a slice is only valid as a buffer index")
