@@ -121,9 +121,11 @@ def fastest_torch(candidates, flush="clean"):
     return name, fn
 
 
-def case(rows, kernel, size, build, ref, tol, bytes_=None, flops=None, ref_name="torch", flush="clean"):
+def case(rows, kernel, size, build, ref, tol, bytes_=None, flops=None, ref_name="torch", flush="clean",
+         peak_scale=1.0):
     """Build ours (build() -> (run, out)); ref() -> (the torch run to time, an accurate fp32 output
-    to check against); check, then time both."""
+    to check against); check, then time both.  `peak_scale`: the kernel's tensor-core peak over the
+    fp16/bf16 one the "% ceil" column divides by (fp8: 2, the datasheets' dense fp8 rate)."""
     r = row(kernel, size, ref_name=ref_name, note="dirty-L2 flush" if flush == "dirty" else "")
     rows.append(r)
     try:
@@ -152,7 +154,7 @@ def case(rows, kernel, size, build, ref, tol, bytes_=None, flops=None, ref_name=
         elif flops:
             r["achieved"], r["unit"] = flops / r["ours_ms"] / scale, f"{prefix}FLOP/s"
             if STATE["peak_tflops"]:
-                r["pct"] = 100 * r["achieved"] / STATE["peak_tflops"]
+                r["pct"] = 100 * r["achieved"] / (STATE["peak_tflops"] * peak_scale)
     except Exception as e:  # noqa: BLE001 - a failing kernel is a row, not the end of the run
         msg = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         r["check"] = f"ERROR {type(e).__name__}: {msg}"
