@@ -15,8 +15,6 @@ def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
     """Return (constant, {atom: coefficient}) or None when `e` is not linear in its atoms.
     `exact_division`: `a // d` (floor division by a positive constant) whose every coefficient of
     `a` is a multiple of d is linear too: (d*L + c) // d == L + c // d for any integer L."""
-    if exact_division:
-        return _linear_dividing(e)
     if isinstance(e, int):
         return e, {}
     if isinstance(e, Const):
@@ -24,7 +22,7 @@ def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
     if not isinstance(e, Expr) or e.dtype.is_float:
         return None
     if isinstance(e, Binary) and e.op in ("+", "-"):
-        a, b = linear(e.a), linear(e.b)
+        a, b = linear(e.a, exact_division), linear(e.b, exact_division)
         if a is None or b is None:
             return None
         sign = 1 if e.op == "+" else -1
@@ -33,7 +31,7 @@ def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
             terms[k] = terms.get(k, 0) + sign * v
         return a[0] + sign * b[0], {k: v for k, v in terms.items() if v != 0}
     if isinstance(e, Binary) and e.op == "*":
-        a, b = linear(e.a), linear(e.b)
+        a, b = linear(e.a, exact_division), linear(e.b, exact_division)
         if a is None or b is None:
             return None
         if not b[1]:
@@ -42,44 +40,19 @@ def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
             c = a[0]
             return c * b[0], {k: c * v for k, v in b[1].items() if c * v != 0}
         return 0, {e: 1}
-    if isinstance(e, Unary) and e.op == "neg":
-        a = linear(e.a)
-        return None if a is None else (-a[0], {k: -v for k, v in a[1].items()})
-    if isinstance(e, Cast) and e.value.dtype.is_int:
-        return linear(e.value)
-    return 0, {e: 1}
-
-
-def _linear_dividing(e):
-    if isinstance(e, Binary) and e.op == "//" and isinstance(e.b, Const) and not e.b.dtype.is_float \
-            and int(e.b.value) > 0:
+    if exact_division and isinstance(e, Binary) and e.op == "//" and isinstance(e.b, Const) \
+            and not e.b.dtype.is_float and int(e.b.value) > 0:
         d = int(e.b.value)
-        a = _linear_dividing(e.a)
+        a = linear(e.a, True)
         if a is not None and all(v % d == 0 for v in a[1].values()):
             return a[0] // d, {k: v // d for k, v in a[1].items()}
         return 0, {e: 1}
-    if isinstance(e, Binary) and e.op in ("+", "-", "*"):
-        a, b = _linear_dividing(e.a), _linear_dividing(e.b)
-        if a is None or b is None:
-            return None
-        if e.op == "*":
-            if not b[1]:
-                a, b = b, a
-            if not a[1]:
-                c = a[0]
-                return c * b[0], {k: c * v for k, v in b[1].items() if c * v != 0}
-            return 0, {e: 1}
-        sign = 1 if e.op == "+" else -1
-        terms = dict(a[1])
-        for k, v in b[1].items():
-            terms[k] = terms.get(k, 0) + sign * v
-        return a[0] + sign * b[0], {k: v for k, v in terms.items() if v != 0}
     if isinstance(e, Unary) and e.op == "neg":
-        a = _linear_dividing(e.a)
+        a = linear(e.a, exact_division)
         return None if a is None else (-a[0], {k: -v for k, v in a[1].items()})
-    if isinstance(e, Cast) and isinstance(e.value, Expr) and e.value.dtype.is_int:
-        return _linear_dividing(e.value)
-    return linear(e)
+    if isinstance(e, Cast) and e.value.dtype.is_int:
+        return linear(e.value, exact_division)
+    return 0, {e: 1}
 
 
 def static_difference(a, b, exact_division: bool = False) -> int | None:
