@@ -41,6 +41,12 @@ def mistake(kind, threads=128):
             elif kind == "pipelined-float-element":
                 for k in T.Pipelined(X[0, 0]):  # err:pipelined-float-element
                     Y[k, 0] = X[k, 0]
+            elif kind == "reduce-clear-string":
+                T.copy(X, F)
+                T.reduce_sum(F, R, dim=1, clear="no")  # err:reduce-clear-string
+            elif kind == "gemm-transpose-none":
+                S = T.alloc_shared((64, 64), "float16")
+                T.gemm(S, S, F, transpose_B=None)  # err:gemm-transpose-none
             elif kind == "pipelined-negative":
                 for k in T.Pipelined(4, 2):  # err:pipelined-negative
                     Y[k, 0] = X[k, 0]
@@ -139,6 +145,8 @@ CASES = {
     "macro-recursion": [r"T\.macro forever calls itself", r"base case"],
     "cpu-huge-tile": [r"on-chip tiles", r"CPU target", r"4096 GiB"],
     "symbolic-parallel-fragment": [r"not a compile-time constant", r"fragment buffer R", r"no defined owner"],
+    "reduce-clear-string": [r"clear must be True or False", r"'no' \(str\)"],
+    "gemm-transpose-none": [r"transpose_B must be True or False", r"None \(NoneType\)"],
 }
 
 

@@ -184,6 +184,17 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     b.emit(gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum))
 
 
+def _flag(value, name: str, op_name: str) -> bool:
+    """A tile op's on/off option as a Python bool: True/False, 0/1 or a numpy bool.  Anything else
+    (a string such as 'no', None, 2.0) is an error, not Python's truthiness: `clear='no'` would
+    otherwise mean clear=True."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise error(f"{op_name}: {name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
 def gemm_stmt(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="T.gemm", note="",
               wgmma_requested=False):
     """The statement of `op_name(A, B, C, ...)` (T.gemm's, T.wgmma_gemm's with its plan `note`):
@@ -216,7 +227,8 @@ def gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="
     pol = policy.value if isinstance(policy, GemmWarpPolicy) else str(policy)
     if pol not in ("Square", "FullRow", "FullCol"):
         raise error(f"{op_name}: unknown policy {policy!r}; use T.GemmWarpPolicy.Square/FullRow/FullCol")
-    op = Gemm(a, bb, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum), span=b.span)
+    op = Gemm(a, bb, c, _flag(transpose_A, "transpose_A", op_name), _flag(transpose_B, "transpose_B", op_name),
+              pol, _flag(clear_accum, "clear_accum", op_name), span=b.span)
     a2 = a.squeezed_shape() if len(a.squeezed_shape()) == 2 else a.extents
     b2 = bb.squeezed_shape() if len(bb.squeezed_shape()) == 2 else bb.extents
     c2 = c.squeezed_shape() if len(c.squeezed_shape()) == 2 else c.extents
@@ -272,6 +284,7 @@ def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotation
     if kind.startswith("bit") and not (src.dtype.is_int and dst.dtype.is_int):
         raise error(f"T.reduce_{kind}: a bitwise reduction takes integer tiles, got {src.name} ({src.dtype}) -> "
                     f"{dst.name} ({dst.dtype})")
+    clear = _flag(clear, "clear", f"T.reduce_{kind}")
     nd = src.ndim
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise error(f"T.reduce_{kind}: dim must be a Python int (the dimension of {src.name} to reduce), got "
