@@ -47,6 +47,12 @@ def mistake(kind, threads=128):
             elif kind == "gemm-transpose-none":
                 S = T.alloc_shared((64, 64), "float16")
                 T.gemm(S, S, F, transpose_B=None)  # err:gemm-transpose-none
+            elif kind == "shift-negative":
+                for j in T.Parallel(64):
+                    I[j] = I[j] << -1  # err:shift-negative
+            elif kind == "shift-too-far":
+                for j in T.Parallel(64):
+                    I[j] = I[j] >> 32  # err:shift-too-far
             elif kind == "pipelined-negative":
                 for k in T.Pipelined(4, 2):  # err:pipelined-negative
                     Y[k, 0] = X[k, 0]
@@ -145,6 +151,8 @@ CASES = {
     "macro-recursion": [r"T\.macro forever calls itself", r"base case"],
     "cpu-huge-tile": [r"on-chip tiles", r"CPU target", r"4096 GiB"],
     "symbolic-parallel-fragment": [r"not a compile-time constant", r"fragment buffer R", r"no defined owner"],
+    "shift-negative": [r"a shift by -1 of a int32 value is undefined"],
+    "shift-too-far": [r"a shift by 32 of a int32 value is undefined"],
     "reduce-clear-string": [r"clear must be True or False", r"'no' \(str\)"],
     "gemm-transpose-none": [r"transpose_B must be True or False", r"None \(NoneType\)"],
 }

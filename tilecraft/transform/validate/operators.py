@@ -1,8 +1,8 @@
-"""Operators a dtype does not have, and integer division by a constant zero.
+"""Operators a dtype does not have, integer division by a constant zero, constant shifts out of range.
 
 `x << 1` or `t ^ 1` on a float, `~x` on a float: C++ has no such operator (the C++ compiler would
 report it in generated code); `a // 0` and `a % 0` on integers trap on the CPU target and are
-undefined on the GPU.  A gemm multiplies numbers: a bool operand or accumulator has no meaning.
+undefined on the GPU; `i << -1` or `i >> 32` on an int32 is undefined in C++ and CUDA alike.  A gemm multiplies numbers: a bool operand or accumulator has no meaning.
 """
 from __future__ import annotations
 
@@ -23,6 +23,13 @@ class _Operators(Walker):
                 e.span or self.span,
                 hint="bit operations on a float's bits: T.reinterpret(x, 'int32') first; a power of two: "
                      "multiply (x * 2.0)")
+        width = max(e.a.dtype.bits, 32)  # narrower integers are promoted to int before a shift
+        if e.op in ("<<", ">>") and e.a.dtype.is_int and isinstance(e.b, Const) and \
+                not 0 <= int(e.b.value) < width:
+            raise TilecraftError(
+                f"`{to_text(e)}`: a shift by {int(e.b.value)} of a {e.a.dtype} value is undefined (C++ and CUDA "
+                f"shift by 0 to {width - 1} bits only)", e.span or self.span,
+                hint=f"cast the value to a wider type first (T.Cast('int64', x)) or shift the other way")
         if e.op in ("//", "%") and e.dtype.is_int and isinstance(e.b, Const) and e.b.value == 0:
             raise TilecraftError(f"integer division by zero: `{to_text(e)}`", e.span or self.span)
         self.generic(e)
