@@ -8,6 +8,7 @@
 #   scripts/gpu_check.sh --quick         # arguments go to benchmarks/bench.py (--quick, --only gemm)
 #   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch   (default: the whole GPU tier, ~5.5 min on an H200)
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
+#   PYTEST_K="fp8 or int64"              # a pytest -k selection within TESTS (scripts/gpu_fp8_check.sh uses it)
 #   FUZZ=10000 [FUZZ_SEED=1]             # also the differential fuzzer on every CUDA path (table in $OUT)
 #   COMPAT=1 [COMPAT_JOBS=8]             # also TileLang's corpus (cp -r ../shared/tilelang-examples compat_corpus;
 #                                        #   run with carry=["compat_corpus"]); table + logs tarball in $OUT
@@ -50,7 +51,7 @@ test_rc=skipped
 if [ -z "${SKIP_TESTS:-}" ]; then
   echo "=== tests: $TESTS ==="
   # shellcheck disable=SC2086  # TESTS is a list of paths
-  timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest $TESTS -q -rs -p no:cacheprovider 2>&1 \
+  timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest $TESTS ${PYTEST_K:+-k "$PYTEST_K"} -q -rs -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu_tests.log"
   test_rc=${PIPESTATUS[0]}
 fi
