@@ -8,6 +8,7 @@
 #   scripts/gpu_check.sh --quick         # arguments go to benchmarks/bench.py (--quick, --only gemm)
 #   TESTS="tests/gpu/test_cuda_launch.py" scripts/gpu_check.sh --only launch   (default: the whole GPU tier, ~5.5 min on an H200)
 #   SKIP_TESTS=1 / SKIP_BENCH=1          # run only one half
+#   SHARDS=8                             # the test files over 8 pytest processes at once (one log each)
 #   PYTEST_K="fp8 or int64"              # a pytest -k selection within TESTS (scripts/gpu_fp8_check.sh uses it)
 #   FUZZ=10000 [FUZZ_SEED=1]             # also the differential fuzzer on every CUDA path (table in $OUT)
 #   COMPAT=1 [COMPAT_JOBS=8]             # also TileLang's corpus (cp -r ../shared/tilelang-examples compat_corpus;
@@ -50,10 +51,37 @@ command -v nvcc >/dev/null && nvcc --version | tail -n 2
 test_rc=skipped
 if [ -z "${SKIP_TESTS:-}" ]; then
   echo "=== tests: $TESTS ==="
-  # shellcheck disable=SC2086  # TESTS is a list of paths
-  timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest $TESTS ${PYTEST_K:+-k "$PYTEST_K"} -q -rs -p no:cacheprovider 2>&1 \
-    | tee "$OUT/gpu_tests.log"
-  test_rc=${PIPESTATUS[0]}
+  if [ -n "${SHARDS:-}" ]; then  # SHARDS=N: the test files dealt round-robin to N pytest processes at once
+    # shellcheck disable=SC2086
+    mapfile -t files < <(find $TESTS -name 'test_*.py' | sort)
+    pids=()
+    for ((s = 0; s < SHARDS; s++)); do
+      mine=(); for ((i = s; i < ${#files[@]}; i += SHARDS)); do mine+=("${files[i]}"); done
+      [ ${#mine[@]} -gt 0 ] || continue
+      timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest "${mine[@]}" ${PYTEST_K:+-k "$PYTEST_K"} -q -rs \
+        -p no:cacheprovider > "$OUT/gpu_tests.shard$s.log" 2>&1 &
+      pids+=($!)
+    done
+    test_rc=0
+    for p in "${pids[@]}"; do wait "$p" || test_rc=$?; done
+    cat "$OUT"/gpu_tests.shard*.log > "$OUT/gpu_tests.log"
+    "$PY" - "$OUT"/gpu_tests.shard*.log <<'PYEOF' | tee -a "$OUT/gpu_tests.log"
+import re, sys
+tot = {}
+for f in sys.argv[1:]:
+    last = [l for l in open(f, errors="replace") if re.search(r"\d+ (passed|failed|error|skipped)", l)]
+    for n, k in re.findall(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)", last[-1] if last else ""):
+        tot[k] = tot.get(k, 0) + int(n)
+    if not last:
+        print(f"{f}: no summary line (cut short?)")
+print("all shards: " + ", ".join(f"{v} {k}" for k, v in tot.items()))
+PYEOF
+  else
+    # shellcheck disable=SC2086  # TESTS is a list of paths
+    timeout -k 10 "${TEST_TIMEOUT:-1800}" "$PY" -m pytest $TESTS ${PYTEST_K:+-k "$PYTEST_K"} -q -rs -p no:cacheprovider 2>&1 \
+      | tee "$OUT/gpu_tests.log"
+    test_rc=${PIPESTATUS[0]}
+  fi
 fi
 
 bench_rc=skipped
