@@ -47,8 +47,11 @@ def test_exp_family_within_one_ulp(build, device, name):
     # the float64 value rounded to float is within 1/2 ulp of it; ours within 1 ulp of that rounding
     ulp = torch.nextafter(ref[fin].float().abs(), torch.tensor(float("inf"))) - ref[fin].float().abs()
     err = (y[fin].double() - ref[fin]).abs() / ulp.double().clamp_min(2.0 ** -149)
-    # sigmoid is 1 / (1 + exp(-x)): two more roundings (and 0 once exp(-x) overflows, below -88.7)
-    assert err.max().item() <= (2.0 if name == "sigmoid" else 1.0), (name, x[fin][err.argmax()].item(), err.max().item())
+    # sigmoid is 1 / (1 + exp(-x)): two more roundings (and 0 once exp(-x) overflows, below -88.7).
+    # The CPU target's exp family is within 1 ulp; CUDA's expf / exp2f / exp10f are documented at 2 ulp
+    # (CUDA C++ Programming Guide, mathematical functions: single precision), measured 1.55-1.78 on an H200.
+    bound = (1.0 if device == "cpu" else 2.0) + (1.0 if name == "sigmoid" else 0.0)
+    assert err.max().item() <= bound, (name, x[fin][err.argmax()].item(), err.max().item())
     over = ~fin & ~torch.isnan(ref)
     assert torch.equal(y[over], ref[over].float())      # +-inf and the overflows
     nan = torch.tensor([float("nan")] * 8)

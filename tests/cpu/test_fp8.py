@@ -152,5 +152,11 @@ def test_fp8_gemm_matches_torch_upcast(build, device, fp8, out_dtype):
         got, want = c.float(), ref.float().to(td).float()
         # one rounding to fp8 of a float32 sum: at most one fp8 ulp apart
         assert ((got - want).abs() <= want.abs() * 2 ** -(3 if fp8.endswith("fn") else 2) + 1e-3).all()
-    else:
+    elif device == "cpu":
         torch.testing.assert_close(c, ref.float(), rtol=1e-5, atol=1e-4)
+    else:
+        # Hopper's fp8 MMA keeps about 13 mantissa bits when it adds a k32 step's products into the
+        # accumulator (cuBLAS's unpromoted fp8 GEMM alike): per step at most 2^-13 of the running sum's
+        # magnitude, bounded by sum_k |a||b|.  Measured on an H200: 0.023 at K = 192 (2^-12.3 of it).
+        mag = a.double().abs() @ b.double().abs().T
+        assert ((c.double() - ref).abs() <= (192 // 32) * 2.0 ** -13 * mag + 1e-4).all()
