@@ -1,7 +1,7 @@
 """Thread-block clusters (language/cluster.py) on every target (conftest.py): `T.ClusterKernel`,
 `T.block_rank_in_cluster` and `T.alloc_cluster_barrier` with local arrivals compute what torch says on
-the CPU target; sm_90a compiles them with `__cluster_dims__`; sm_80 refuses clusters at the line;
-what needs a cluster's blocks to run together (a remote arrival) is refused at the line."""
+the CPU target; sm_90a compiles them with `__cluster_dims__`; sm_80 refuses clusters at the line.
+Remote arrivals (a cluster's blocks running together): tests/cpu/test_cluster_remote.py."""
 from __future__ import annotations
 
 import pytest
@@ -63,14 +63,11 @@ def _bad(kind):
         with T.ClusterKernel(3 if kind == "ragged" else 4, threads=128,
                              cluster_dims=16 if kind == "big" else 2) as bx:
             bar = T.alloc_cluster_barrier([1])
-            if kind == "remote":
-                T.mbarrier_arrive(bar, 0)
     return f
 
 
 @pytest.mark.parametrize("kind,match", [("ragged", "grid dimension 0 has 3 blocks, not a multiple"),
-                                        ("big", "a cluster of 16 blocks"),
-                                        ("remote", "remote arrival")])
+                                        ("big", "a cluster of 16 blocks")])
 def test_bad_clusters_are_errors_at_the_line(kind, match):
     with pytest.raises(TilecraftError, match=match) as e:
         _bad(kind)

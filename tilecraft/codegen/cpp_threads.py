@@ -8,6 +8,11 @@ prints as the CPU printer prints expressions and types (codegen/cpp.py), with:
 - each `T.Kernel` an OpenMP loop over its blocks, as on the tile path; a block runs the kernel body
   as a lambda once per thread, each thread a fiber (device/include/tilecraft_cpu_threads.h, its
   stack sized from the thread's register arrays), its shared memory one buffer per OpenMP thread;
+- a `T.ClusterKernel` whose blocks arrive on each other's mbarriers (remote arrivals, lowered to
+  `MbarArriveCluster` and `ClusterSync`) an OpenMP loop over its clusters instead: one pool of
+  fibers runs every thread of the cluster's blocks together (each fiber its block's rank, indices
+  and shared memory, the blocks' shared memories side by side at a fixed stride, so a remote
+  arrival is the same offset in block `cta`'s); any other cluster kernel runs block by block;
 - barriers (`__syncthreads`, a `T.ws` branch's named barrier, `T.sync_threads(id, n)`), warp
   exchanges (shuffles, warp reductions, `__syncwarp`) and mbarrier waits as calls that switch
   fibers; each names its site (file:line and source) for the deadlock report;
@@ -56,6 +61,7 @@ class CppThreadsPrinter(CppPrinter):
         self.span = None            # the innermost statement being printed with a span
         self.group_barrier = None   # inside a T.ws branch: its named barrier (id, threads)
         self.lane_barriers: dict = {}
+        self.cluster = None         # a kernel run a cluster at a time: (blocks, smem stride in bytes)
 
     # ---- where each wait is, for the deadlock report ----------------------------------------------
     def stmt(self, s):
@@ -155,7 +161,7 @@ class CppThreadsPrinter(CppPrinter):
         pass
 
     def visit_Kernel(self, k: Kernel):
-        outer = self.kernel
+        outer = self.kernel, self.cluster
         self.kernel = k
         for v in (*k.block_vars, *k.thread_vars):
             self.nonneg.add(v)
@@ -164,19 +170,26 @@ class CppThreadsPrinter(CppPrinter):
         stack = _STACK_BASE + 2 * regs
         smem = int(self.func.lowering.smem_bytes)
         d = self.doc
+        blocks = _cluster_size(k) if _communicates(k) else 1
+        self.cluster = (blocks, -(-smem // 128) * 128) if blocks > 1 else None
         self.open_block_team(k)
         # memory that cannot be had stops the kernel with what it was for (tc::simt::fail), not the process
-        d.line(f"tc::simt::Block* tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")
-        d.line(f"if (tc_block == nullptr) tc::simt::fail({_c_string(_stack_failure(k, stack, allocs))});")
-        d.line(f"tc::Storage tc_smem_store({smem} + 128, nullptr);")
-        d.line(f"if (tc_smem_store.p == nullptr) tc::simt::fail({_c_string(_smem_failure(smem, allocs))});")
-        d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.p + 127) & ~(uintptr_t)127);")
-        self.open_block_loop()
-        d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
-        names = self.block_indices(k)
+        if self.cluster is None:
+            d.line(f"tc::simt::Block* tc_block = tc::simt::block({k.num_threads}, {stack});  // one fiber per CUDA thread")
+            d.line(f"if (tc_block == nullptr) tc::simt::fail({_c_string(_stack_failure(k, stack, allocs))});")
+            d.line(f"tc::Storage tc_smem_store({smem} + 128, nullptr);")
+            d.line(f"if (tc_smem_store.p == nullptr) tc::simt::fail({_c_string(_smem_failure(smem, allocs))});")
+            d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.p + 127) & ~(uintptr_t)127);")
+            self.open_block_loop()
+            d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
+            names = self.block_indices(k)
+        else:
+            names = self.open_cluster_loop(k, stack, allocs)
         d.line("auto tc_thread = [&]() {")
         d.indent()
         d.line("const int tc_tid = tc::simt::tid();")
+        if self.cluster is not None:
+            self.cluster_block(k)
         tx, ty, _ = (tuple(k.threads) + (1, 1))[:3]
         decomp = [f"tc_tid % {tx}", f"tc_tid / {tx} % {ty}", f"tc_tid / {tx * ty}"]
         for v, ex in zip(k.thread_vars, decomp):
@@ -195,7 +208,56 @@ class CppThreadsPrinter(CppPrinter):
         d.line("}")
         d.dedent()
         d.line("}")
-        self.kernel = outer
+        self.kernel, self.cluster = outer
+
+    # ---- a cluster at a time (its blocks arrive on each other's mbarriers) ------------------------
+    def open_cluster_loop(self, k: Kernel, stack: int, allocs) -> list:
+        """The team's pool of the cluster's blocks' fibers, their shared memories `stride` bytes apart,
+        and the loop over the grid's clusters; the text of the cluster's first block's indices."""
+        blocks, stride = self.cluster
+        d = self.doc
+        dims = (tuple(k.cluster) + (1, 1, 1))[:3]
+        d.line(f"// a cluster of {blocks} blocks {dims} at a time: its blocks arrive on each other's mbarriers")
+        d.line(f"tc::simt::Block* tc_block = tc::simt::block({k.num_threads}, {stack}, {blocks});"
+               f"  // one fiber per CUDA thread of each block")
+        d.line(f"if (tc_block == nullptr) tc::simt::fail({_c_string(_stack_failure(k, stack, allocs, blocks))});")
+        d.line(f"tc::Storage tc_smem_store({blocks} * {stride} + 128, nullptr);")
+        d.line(f"if (tc_smem_store.p == nullptr) tc::simt::fail({_c_string(_smem_failure(stride, allocs, blocks))});")
+        d.line("unsigned char* tc_cluster_smem = (unsigned char*)(((uintptr_t)tc_smem_store.p + 127) & ~(uintptr_t)127);")
+        d.line("#pragma omp for schedule(dynamic, 1)")
+        d.line(f"for (int64_t tc_b = 0; tc_b < tc_nblocks / {blocks}; ++tc_b) {{")
+        d.indent()
+        d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
+        cx, cy, cz = dims
+        d.line(f"const int64_t tc_cgx = tc_gx / {cx}, tc_cgy = tc_gy / {cy};")
+        d.line(f"const int tc_cx = (int)(tc_b % tc_cgx) * {cx}, tc_cy = (int)((tc_b / tc_cgx) % tc_cgy) * {cy}, "
+               f"tc_cz = (int)(tc_b / (tc_cgx * tc_cgy)) * {cz};  // the cluster's first block")
+        return ["tc_cx", "tc_cy", "tc_cz"][:len(k.block_vars)]
+
+    def cluster_block(self, k: Kernel) -> None:
+        """Inside a fiber: its block's rank, shared memory and indices (rank x % cx + cx * (y % cy + ...),
+        language/cluster.py)."""
+        blocks, stride = self.cluster
+        cx, cy, _ = (tuple(k.cluster) + (1, 1, 1))[:3]
+        d = self.doc
+        d.line("const int tc_cta = tc::simt::cta();  // this block's rank in the cluster")
+        d.line(f"unsigned char* const tc_smem = tc_cluster_smem + (size_t)tc_cta * {stride};")
+        offs = [f"tc_cta % {cx}", f"tc_cta / {cx} % {cy}", f"tc_cta / {cx * cy}"]
+        for v, base, off in zip(k.block_vars, ["tc_cx", "tc_cy", "tc_cz"], offs):
+            d.line(f"const int {self.name(v)} = {base} + {off}; (void){self.name(v)};")
+
+
+def _communicates(k: Kernel) -> bool:
+    """Does the kernel's cluster communicate across blocks (remote arrivals, lowered)?"""
+    return bool(k.cluster) and bool(collect(k.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(
+        n.intrinsic, (I.MbarArriveCluster, I.ClusterSync))))
+
+
+def _cluster_size(k: Kernel) -> int:
+    size = 1
+    for c in k.cluster:
+        size *= c
+    return size
 
 
 def _tiles(bufs) -> str:
@@ -207,18 +269,27 @@ def _tiles(bufs) -> str:
     return ", ".join(one(b) for b in big[:3]) + (f" and {len(big) - 3} more" if len(big) > 3 else "")
 
 
-def _stack_failure(k: Kernel, stack: int, allocs) -> str:
-    """What a block whose fibers' stacks cannot be mapped reports: the threads, the bytes, the arrays."""
+def _stack_failure(k: Kernel, stack: int, allocs, blocks: int = 1) -> str:
+    """What a block (or a cluster's pool of blocks) whose fibers' stacks cannot be mapped reports: the
+    threads, the bytes, the arrays."""
     regs = [b for b in allocs if b.scope != "shared"]
     what = f": each thread's arrays take {sum(b.nbytes for b in regs)} bytes, the largest {_tiles(regs)}" if regs else ""
+    if blocks > 1:
+        n = blocks * k.num_threads
+        return (f"out of memory: could not allocate the stacks of the {n} threads of a cluster of {blocks} blocks "
+                f"({blocks} x {k.num_threads} threads, run together: they arrive on each other's mbarriers; "
+                f"{n} x {stack} bytes){what}")
     return (f"out of memory: could not allocate the stacks of the block's {k.num_threads} threads "
             f"({k.num_threads} x {stack} bytes){what}")
 
 
-def _smem_failure(smem: int, allocs) -> str:
-    """What a block whose shared memory cannot be allocated reports: the bytes and the tiles."""
+def _smem_failure(smem: int, allocs, blocks: int = 1) -> str:
+    """What a block (or a cluster) whose shared memory cannot be allocated reports: the bytes and the tiles."""
     shared = [b for b in allocs if b.scope == "shared"]
     what = f": the shared tiles {_tiles(shared)}" if shared else ""
+    if blocks > 1:
+        return (f"out of memory: could not allocate the shared memory of a cluster of {blocks} blocks "
+                f"({blocks} x {smem} bytes){what}")
     return f"out of memory: could not allocate the block's {smem} bytes of shared memory{what}"
 
 
@@ -276,6 +347,24 @@ def _sync_warp(p, call):
 def _named_barrier(p, call):
     r = call.intrinsic
     return f"tc::simt::barrier({r.barrier_id}, {r.threads}, {p.site()})"
+
+
+@I.register_emitter(I.MbarArriveCluster, TARGET)
+def _mbar_arrive_cluster(p, call):
+    bar, cta = _args(p, call)
+    if p.cluster is None:
+        raise TilecraftError("internal: a remote mbarrier arrival outside a kernel run a cluster at a time", p.span)
+    blocks, stride = p.cluster
+    sp = p.span
+    at = f"{sp.short()}: " if sp is not None else ""
+    bad = (f"{at}T.mbarrier_arrive(bar, cta_id): cta_id is outside 0..{blocks - 1}, the ranks of the blocks of "
+           f"the cluster (T.ClusterKernel cluster_dims={tuple(p.kernel.cluster)})")
+    return f"tc::mbar_arrive_cluster({bar}, (int)({cta}), {stride}, {_c_string(bad)})"
+
+
+@I.register_emitter(I.ClusterSync, TARGET)
+def _cluster_sync(p, call):
+    return f"tc::simt::cluster_sync({p.site()})"
 
 
 @I.register_emitter(I.MbarWaitParity, TARGET)

@@ -15,6 +15,9 @@ for CUDA).  Their meaning, which every target keeps:
   arrivals of the current phase reach the expected count the phase completes (and the next starts).
   The writes a thread made before its arrival are visible to threads that then see the phase
   complete (release / acquire).
+- `BarrierArrive(ref, cta)`: the same arrival on the mbarrier `ref` of block `cta` of the thread's
+  cluster (a remote arrival): the block's writes before it, to its own shared memory or global
+  memory, are visible to the threads of block `cta` that see the phase complete.
 - `BarrierWait(ref, parity)`: the thread waits until the phase with parity `parity` has completed,
   i.e. until the mbarrier's current phase parity differs from `parity` (PTX
   mbarrier.try_wait.parity): a fresh mbarrier (phase 0 running) lets a wait on parity 1 through
@@ -83,8 +86,12 @@ class BarrierInit(TileOp):
 
 @dataclass(frozen=True, eq=False)
 class BarrierArrive(TileOp):
-    """Each thread that runs this arrives once on the mbarrier `barrier` (a Ref of one word)."""
+    """Each thread that runs this arrives once on the mbarrier `barrier` (a Ref of one word).  With
+    `cta` (a remote arrival, `T.mbarrier_arrive(bar, cta_id)` in a `T.ClusterKernel`): on the mbarrier
+    at the same shared-memory offset in block `cta` of this block's cluster (its rank,
+    `T.block_rank_in_cluster`), release at cluster scope (PTX mapa + mbarrier.arrive.release.cluster)."""
     barrier: Ref
+    cta: Expr | None = None
 
 
 @dataclass(frozen=True, eq=False)

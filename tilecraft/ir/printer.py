@@ -195,7 +195,10 @@ class Printer(_Dispatch):
         self.emit(f"T.barrier_init({s.buffer.name}, arrive_counts={list(s.counts)})")
 
     def visit_BarrierArrive(self, s):
-        self.emit(f"T.barrier_arrive({self.expr(s.barrier)})")
+        if s.cta is not None:
+            self.emit(f"T.mbarrier_arrive({self.expr(s.barrier)}, {self.expr(s.cta)})")
+        else:
+            self.emit(f"T.barrier_arrive({self.expr(s.barrier)})")
 
     def visit_MmaCommitArrive(self, s):
         self.emit(f"T.tcgen05_mma_arrive({self.expr(s.barrier)})")

@@ -8,10 +8,12 @@ every target: from the block indices, with no intrinsic.
 
 What a block does only with its own shared memory and mbarriers means the same with or without the
 cluster, so the CPU target runs such a kernel's blocks one by one, as any kernel.  Arriving on another
-block's mbarrier (`T.mbarrier_arrive(bar, cta_id)`) and the 2-CTA MMA need the blocks of a cluster to
-run together: both are refused, at the user's line, until the CPU target co-schedules a cluster's
-blocks.  CUDA sm_90+ launches the kernel with `__cluster_dims__` (codegen/cuda.py; compile-checked, not
-yet run on a GPU); sm_80 has no clusters and refuses it (transform/validate/arch.py).
+block's mbarrier (`T.mbarrier_arrive(bar, cta_id)`, language/hopper.py) needs the blocks of a cluster to
+run together: the CPU target then runs the kernel a cluster at a time, all its blocks' threads in one
+pool (transform/cpu_threads.py, codegen/cpp_threads.py), and CUDA arrives through mapa +
+mbarrier.arrive.release.cluster.  The 2-CTA MMA is refused at the user's line.  CUDA sm_90+ launches
+the kernel with `__cluster_dims__` (codegen/cuda.py; compile-checked, not yet run on a GPU); sm_80
+has no clusters and refuses it (transform/validate/arch.py).
 """
 from __future__ import annotations
 

@@ -77,15 +77,36 @@ def barrier_wait(barrier_id, parity=None):
 
 
 def mbarrier_arrive(mbarrier, cta_id=None):
-    """`T.mbarrier_arrive(bars[i])`: the same as T.barrier_arrive.  `cta_id`: arrive on that block of the
-    cluster's mbarrier instead (language/cluster.py), not supported yet."""
+    """`T.mbarrier_arrive(bars[i])`: the same as T.barrier_arrive.  `T.mbarrier_arrive(bars[i], cta_id)`:
+    each thread that runs it arrives on the mbarrier at the same shared-memory offset in block `cta_id`
+    (its rank, T.block_rank_in_cluster) of this block's cluster -- a remote arrival (TileLang: PTX
+    mapa.shared::cluster + mbarrier.arrive.release.cluster).  Outside a T.ClusterKernel a block is a
+    cluster of one: cta_id 0 is its own mbarrier."""
     b = require_kernel("T.mbarrier_arrive")
-    if cta_id is not None:
-        raise error("T.mbarrier_arrive(bar, cta_id): an arrival on another block's mbarrier of the cluster (a "
-                    "remote arrival) is not supported by tilecraft yet: the CPU target runs a cluster's blocks "
-                    "one after another",
-                    hint="arrive on this block's own mbarrier: T.mbarrier_arrive(bar)")
-    b.emit(BarrierArrive(_barrier_ref("T.mbarrier_arrive", mbarrier), span=b.span))
+    ref = _barrier_ref("T.mbarrier_arrive", mbarrier)
+    if cta_id is None:
+        b.emit(BarrierArrive(ref, span=b.span))
+        return
+    dims = b.kernel.spec.cluster or (1, 1, 1)
+    size = dims[0] * dims[1] * dims[2]
+    if isinstance(cta_id, bool) or not isinstance(cta_id, (int, Expr)):
+        raise error(f"T.mbarrier_arrive(bar, cta_id): cta_id must be an int or an integer expression (a block's "
+                    f"rank in the cluster), got {cta_id!r}")
+    if isinstance(cta_id, int) and not 0 <= cta_id < size:
+        what = (f"the cluster's blocks are ranked 0..{size - 1} (T.ClusterKernel cluster_dims={dims})" if size > 1
+                else "outside a T.ClusterKernel a block is a cluster of one: its rank is 0")
+        raise error(f"T.mbarrier_arrive(bar, cta_id={cta_id}): no block of rank {cta_id} in this cluster; {what}")
+    cta = as_expr(cta_id, dt.int32)
+    if not cta.dtype.is_int:
+        raise error(f"T.mbarrier_arrive(bar, cta_id): cta_id must be an integer, got a {cta.dtype} expression")
+    if size == 1:
+        if isinstance(cta_id, int):   # rank 0 of a cluster of one: this block's own mbarrier
+            b.emit(BarrierArrive(ref, span=b.span))
+            return
+        raise error("T.mbarrier_arrive(bar, cta_id): an arrival on another block's mbarrier needs a thread-block "
+                    "cluster; this kernel is not a T.ClusterKernel, so every block is a cluster of one",
+                    hint="with T.ClusterKernel(..., cluster_dims=2): the blocks whose mbarriers are arrived on")
+    b.emit(BarrierArrive(ref, cta, span=b.span))
 
 
 def cp_async_barrier_noinc(barrier_id):

@@ -15,7 +15,13 @@ and codegen/cpp_threads.py prints it as C++ whose blocks run one fiber per CUDA 
 (device/include/tilecraft_cpu_threads.h).  Every other program keeps the tile path and its code.
 
 The fibers of a block interleave only where a thread waits (barriers, warp exchanges, mbarriers,
-spin loops), one thread at a time otherwise: one valid CUDA schedule.  Code that relies on the lanes
+spin loops), one thread at a time otherwise: one valid CUDA schedule.
+
+A `T.ClusterKernel` whose blocks arrive on each other's mbarriers (`T.mbarrier_arrive(bar, cta_id)`)
+needs a cluster's blocks to run at the same time, as the GPU co-schedules them: in this mode such a
+kernel runs a whole cluster as one pool of fibers -- every thread of each of its blocks, each block
+with its own shared memory, barriers and warps -- so a wait in one block ends on another's arrival
+(codegen/cpp_threads.py).  Code that relies on the lanes
 of a warp running in lockstep between such points (implicit warp-synchronous code, undefined since
 Volta but what a converged warp does) can compute something else here.  The one pattern the CUDA
 lowering itself emits -- the threads holding copies of a fragment row each doing `shared[i] += x` in
@@ -27,6 +33,8 @@ from __future__ import annotations
 from ..ir import Kernel, collect
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
+from ..ir.hopper import BarrierArrive
+from ..ir.node import where
 from .warp_groups.concurrent_waits import needs_concurrent_warp_groups
 from .cuda_pipeline import CUDA_PIPELINE
 
@@ -41,6 +49,9 @@ def needs_threads(func: PrimFunc, ctx) -> str | None:
     for c in collect(func.body, lambda n: isinstance(n, I.IntrinsicCall)):
         if c.intrinsic.thread_level:
             return f"{c.intrinsic.describe()}: lanes of a warp exchange values"
+    remote = collect(func.body, lambda n: isinstance(n, BarrierArrive) and n.cta is not None)
+    if remote:
+        return f"{where(remote[0].span)}: T.mbarrier_arrive(bar, cta_id): the blocks of a cluster arrive on each other's mbarriers"
     from .lower_manual_sync_cpu import lower_manual_sync_cpu
     from .lower_tile_ops_cpu import thread_level_use
     tile_path = lower_manual_sync_cpu(func, ctx)

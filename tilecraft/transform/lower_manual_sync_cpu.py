@@ -14,6 +14,9 @@ its whole tile, in program order:
   (cpu_threads.py); the check stays for what that analysis leaves here (a simulation over its
   budget): the kernel fails with an error naming the wait's file:line (codegen/cpp_manual_sync.py)
   instead of hanging or computing something else;
+- an arrival on another block's mbarrier (`BarrierArrive` with `cta`, a cluster's remote arrival)
+  is refused at its line: such programs run in the thread-level mode (cpu_threads.py), which runs a
+  cluster's blocks together; this path is reached only when pass_configs turn that mode off;
 - a tcgen05 commit (`MmaCommitArrive`, ir/blackwell.py) is one arrival, whoever runs it: the gemms
   before it have completed when it runs;
 - `T.tma_copy` is its copy: the tile holds the data when the statement ends, and the transaction's
@@ -115,6 +118,13 @@ class _Lower(Mutator):
                      for i, c in enumerate(s.counts)])
 
     def visit_BarrierArrive(self, s: BarrierArrive):
+        if s.cta is not None:   # transform/cpu_threads.py sends these to the thread-level mode unless it is off
+            from ..errors import TilecraftError
+            raise TilecraftError(
+                "T.mbarrier_arrive(bar, cta_id): an arrival on another block's mbarrier of the cluster needs the "
+                "cluster's blocks to run together, which the CPU target does in its thread-level mode only; "
+                "pass_configs turn that mode off (tc.cpu_threads False)", s.span,
+                hint="leave tc.cpu_threads unset: such a program then runs with its cluster's threads emulated")
         n = self.lanes if self.lanes is not None else group_threads(self.groups, self.block_threads)
         return I.evaluate(I.CpuMbarArrive(), self.visit(s.barrier), const(n), span=s.span)
 

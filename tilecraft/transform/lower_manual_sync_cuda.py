@@ -11,6 +11,11 @@ automatic pipelining and warp specialization leave it as written.
 - `BarrierArrive`: each thread running it arrives once (`tc::mbar_arrive`, release).  On sm_90a a
   fence.proxy.async comes first: a consumer may read the shared memory this thread wrote with
   wgmma (the async proxy), which generic-proxy writes reach only through that fence.
+- `BarrierArrive` with `cta` (a remote arrival, T.ClusterKernel only): `tc::mbar_arrive_cluster`
+  (mapa + mbarrier.arrive.release.cluster).  A kernel with such arrivals also has a cluster barrier
+  (`tc::cluster_sync`) after each mbarrier set-up -- no block arrives on another's mbarrier before
+  it is initialised -- and one at its end -- no block exits (its shared memory gone) while another
+  may still arrive on its mbarriers.
 - `BarrierWait`: `tc::mbar_wait_parity` (acquire).
 - `TmaCopy` (`T.tma_copy`): a generic lowering, not a TMA load: the copy spread over the threads
   that run it (as T.copy), then a barrier of those threads (the branch's named barrier, or the
@@ -51,6 +56,7 @@ class _Lower(Mutator):
         self.target = target
         self.sm90a = target.has("wgmma")
         self.block_threads = 0
+        self.remote = False   # the kernel has remote arrivals (T.mbarrier_arrive(bar, cta_id))
 
     def visit_Kernel(self, k: Kernel):
         from ..ir import collect
@@ -58,7 +64,10 @@ class _Lower(Mutator):
         self.kernel = k
         self.tids = thread_aliases(k)
         self.branches = 0
+        self.remote = bool(collect(k.body, lambda n: isinstance(n, BarrierArrive) and n.cta is not None))
         body = Mutator.generic(self, k).body
+        if self.remote:   # no block leaves while another may still arrive on its mbarriers
+            body = seq(body, I.evaluate(I.ClusterSync(), span=k.span))
         if self.sm90a:
             check_register_file(body, self.block_threads)
         if not self.branches and not collect(k.body, lambda n: isinstance(n, _CONSTRUCTS)):
@@ -85,10 +94,16 @@ class _Lower(Mutator):
         from ..ir import Ref
         inits = [I.evaluate(I.MbarInit(), Ref(s.buffer, (const(i),)), const(c), span=s.span)
                  for i, c in enumerate(s.counts)]
-        return seq(If(binary("==", thread_index(), 0), seq(*inits), span=s.span), Sync(span=s.span))
+        init = seq(If(binary("==", thread_index(), 0), seq(*inits), span=s.span), Sync(span=s.span))
+        if self.remote:   # every block's mbarriers are set up before any block arrives on another's
+            return seq(init, I.evaluate(I.ClusterSync(), span=s.span))
+        return init
 
     def visit_BarrierArrive(self, s: BarrierArrive):
-        arrive = I.evaluate(I.MbarArrive(), s.barrier, span=s.span)
+        if s.cta is not None:
+            arrive = I.evaluate(I.MbarArriveCluster(), s.barrier, s.cta, span=s.span)
+        else:
+            arrive = I.evaluate(I.MbarArrive(), s.barrier, span=s.span)
         if self.sm90a:
             return seq(I.evaluate(I.FenceProxyAsyncShared(), span=s.span), arrive)
         return arrive

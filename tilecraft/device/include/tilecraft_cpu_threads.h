@@ -10,6 +10,12 @@
 // thread order, every fiber whose wait is over.  When no live fiber can go on, the block is
 // deadlocked: the kernel stops with a message naming each wait (what, which threads, the line),
 // never a hang.  Included after tilecraft_cpu.h (its types, math, atomics, asserts).
+//
+// A thread-block cluster whose blocks arrive on each other's mbarriers (T.mbarrier_arrive(bar,
+// cta_id)) runs as one pool: `ctas` blocks of `per` fibers each, fiber t being thread t % per of
+// the cluster's block t / per (its rank).  Each block keeps its own barriers, warps and thread
+// count; a wait in one block ends on another's arrival because one scheduler runs them all, and a
+// deadlock is one of the whole cluster.  A pool of one block is the ordinary case.
 #pragma once
 #include <sys/mman.h>
 
@@ -83,12 +89,16 @@ struct Warp {
 struct Block;
 static thread_local Block* g_block = nullptr;
 
+static constexpr int NAMED_BARRIERS = 16;   // per block (bar.sync ids 0..15)
+
 struct Block {
   int n = 0, live = 0, cur = 0;
+  int ctas = 1, per = 0, wpc = 0;   // blocks in the pool, threads per block, warps per block
   void* sched_sp = nullptr;
   Fiber* f = nullptr;
   Warp* warps = nullptr;
-  Barrier bars[16];
+  Barrier* bars = nullptr;          // NAMED_BARRIERS per block, then the cluster's barrier
+  int* lives = nullptr;             // live threads per block
   char* stacks = nullptr;
   size_t stack_bytes = 0, mapped = 0;
   void (*fn)(void*) = nullptr;
@@ -100,10 +110,13 @@ struct Block {
   uint64_t events = 0;
   void event() { if (f[cur].spin == nullptr) ++events; }
 
-  Block(int threads, size_t stack) : n(threads) {
+  Block(int threads, size_t stack, int blocks = 1) : n(threads * blocks), ctas(blocks), per(threads) {
     stack_bytes = (stack + 4095) & ~(size_t)4095;
+    wpc = (per + 31) / 32;
     f = new Fiber[n];
-    warps = new Warp[(n + 31) / 32];
+    warps = new Warp[wpc * ctas];
+    bars = new Barrier[NAMED_BARRIERS * ctas + 1];
+    lives = new int[ctas];
     mapped = (stack_bytes + 4096) * (size_t)n;
     void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     stacks = m == MAP_FAILED ? nullptr : (char*)m;
@@ -114,6 +127,8 @@ struct Block {
     if (stacks) munmap(stacks, mapped);
     delete[] f;
     delete[] warps;
+    delete[] bars;
+    delete[] lives;
   }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
@@ -137,10 +152,14 @@ struct Block {
   int run(void (*body)(void*), void* arg) {
     if (!stacks) { error = "could not map the fibers' stacks"; return -2; }
     fn = body; ctx = arg; assert_where = nullptr; error.clear();
-    for (auto& b : bars) b = Barrier{0, 0};
-    for (int w = 0; w < (n + 31) / 32; ++w) {
-      warps[w].arrived = 0; warps[w].gen = 0;
-      warps[w].size = n - 32 * w < 32 ? n - 32 * w : 32;
+    for (int i = 0; i <= NAMED_BARRIERS * ctas; ++i) bars[i] = Barrier{0, 0};
+    for (int c = 0; c < ctas; ++c) {
+      lives[c] = per;
+      for (int w = 0; w < wpc; ++w) {
+        Warp& x = warps[c * wpc + w];
+        x.arrived = 0; x.gen = 0;
+        x.size = per - 32 * w < 32 ? per - 32 * w : 32;
+      }
     }
     for (int t = 0; t < n; ++t) {
       // tops staggered by a few cache lines: equal offsets within a page would put every fiber's
@@ -205,13 +224,23 @@ struct Block {
     tc_simt_switch(&x.sp, sched_sp);
   }
 
-  // a fiber's end: __syncthreads no longer waits for it
+  // the running fiber's block (its rank in the pool's cluster), its thread index, warp and barriers
+  int cta() const { return cur / per; }
+  Warp& warp() { return warps[cta() * wpc + cur % per / 32]; }
+  Barrier* block_bars(int c) { return bars + NAMED_BARRIERS * c; }
+  Barrier& cluster_bar() { return bars[NAMED_BARRIERS * ctas]; }
+
+  // a fiber's end: __syncthreads (and a cluster barrier) no longer waits for it
   void exited() {
+    const int c = cta();
     --live;
+    --lives[c];
     ++events;
     f[cur].spin = nullptr;
-    Barrier& b = bars[0];
-    if (b.arrived > 0 && b.arrived >= live) { b.arrived = 0; ++b.gen; }
+    Barrier& b = block_bars(c)[0];
+    if (b.arrived > 0 && b.arrived >= lives[c]) { b.arrived = 0; ++b.gen; }
+    Barrier& cb = cluster_bar();
+    if (cb.arrived > 0 && cb.arrived >= live) { cb.arrived = 0; ++cb.gen; }
   }
 };
 
@@ -230,39 +259,49 @@ inline void Block::entry() {
 }
 
 inline void Block::describe_deadlock() {
-  std::string out = "deadlock: every live thread of the block waits, and no wait can end:";
+  std::string out = ctas == 1 ? "deadlock: every live thread of the block waits, and no wait can end:"
+                               : "deadlock: every live thread of the cluster's blocks waits, and no wait can end:";
   // a fiber in a spin loop whose wait inside it is over is spinning too
   for (int i = 0; i < n; ++i)
     if (f[i].wait != DONE && f[i].wait != POLL && f[i].spin != nullptr && ready(f[i])) {
       f[i].wait = POLL; f[i].site = f[i].spin; f[i].obj = nullptr; f[i].value = 0;
     }
-  int t = 0;
+  int t = 0, shown = -1;
   while (t < n) {
     const Fiber& x = f[t];
     if (x.wait == DONE) { ++t; continue; }
     int u = t + 1;
-    while (u < n && f[u].wait == x.wait && f[u].obj == x.obj && f[u].site == x.site && f[u].value == x.value &&
-           f[u].spin == x.spin) ++u;
+    while (u < n && u / per == t / per && f[u].wait == x.wait && f[u].obj == x.obj && f[u].site == x.site &&
+           f[u].value == x.value && f[u].spin == x.spin) ++u;
     char buf[512];
+    if (ctas > 1 && t / per != shown) {  // thread numbers are within their block: say which block
+      shown = t / per;
+      std::snprintf(buf, sizeof buf, "\n  in the cluster's block of rank %d:", shown);
+      out += buf;
+    }
+    const int c = t / per, t0 = t % per, t1 = (u - 1) % per;
     const char* where = x.site ? x.site : "?";
     if (x.wait == POLL) {
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d spin in the while loop at %s, and for %.0f s no thread did "
-                    "anything but spin or wait", t, u - 1, where, SPIN_SECONDS);
-    } else if (x.wait == BARRIER && x.bar_id == 0) {
+                    "anything but spin or wait", t0, t1, where, SPIN_SECONDS);
+    } else if (x.wait == BARRIER && x.bar_id == 0 && x.obj != &cluster_bar()) {
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at the block barrier (__syncthreads) at %s: %d of the %d "
-                    "live threads arrived", t, u - 1, where, bars[0].arrived, live);
-    } else if (x.wait == BARRIER) {
+                    "live threads arrived", t0, t1, where, block_bars(c)[0].arrived, lives[c]);
+    } else if (x.wait == BARRIER && x.obj != &cluster_bar()) {
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at named barrier %d (%d threads) at %s: %d arrived",
-                    t, u - 1, x.bar_id, x.bar_count, where, ((const Barrier*)x.obj)->arrived);
+                    t0, t1, x.bar_id, x.bar_count, where, ((const Barrier*)x.obj)->arrived);
     } else if (x.wait == WARP) {
       const Warp* w = (const Warp*)x.obj;
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d (warp %d) wait for the rest of their warp at %s (a shuffle, warp "
-                    "reduction or __syncwarp needs all %d lanes): %d lanes arrived", t, u - 1, (int)(w - warps),
+                    "reduction or __syncwarp needs all %d lanes): %d lanes arrived", t0, t1, (int)(w - warps) % wpc,
                     where, w->size, w->arrived);
+    } else if (x.wait == BARRIER) {
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at the cluster barrier at %s: %d of the cluster's %d "
+                    "live threads arrived", t0, t1, where, cluster_bar().arrived, live);
     } else {
       const uint64_t word = *(const uint64_t*)x.obj;
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait on an mbarrier for its phase of parity %d at %s: "
-                    "%llu phases completed, the running one has %llu of %llu arrivals", t, u - 1,
+                    "%llu phases completed, the running one has %llu of %llu arrivals", t0, t1,
                     (int)x.value, where, (unsigned long long)(word >> 40),
                     (unsigned long long)((word >> 20) & 0xFFFFF), (unsigned long long)(word & 0xFFFFF));
     }
@@ -276,18 +315,20 @@ inline void Block::describe_deadlock() {
   error = out;
 }
 
-inline int tid() { return g_block->cur; }
+inline int tid() { return g_block->cur % g_block->per; }
+inline int cta() { return g_block->cta(); }
 
-// this OS thread's block of `threads` fibers with stacks of at least `stack` bytes, kept between
+// this OS thread's block of `threads` fibers (a cluster's `blocks` blocks of `threads` fibers each)
+// with stacks of at least `stack` bytes, kept between
 // kernel calls (mapping and guarding the stacks again would cost more than a small kernel does);
 // nullptr when the memory for it cannot be had (the caller reports it: codegen/cpp_threads.py) --
 // never an exception out of the OpenMP region, which would end the process
-inline Block* block(int threads, size_t stack) {
+inline Block* block(int threads, size_t stack, int blocks = 1) {
   static thread_local Block* cached = nullptr;
-  if (cached == nullptr || cached->n != threads || cached->stack_bytes < stack) {
+  if (cached == nullptr || cached->per != threads || cached->ctas != blocks || cached->stack_bytes < stack) {
     delete cached;
     try {
-      cached = new Block(threads, stack);
+      cached = new Block(threads, stack, blocks);
     } catch (const std::bad_alloc&) {
       cached = nullptr;
     }
@@ -302,19 +343,26 @@ inline Block* block(int threads, size_t stack) {
 // ---- barriers -------------------------------------------------------------------------------------
 inline void barrier(int id, int count, const char* site) {  // count 0: every live thread (__syncthreads)
   Block& b = *g_block;
-  Barrier& br = b.bars[id];
-  const int expect = count ? count : b.live;
+  Barrier& br = b.block_bars(b.cta())[id];
+  const int expect = count ? count : b.lives[b.cta()];
   if (++br.arrived >= expect) { br.arrived = 0; ++br.gen; b.event(); return; }
   b.block_on(BARRIER, &br, br.gen, site, id, count);
 }
 inline void sync_threads(const char* site) { barrier(0, 0, site); }
+// every live thread of every block of the pool's cluster (tc::cluster_sync on the GPU)
+inline void cluster_sync(const char* site) {
+  Block& b = *g_block;
+  Barrier& br = b.cluster_bar();
+  if (++br.arrived >= b.live) { br.arrived = 0; ++br.gen; b.event(); return; }
+  b.block_on(BARRIER, &br, br.gen, site, 0, 0);
+}
 
 // every lane of this thread's warp deposits `bits`; returns the warp's deposits once all arrived
 inline const uint64_t* warp_exchange(uint64_t bits, const char* site) {
   Block& b = *g_block;
-  Warp& w = b.warps[b.cur / 32];
+  Warp& w = b.warp();
   const int par = (int)(w.gen & 1);
-  w.slot[par][b.cur % 32] = bits;
+  w.slot[par][b.cur % b.per % 32] = bits;
   if (++w.arrived == w.size) { w.arrived = 0; ++w.gen; b.event(); }
   else b.block_on(WARP, &w, w.gen, site);
   return w.slot[par];
@@ -338,7 +386,7 @@ template <class T> inline T from_bits(uint64_t u) { T v; std::memcpy(&v, &u, siz
 // `src(lane)`: the lane whose value this lane receives (its own where the shuffle leaves the group)
 template <class T, class Src> inline T shuffle(T v, const char* site, Src src) {
   const uint64_t* all = warp_exchange(to_bits(v), site);
-  return from_bits<T>(all[src(g_block->cur % 32)]);
+  return from_bits<T>(all[src(tid() % 32)]);
 }
 template <class T> inline T shfl_xor(T v, int mask, int width, const char* site) {
   return shuffle(v, site, [&](int l) { int s = l ^ mask; return s < (l / width + 1) * width ? s : l; });
@@ -357,7 +405,7 @@ template <class T> inline T shfl_idx(T v, int src, int width, const char* site) 
 // v = op(v, lane ^ mask's v), in the GPU's order, so the results are the GPU's
 template <class Op, int... Masks, class T> inline T shfl_xor_reduce(T v, const char* site) {
   const uint64_t* all = warp_exchange(to_bits(v), site);
-  const int size = g_block->warps[g_block->cur / 32].size;
+  const int size = g_block->warp().size;
   T vals[32], next[32];
   for (int l = 0; l < size; ++l) vals[l] = from_bits<T>(all[l]);
   const Op op;
@@ -365,7 +413,7 @@ template <class Op, int... Masks, class T> inline T shfl_xor_reduce(T v, const c
     for (int l = 0; l < size; ++l) next[l] = (l ^ m) < size ? (T)op(vals[l], vals[l ^ m]) : vals[l];
     for (int l = 0; l < size; ++l) vals[l] = next[l];
   }
-  return vals[g_block->cur % 32];
+  return vals[tid() % 32];
 }
 
 // ---- the kernel's failure: the first failing block's (entry's return value, tc_error_text) --------
@@ -393,7 +441,8 @@ inline void record(int rc, const Block& b, int bx, int by, int bz) {
         cpu_assert_record(b.assert_where);
       } else {
         char where[96];
-        std::snprintf(where, sizeof where, "block (%d, %d, %d): ", bx, by, bz);
+        std::snprintf(where, sizeof where, b.ctas == 1 ? "block (%d, %d, %d): " : "the cluster of block (%d, %d, %d): ",
+                      bx, by, bz);
         failure_string() = where + b.error;
       }
       __atomic_store_n(&failure_code(), rc, __ATOMIC_RELAXED);
@@ -413,6 +462,15 @@ inline void mbar_init(uint64_t* bar, int count) { cpu_mbar_init(bar, count); }
 inline void mbar_arrive(uint64_t* bar) {
   cpu_mbar_arrive(bar, 1);
   simt::g_block->event();
+}
+// a remote arrival: on the mbarrier at `bar`'s offset in block `cta` of the pool's cluster, whose
+// shared memories lie `stride` bytes apart (codegen/cpp_threads.py); a rank outside the cluster is
+// the program's error `bad` (file:line and what), raised as a false assertion is
+inline void mbar_arrive_cluster(uint64_t* bar, int cta, long stride, const char* bad) {
+  simt::Block& b = *simt::g_block;
+  if (cta < 0 || cta >= b.ctas) throw AssertFailed{bad};
+  cpu_mbar_arrive((uint64_t*)((char*)bar + (long)(cta - b.cta()) * stride), 1);
+  b.event();
 }
 
 struct SumOp { template <class T> T operator()(T a, T b) const { return a + b; } };

@@ -24,6 +24,29 @@ class MbarArrive(Intrinsic):
 
 
 @dataclass(frozen=True)
+class MbarArriveCluster(Intrinsic):
+    """This thread's arrival on the mbarrier at the same shared-memory offset in block `cta` of its
+    cluster (a remote arrival; PTX mapa.shared::cluster + mbarrier.arrive.release.cluster: its
+    earlier writes are visible to the threads of block `cta` that see the phase complete)."""
+    entry = "tc::mbar_arrive_cluster"
+    family = "mbarrier"
+    operands = (Operand("bar", BARRIER), Operand("cta", VALUE))
+    effects = Effects(arrives=True, barrier="bar", note="one arrival per thread on block `cta`'s mbarrier "
+                                                        "(release, cluster scope)")
+
+
+@dataclass(frozen=True)
+class ClusterSync(Intrinsic):
+    """Every thread of every block of the cluster waits here for all the others (PTX
+    barrier.cluster.arrive.release + barrier.cluster.wait.acquire): after the mbarrier set-up, before
+    any block arrives on another's mbarriers, and before a block exits while the others may still
+    arrive on its own."""
+    entry = "tc::cluster_sync"
+    family = "mbarrier"
+    effects = Effects(note="a barrier of the whole cluster (release / acquire, cluster scope)")
+
+
+@dataclass(frozen=True)
 class CpuMbarArrive(Intrinsic):
     """CPU target: `count` arrivals at once (the threads that run the statement)."""
     entry = "tc::cpu_mbar_arrive"

@@ -66,6 +66,26 @@ TC_DEVICE void mbar_arrive(uint64_t* bar) {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 
+// ---- thread-block clusters (T.ClusterKernel; sm_90+) -------------------------------------------
+// This thread's arrival on the mbarrier at `bar`'s shared-memory offset in block `cta` (its rank,
+// %cluster_ctarank) of this block's cluster: a remote arrival (T.mbarrier_arrive(bar, cta_id)).
+// mapa turns the block's own shared address into that block's shared::cluster address; the arrival
+// releases at cluster scope, so this thread's earlier writes reach the threads of block `cta` that
+// then see the phase complete.  For .shared::cluster the state operand must be the sink `_`.
+TC_DEVICE void mbar_arrive_cluster(uint64_t* bar, int cta) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(detail::mbar_addr(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
+// Every thread of every block of the cluster waits here for all the others (release / acquire at
+// cluster scope): after the mbarriers are set up (no block arrives on another's mbarrier before it
+// is initialised, fence.mbarrier_init in mbar_init) and at a kernel's end (a block's shared memory
+// must outlive the other blocks' arrivals on it).
+TC_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // Fetch the tensor map into the TMA unit's cache ahead of the first load (optional, one thread).
 TC_DEVICE void tma_prefetch(const TmaDesc* desc) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(desc)) : "memory");
