@@ -33,6 +33,7 @@ class HeaderFeature(enum.StrEnum):
     """Optional parts of the device header library a kernel asks for (#define before the include)."""
     FP8 = "TC_FP8"   # the 8-bit float types (common.h)
     RNG = "TC_RNG"   # the Philox generator (random.h)
+    IKET = "TC_IKET"  # the in-kernel trace log (iket.h; runtime/iket.py allocates and reads it)
 
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod,

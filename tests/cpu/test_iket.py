@@ -81,14 +81,6 @@ def test_mark_needs_a_session():
         _program(128, 128)
 
 
-def test_cuda_target_refuses_with_the_users_line(tmp_path):
-    with iket.session(output_dir=tmp_path):
-        prog = _program(128, 128)
-    with pytest.raises(TilecraftError, match="CPU target only") as e:
-        tilecraft.compile(prog, out_idx=-1, target="cuda")
-    assert "test_iket.py" in str(e.value)
-
-
 def test_bad_payload_is_an_error_at_the_line(tmp_path):
     with iket.session(output_dir=tmp_path), pytest.raises(TilecraftError, match="payload must be iket.payload"):
         @T.prim_func

@@ -9,6 +9,8 @@ Returns the source and its launch record (launch.py: grid, block, shared bytes, 
 """
 from __future__ import annotations
 
+import json
+
 from ..errors import TilecraftError
 from ..ir import Annotate, AnnotationKey, Kernel, WarpSpecialize, collect
 from ..ir import expr as E
@@ -284,6 +286,9 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     d.line('#include "tilecraft/tilecraft.h"')
     d.line("")
     paste_imports(d, func)
+    iket = iket_events(k.body)
+    if iket:
+        _iket_meta_info(d, iket)
     params = [f"{p.type_name(b.dtype)}* __restrict__ {p.name(b)}" for b in func.params]
     params += [f"{p.type_name(s.dtype) if symbol_param_kind(s) is ParamKind.INT64 else 'int'} {p.name(s)}" for s in func.symbols]
     tma = func.lowering.tma_descs  # tensor maps, passed by value (device/include/tilecraft/tma.h)
@@ -327,6 +332,8 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     features = set(p.features)
     if rng:
         features.add(HeaderFeature.RNG)
+    if iket:
+        features.add(HeaderFeature.IKET)
     try:
         grid = Grid.of(k.grid, [_grid_expr(g) for g in k.grid])
     except GridError as e:
@@ -336,11 +343,29 @@ def generate_cuda(func: PrimFunc, target, configs=None) -> tuple:
     text = d.text()
     # the optional parts of the header library this kernel uses, read from the IR it printed
     # (8-bit float types: the printer met one; the generator: an RNG intrinsic)
-    defines = "".join(f"#define {f}\n" for f in (HeaderFeature.FP8, HeaderFeature.RNG) if f in features)
+    defines = "".join(f"#define {f}\n" for f in (HeaderFeature.FP8, HeaderFeature.RNG, HeaderFeature.IKET)
+                      if f in features)
     if defines:
         text = text.replace('#include "tilecraft/tilecraft.h"', defines + '#include "tilecraft/tilecraft.h"', 1)
     return text, record
 
+
+
+def iket_events(node) -> dict:
+    """The iket events (language/iket.py) `node` records: name -> event id."""
+    calls = collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.IketEvent))
+    return {c.intrinsic.name: c.intrinsic.event_id for c in calls}
+
+
+def _iket_meta_info(d, events: dict) -> None:
+    """The kernel's event table in the module, as TileLang's instrumented source carries one
+    (`__iket_meta_info`): JSON text the launcher reads back and checks against the trace it writes
+    (runtime/iket.py), so a trace never names events after another session's table."""
+    text = json.dumps({"iket": 1, "events": dict(sorted(events.items(), key=lambda kv: kv[1]))})
+    literal = "".join(c if (c.isascii() and c.isalnum()) or c in " _-:,{}[]." else f"\\{ord(c):03o}"
+                      for c in text.encode().decode("latin-1"))   # each byte of the UTF-8 text
+    d.line(f'__device__ __attribute__((used)) char __iket_meta_info[] = "{literal}";')
+    d.line("")
 
 
 def _wgmma_shapes(k: Kernel) -> list:

@@ -55,10 +55,14 @@ def _device_assert(printer, call):
 
 @I.register_emitter(I.IketEvent, TARGET)
 def _iket_event(printer, call):
-    from ..errors import TilecraftError
-    raise TilecraftError(f"iket.{call.intrinsic.kind.split('_')[0]}({call.intrinsic.name!r}): in-kernel trace events "
-                         f"are recorded on the CPU target only; tilecraft's CUDA target does not instrument kernels "
-                         f"yet: compile with target='cpu' (or run with TILECRAFT_RUN_ON_CPU=1)", call.span)
+    """One row per warp in the launch's trace log (device/include/tilecraft/iket.h), with the
+    lowest active lane's payload: an integer as is, a float through double."""
+    e = call.intrinsic
+    kind = I.IKET_KINDS[e.kind]
+    if not call.args:
+        return f"TL_IKET_EVENT({kind}, {e.event_id})"
+    which = "FLOAT" if e.payload_dtype.startswith(("float", "bfloat")) else "INT"
+    return f"TL_IKET_EVENT_PAYLOAD_{which}({kind}, {e.event_id}, {printer.expr(call.args[0])})"
 
 
 @I.register_emitter(I.WarpVote, TARGET)

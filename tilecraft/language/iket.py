@@ -5,9 +5,11 @@ inside a kernel body `mark(name[, payload=payload(value, dtype)])` records one e
 `with range(name):` (also `with T.Kernel(...) as bx, range(name):`) records its begin and end.
 Each becomes a typed statement (ir/intrinsics/debug.py: IketEvent) carrying the session's event id
 and output directory.  The CPU target logs every event with a monotonic timestamp and its block;
-after each launch the runtime writes the trace (runtime/iket.py: `launches[*].markers` and
-`launches[*].ranges`) into the session's directory, where `trace_files()` finds it.  The CUDA target
-refuses kernels with events (codegen/intrinsics_cuda.py).
+the CUDA target, as TileLang's IKET, once per warp that executes it (its lowest active lane, with
+that lane's payload) with %globaltimer and clock64, into a log the launcher allocates
+(device/include/tilecraft/iket.h).  After each launch the runtime writes the trace (runtime/iket.py:
+`launches[*].markers` and `launches[*].ranges`) into the session's directory, where `trace_files()`
+finds it.
 """
 from __future__ import annotations
 

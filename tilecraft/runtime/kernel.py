@@ -112,12 +112,14 @@ class JITKernel:
                 self._launch.iket.bind(self._launch.lib)
                 traced = True  # the generic call (the fast paths call the entry directly)
         elif artifact.extra.get("parts"):  # several T.Kernels: launched in program order
-            from .cuda_launch import CudaLauncher, SequenceLauncher
-            self._launch = SequenceLauncher([CudaLauncher(a, f, every, self.symbols)
+            from .cuda_launch import SequenceLauncher
+            from .iket import cuda_launcher
+            self._launch = SequenceLauncher([cuda_launcher(a, f, every, self.symbols)
                                              for f, a in artifact.extra["parts"]])
         else:
-            from .cuda_launch import CudaLauncher
-            self._launch = CudaLauncher(artifact, func, every, self.symbols)
+            from .iket import IketCudaLauncher, cuda_launcher
+            self._launch = cuda_launcher(artifact, func, every, self.symbols)
+            traced = isinstance(self._launch, IketCudaLauncher)  # its log is reset and read around each launch
         global _is_compiling
         if _is_compiling is None:
             _is_compiling = _is_compiling_fn()

@@ -18,3 +18,4 @@
 #include "print.h"
 #include "vector.h"
 #include "random.h"
+#include "iket.h"       // in-kernel trace events (only under TC_IKET)
