@@ -136,3 +136,21 @@ def test_other_kernels_keep_the_plain_launcher(tmp_path):
     a = torch.randn(128, device="cuda")
     torch.testing.assert_close(k(a), a + 1.0)
     assert iket.trace_files(tmp_path) == []
+
+
+def test_launches_captured_in_a_cuda_graph_are_left_out(tmp_path):
+    """do_bench(backend="cudagraph") captures the call: that launch cannot be waited for, so it runs
+    as is (warned once) and the trace keeps only the launches made outside the graph, each whole."""
+    from tilecraft.profiler import do_bench
+    with iket.session(output_dir=tmp_path):
+        kernel = tilecraft.compile(_program(), out_idx=-1, target="cuda")
+    a = torch.randn(N, device="cuda")
+    torch.testing.assert_close(kernel(a), a * 2.0 + 1.0)
+    with pytest.warns(RuntimeWarning, match="CUDA graph"):
+        assert do_bench(lambda: kernel(a), warmup=1, rep=2, backend="cudagraph") > 0
+    torch.testing.assert_close(kernel(a), a * 2.0 + 1.0)
+    launches = json.loads(iket.trace_files(tmp_path)[0].read_text())["launches"]
+    assert len(launches) >= 3   # the two calls above and do_bench's warm-up calls outside the capture
+    for launch in launches:
+        assert launch["dropped"] == 0 and len(launch["ranges"]) == 12
+        assert sum(m["active_lanes"] for m in launch["markers"] if m["name"] == "store") == N
