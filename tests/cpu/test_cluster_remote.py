@@ -56,6 +56,48 @@ def test_two_blocks_hand_data_to_each_other(build, device, n_clusters, steps):
     torch.testing.assert_close(w.cpu(), _ping_pong_ref(a.cpu()))
 
 
+@tilelang.jit(out_idx=[2])
+def ring_across_blocks(n_clusters, k_iters, stages=2, bm=32, bn=32):
+    """A producer/consumer ring of `stages` slots between the two blocks of each cluster: block 1 fills
+    slot k % stages of a global ring with (k + 1) * A[k], once block 0 has emptied it (its arrival on
+    block 1's `empty`), and arrives on block 0's `full`; block 0 waits on its `full`, accumulates the
+    slot and arrives on block 1's `empty`.  A slot reused too early or read too soon changes C."""
+    @T.prim_func
+    def main(A: T.Tensor((k_iters, n_clusters * bm, bn), "float32"),
+             R: T.Tensor((n_clusters, stages, bm, bn), "float32"),
+             C: T.Tensor((n_clusters * bm, bn), "float32")):
+        with T.ClusterKernel(2 * n_clusters, threads=64, cluster_dims=2) as bx:
+            full = T.alloc_cluster_barrier([64] * stages)    # block 0's: block 1's 64 threads arrive
+            empty = T.alloc_cluster_barrier([64] * stages)   # block 1's: block 0's 64 threads arrive
+            acc = T.alloc_fragment((bm, bn), "float32")
+            rank = T.block_rank_in_cluster()
+            c = bx // 2
+            T.clear(acc)
+            if rank == 1:
+                for k in T.serial(k_iters):
+                    T.mbarrier_wait_parity(empty[k % stages], ((k // stages) & 1) ^ 1)
+                    for i, j in T.Parallel(bm, bn):
+                        R[c, k % stages, i, j] = A[k, c * bm + i, j] * T.cast(k + 1, "float32")
+                    T.mbarrier_arrive(full[k % stages], 0)
+            else:
+                for k in T.serial(k_iters):
+                    T.mbarrier_wait_parity(full[k % stages], (k // stages) & 1)
+                    for i, j in T.Parallel(bm, bn):
+                        acc[i, j] += R[c, k % stages, i, j]
+                    T.mbarrier_arrive(empty[k % stages], 1)
+                T.copy(acc, C[c * bm, 0])
+    return main
+
+
+@pytest.mark.parametrize("n_clusters,k_iters,stages", [(1, 7, 2), (2, 9, 3)])
+def test_a_ring_of_slots_between_a_producer_and_a_consumer_block(build, device, n_clusters, k_iters, stages):
+    k = build(ring_across_blocks, n_clusters, k_iters, stages)
+    a = torch.randn(k_iters, n_clusters * 32, 32, device=device)
+    ring = torch.zeros(n_clusters, stages, 32, 32, device=device)
+    scale = torch.arange(1, k_iters + 1, dtype=torch.float32).view(k_iters, 1, 1)
+    torch.testing.assert_close(k(a, ring).cpu(), (a.cpu() * scale).sum(0))
+
+
 @tilelang.jit(out_idx=[1])
 def gather_to_leader(cluster, bm=16, bn=32):
     """Every block of a cluster of `cluster` (1-D) writes its tile of A (x rank + 1) to global memory and
