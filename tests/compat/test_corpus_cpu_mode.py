@@ -33,6 +33,7 @@ PROGRAMS = [
     ("gemm_splitk/example_tilelang_gemm_splitk.py", 9.4),
     ("gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py", 9.7),
     ("gemm/example_gemm.py", 10.4),
+    ("gemm_int4/example_tilelang_gemm_int4.py", 10.7),
     ("topk/example_topk.py", 11.1),
     ("dsa_hisa/fp8_block_mean_pooling.py", 13.4),
     ("norm/rms_norm.py", 12.7),

@@ -24,7 +24,15 @@ C_TYPES = {
     "int8": "int8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t", "uint8": "uint8_t",
     "uint16": "uint16_t", "uint32": "unsigned", "uint64": "uint64_t", "bool": "bool",
     "float8_e4m3fn": "tc::fp8_e4m3_t", "float8_e5m2": "tc::fp8_e5m2_t",
+    # an int4 value is held sign-extended in a byte; an int4 buffer is an array of bytes, two
+    # elements each (storage_len, visit_Load / visit_Store: tc::s4_get / tc::s4_set)
+    "int4": "int8_t",
 }
+
+
+def storage_len(b: Buffer) -> int:
+    """Array elements that hold `b` (a static on-chip buffer): its elements, or for int4 its bytes."""
+    return (b.numel + 1) // 2 if b.dtype.packed else b.numel
 
 _C_BINOPS = {"+": "+", "-": "-", "*": "*", "/": "/", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
              "==": "==", "!=": "!=", "and": "&&", "or": "||", "&": "&", "|": "|", "^": "^",
@@ -74,6 +82,15 @@ class CPrinter(_Dispatch):
 
     def buffer_ref(self, buf: Buffer, offset: str) -> str:
         return f"{self.name(buf)}[{offset}]"
+
+    def packed_store(self, buf: Buffer) -> str:
+        """The header function that writes one int4 element of `buf` (its byte holds a neighbour
+        another thread may write at the same time: targets pick an atomic form where it can)."""
+        return "tc::s4_set"
+
+    def packed_address(self, buf: Buffer, indices) -> str:
+        """The byte of `buf` holding the element at `indices` (an even flat index: a whole byte)."""
+        return f"({self.name(buf)} + (({self.offset(buf, indices)}) >> 1))"
 
     def float_literal(self, value: float, d: dt.DType) -> str:
         if value != value:
@@ -208,12 +225,16 @@ class CPrinter(_Dispatch):
             inner = f"(float)({inner})"
         elif dst.is_float and dst.bits < 32 and src.is_float and src.bits < 32:
             inner = f"(float)({inner})"
+        if dst.packed:  # two's complement wrap into 4 bits, as a narrowing integer conversion does
+            return f"tc::to_s4({inner})"
         return f"(({self.type_name(dst)})({inner}))"
 
     def visit_Select(self, e):
         return f"({self.expr(e.cond)} ? {self.expr(e.a)} : {self.expr(e.b)})"
 
     def visit_Load(self, e):
+        if e.buffer.dtype.packed:
+            return f"tc::s4_get({self.name(e.buffer)}, {self.offset(e.buffer, e.indices)})"
         return self.buffer_ref(e.buffer, self.offset(e.buffer, e.indices))
 
     def offset(self, buf: Buffer, indices) -> str:
@@ -252,6 +273,10 @@ class CPrinter(_Dispatch):
             self.stmt(x)
 
     def visit_Store(self, s):
+        if s.buffer.dtype.packed:
+            self.doc.line(f"{self.packed_store(s.buffer)}({self.name(s.buffer)}, {self.offset(s.buffer, s.indices)}, "
+                          f"{self.expr(s.value)});")
+            return
         self.doc.line(f"{self.buffer_ref(s.buffer, self.offset(s.buffer, s.indices))} = {self.expr(s.value)};")
 
     def visit_Let(self, s):

@@ -14,7 +14,7 @@ from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.printer import to_text
-from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
+from .c_printer import CPrinter, paste_imports, storage_len, view_line, viewed_bases
 
 ENTRY = "tc_entry"
 _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap storage
@@ -49,7 +49,13 @@ class CppPrinter(CPrinter):
         return ", ".join(names)
 
     def visit_Ref(self, e):
+        if e.buffer.dtype.packed:
+            return self.packed_address(e.buffer, e.indices)
         return f"&{self.visit_Load(e)}"
+
+    def packed_store(self, buf):
+        # the blocks run on OpenMP threads: a global byte may hold elements of two blocks' tiles
+        return "tc::s4_set_atomic" if buf.scope == "global" else "tc::s4_set"
 
     def visit_Var(self, e):
         if self.kernel is not None and any(e is t for t in self.kernel.thread_vars):
@@ -79,8 +85,9 @@ class CppPrinter(CPrinter):
         # not around random draws: their order is the generator's state
         # nor around assertions: a false one throws out of the loop (tilecraft_cpu.h)
         # nor around trace events: each is a timestamped record, in program order (tilecraft_cpu_iket.h)
+        # nor around stores of int4 elements: neighbouring iterations write the same byte
         ok = (s.kind == "parallel" and _innermost(s) and not _uses_rng(s) and not _may_throw(s)
-              and not uses_iket(s))
+              and not uses_iket(s) and not stores_packed(s))
         return "#pragma omp simd" if ok else None
 
     def visit_Alloc(self, s):
@@ -88,7 +95,7 @@ class CppPrinter(CPrinter):
         if b not in self.hoisted:
             # T.view may read these bytes as a wider type: align for the widest scalar
             align = "alignas(16) " if b in viewed_bases(self.func) else ""
-            self.doc.line(f"{align}{self.type_name(b.dtype)} {self.name(b)}[{b.numel}];")
+            self.doc.line(f"{align}{self.type_name(b.dtype)} {self.name(b)}[{storage_len(b)}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 
@@ -108,7 +115,7 @@ class CppPrinter(CPrinter):
             store = self.name.fresh(f"{self.name(b)}_storage")
             t = self.type_name(b.dtype)
             # an allocation that fails is recorded with this text (tilecraft_cpu.h, tc::Storage)
-            d.line(f"tc::Storage {store}({b.numel} * sizeof({t}), {_c_string(alloc_failure(b))});"
+            d.line(f"tc::Storage {store}({storage_len(b)} * sizeof({t}), {_c_string(alloc_failure(b))});"
                    f"  // zeroed, freed when the thread's loop ends")
             restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             d.line(f"{t}*{restrict} {self.name(b)} = ({t}*){store}.p;")
@@ -207,6 +214,11 @@ def alloc_failure(b, copies: str = "one OpenMP thread's copy") -> str:
 
 def _uses_rng(node) -> bool:
     return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.RNG)))
+
+
+def stores_packed(node) -> bool:
+    from ..ir import Store
+    return bool(collect(node, lambda n: isinstance(n, Store) and n.buffer.dtype.packed))
 
 
 def _innermost(loop) -> bool:

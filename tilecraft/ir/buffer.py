@@ -43,7 +43,7 @@ class Buffer(Node):
 
     @property
     def nbytes(self) -> int:
-        return self.numel * self.dtype.bytes
+        return (self.numel * self.dtype.bits + 7) // 8   # int4: two per byte
 
     @property
     def is_static(self) -> bool:

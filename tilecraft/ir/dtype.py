@@ -94,6 +94,12 @@ class DType(str):
         """A dtype tilecraft can name but not compute with or store on any target yet."""
         return self in STORAGE_ONLY
 
+    @property
+    def packed(self) -> bool:
+        """Narrower than a byte and stored packed (int4: two per byte, the element at an even flat
+        index in the low nibble; TileLang's and the torch int8 tensor's layout)."""
+        return self.bits < 8
+
 
 float16 = DType("float16", "float", 16)
 bfloat16 = DType("bfloat16", "float", 16)
@@ -111,8 +117,9 @@ uint32 = DType("uint32", "uint", 32)
 uint64 = DType("uint64", "uint", 64)
 bool_ = DType("bool", "bool", 8)
 
-# TileLang's sub-byte and scale formats.  They are names here (annotations, comparisons, torch
-# conversions); a kernel that stores or computes with one is refused at its line (`STORAGE_ONLY`).
+# TileLang's sub-byte and scale formats.  int4 is stored packed, two per byte (ir/packed.py says how);
+# the others are names here (annotations, comparisons, torch conversions): a kernel that stores or
+# computes with one is refused at its line (`STORAGE_ONLY`).
 int4 = DType("int4", "int", 4)                       # two per byte
 float4_e2m1fn = DType("float4_e2m1fn", "float", 4)   # OCP MX FP4: two per byte
 float8_e8m0fnu = DType("float8_e8m0fnu", "float", 8)  # OCP MX scale: 2^(bits - 127), 0xff NaN
@@ -123,7 +130,6 @@ ALL = [float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, int8, in
        uint8, uint16, uint32, uint64, bool_, int4, float4_e2m1fn, float8_e8m0fnu, float6_e2m3fn, float6_e3m2fn]
 
 STORAGE_ONLY = {
-    int4: "4-bit integers (TileLang packs two per byte)",
     float4_e2m1fn: "4-bit MX floats (two per byte; the block-scaled MMA that consumes them is sm_100's)",
     float8_e8m0fnu: "8-bit exponent-only MX scale factors (consumed by sm_100's block-scaled MMA)",
     float6_e2m3fn: "6-bit MX floats",

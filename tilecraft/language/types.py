@@ -49,6 +49,8 @@ class TensorSpec:
             if not shape_entry_ok(s):
                 raise ShapeEntryError(f"T.Tensor shape entries must be non-negative ints, T.const names or "
                                       f"T.dynamic symbols, got {s!r}", None if active() else caller_span())
+        if self.dtype.packed:
+            _packed_last_dim(self.shape, self.dtype)
 
     def __class_getitem__(cls, item):
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], (str, DType)):
@@ -57,6 +59,22 @@ class TensorSpec:
 
     def __repr__(self):
         return f"T.Tensor({self.shape}, {self.dtype})"
+
+
+def _packed_last_dim(shape, d) -> None:
+    """An int4 tensor is a torch int8 tensor with two elements per byte along its last dimension
+    (TileLang's packing): that dimension must be a static even size (an eager function's T.const sizes: checked when bound)."""
+    from .eager import _SCOPE
+    last = shape[-1] if shape else None
+    if isinstance(last, int) and last % 2 == 0 or not isinstance(last, int) and _SCOPE.get() is not None:
+        return   # an eager function's sizes are checked when its call binds them (runtime/args.py)
+    why = (f"its last dimension {last} is odd" if isinstance(last, int) else
+           "it has no dimensions" if last is None else f"its last dimension {last} is symbolic")
+    raise TilecraftError(
+        f"T.Tensor({shape}, {d}): {why}; an {d} tensor is passed as a torch int8 tensor holding two "
+        f"elements per byte along the last dimension, which must be a static even size",
+        None if active() else caller_span(),
+        hint="give the last dimension as an even int; pack with (lo & 0xF) | (hi << 4) into shape (..., last // 2)")
 
 
 def view(shape, dtype, data):

@@ -42,8 +42,27 @@ def param_infos(func, out_idx) -> list:
     infos = []
     for i, b in enumerate(func.params):
         shape = tuple(s.name if isinstance(s, Var) else s for s in b.shape)
-        infos.append(ParamInfo(b.name, shape, dt.to_torch(b.dtype), i in out, b.dtype))
+        if b.dtype.packed:
+            shape = packed_shape(b, shape)
+        infos.append(ParamInfo(b.name, shape, _torch_dtype(b.dtype), i in out, b.dtype))
     return infos
+
+
+def _torch_dtype(d):
+    """The torch dtype a tensor of `d` arrives as: int4 in an int8 tensor (TileLang's convention)."""
+    return _load_torch().int8 if d.packed else dt.to_torch(d)
+
+
+def packed_shape(b, shape: tuple) -> tuple:
+    """The torch shape of an int4 tensor parameter: two elements per byte along the last dimension,
+    the even flat index in the low nibble (as TileLang's `(lo & 0xF) | (hi << 4)` packs them)."""
+    last = shape[-1] if shape else None
+    if not isinstance(last, int) or last % 2:
+        from ..errors import TilecraftError
+        raise TilecraftError(f"parameter {b.name}: an {b.dtype} tensor of shape {shape} needs a static even last "
+                             f"dimension (it is passed as a torch int8 tensor holding two per byte along it)",
+                             b.span)
+    return shape[:-1] + (last // 2,)
 
 
 def normalize_out_idx(out_idx, nparams: int, kernel_name: str) -> list:
@@ -112,7 +131,8 @@ class ArgChecker:
             self.fail(TypeError, p, f"expects a tensor on the {self.device_type} device (the kernel was "
                                     f"compiled for {self.device_type}), got one on {t.device}")
         if t.dtype != p.dtype:
-            self.fail(TypeError, p, f"expects dtype {p.ir_dtype}, got {str(t.dtype).replace('torch.', '')}")
+            held = f" (held in an int8 tensor of shape {p.shape}, two per byte)" if p.ir_dtype.packed else ""
+            self.fail(TypeError, p, f"expects dtype {p.ir_dtype}{held}, got {str(t.dtype).replace('torch.', '')}")
         shape = t.shape
         if len(shape) != len(p.shape):
             self.fail(ValueError, p, f"expects {len(p.shape)} dimensions with shape {p.shape}, got "

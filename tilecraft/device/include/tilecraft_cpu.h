@@ -41,6 +41,33 @@ static inline int omp_threads(int64_t nblocks) {
   return nblocks < (int64_t)t ? (int)(nblocks < 1 ? 1 : nblocks) : t;
 }
 
+// int4 (TileLang's T.int4): two elements a byte, the one at the even flat index in the low nibble,
+// each a two's complement 4-bit integer, sign-extended when read.
+static inline int8_t s4_get(const int8_t* p, int64_t i) {
+  const int b = p[i >> 1];
+  return (int8_t)(((i & 1) ? b : (int)(int8_t)(b << 4)) >> 4);
+}
+// the value's low 4 bits into the element's nibble, the other nibble kept
+static inline void s4_set(int8_t* p, int64_t i, int v) {
+  uint8_t* q = (uint8_t*)p + (i >> 1);
+  const int sh = (int)(i & 1) * 4;
+  *q = (uint8_t)((*q & ~(0xF << sh)) | ((v & 0xF) << sh));
+}
+// a byte of a global tensor may hold elements of two blocks' tiles, run on two OpenMP threads:
+// clear and set the nibble with atomic operations on the byte, leaving the other nibble alone
+static inline void s4_set_atomic(int8_t* p, int64_t i, int v) {
+  uint8_t* q = (uint8_t*)p + (i >> 1);
+  const int sh = (int)(i & 1) * 4;
+  __atomic_fetch_and(q, (uint8_t)~(0xF << sh), __ATOMIC_RELAXED);
+  __atomic_fetch_or(q, (uint8_t)((v & 0xF) << sh), __ATOMIC_RELAXED);
+}
+// a conversion into int4: the low 4 bits, as any narrowing integer conversion wraps
+// (a float is first converted to an integer, truncating toward zero)
+template <class T> static inline int8_t to_s4(T x) {
+  const int64_t v = (int64_t)x;
+  return (int8_t)((int8_t)((uint8_t)v << 4) >> 4);
+}
+
 static inline uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 static inline float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 

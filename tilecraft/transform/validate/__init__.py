@@ -9,6 +9,7 @@ Before and after: the parsed IR, unchanged (these rules only check).  One file p
 - extents.py    loop extents (TileLang's symbolic-T.Parallel rule, CUDA's constant extents) and grid sizes
 - operators.py  operators on dtypes that have none (`<<` on a float), integer division by a constant 0,
                 gemm operand and accumulator dtypes
+- packed.py     what int4 (two per byte) supports: loads, stores, copies, casts, int4 x int4 -> int32 gemms
 - accesses.py   global accesses -- loads, stores and atomics alike -- that can never be inside their tensor
 - barriers.py   the threads of a T.tma_copy arrive on its mbarrier after it (how its transaction completes)
 - limits.py     the target's limits (threads per block, grid dimensions, shared memory, CPU tile sizes)
@@ -26,8 +27,9 @@ from .extents import check_extents
 from .limits import check_limits
 from .names import check_names
 from .operators import check_operators
+from .packed import check_packed
 
-RULES = (check_arch, check_names, check_extents, check_operators, check_accesses, check_tma_arrivals, check_limits)
+RULES = (check_arch, check_names, check_extents, check_operators, check_packed, check_accesses, check_tma_arrivals, check_limits)
 
 
 def validate(func: PrimFunc, ctx) -> PrimFunc:
