@@ -6,6 +6,7 @@ in the module; kernels without events are untouched; the host decodes the log's 
 written from rows laid out as the device writes them).  GPU runs: tests/gpu/test_iket_gpu.py."""
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import re
@@ -210,3 +211,143 @@ def test_rows_become_markers_and_per_warp_ranges(tmp_path):
     trace.record_rows(rows[:1], dropped=5)
     assert json.loads(trace.path.read_text())["launches"][-1] == {"launch": 1, "markers": [], "ranges": [],
                                                                    "dropped": 5}
+
+
+class _FakeDevice:
+    """Device memory and the driver calls the iket launcher makes (runtime/iket.py), for the host
+    side without a GPU; `run` plays the kernel: each (event, kind, block, warp) writes one row the
+    way device/include/tilecraft/iket.h does (count bumped, rows past the capacity not written)."""
+
+    def __init__(self, module_bytes: bytes):
+        self.mem: dict = {}        # base address -> bytearray
+        self.next = 0x1000
+        self.calls: list = []
+        cubin_meta = re.search(rb"__iket_meta_info", module_bytes)
+        assert cubin_meta
+        self.log = self.alloc(24)
+
+    def alloc(self, n):
+        base, self.next = self.next, self.next + n + 0x1000
+        self.mem[base] = bytearray(n)
+        return base
+
+    def at(self, addr):
+        for base, buf in self.mem.items():
+            if base <= addr < base + len(buf):
+                return buf, addr - base
+        raise AssertionError(f"bad device address {addr:#x}")
+
+    # the driver (cuda.bindings.driver's calling convention: (CUresult, *values))
+    def cuCtxGetCurrent(self):
+        return (0, 7)
+
+    def cuModuleGetGlobal(self, handle, name):
+        self.calls.append(("global", name))
+        if name == b"tc_iket_log":
+            return (0, self.log, 24)
+        return (0, self.meta, len(self.mem[self.meta]))
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        buf, off = self.at(src)
+        ctypes.memmove(dst, bytes(buf[off:off + n]), n)
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        buf, off = self.at(dst)
+        buf[off:off + n] = ctypes.string_at(src, n)
+        return (0,)
+
+    def cuMemsetD8Async(self, dst, value, n, stream):
+        self.calls.append(("reset", stream))
+        buf, off = self.at(dst)
+        buf[off:off + n] = bytes([value]) * n
+        return (0,)
+
+    def cuStreamSynchronize(self, stream):
+        self.calls.append(("sync", stream))
+        return (0,)
+
+    def cuStreamIsCapturing(self, stream):
+        return (0, 0)
+
+    def run(self, events):
+        rows_ptr, cap, count = struct.unpack("<QQQ", bytes(self.mem[self.log]))
+        for i, (eid, kind, block, warp) in enumerate(events):
+            slot = count + i
+            if slot < cap:
+                buf, off = self.at(rows_ptr + slot * 64)
+                buf[off:off + 64] = struct.pack("<8q", *_row(eid, kind, [block, 0, 0], 1000 + i, 100 + i, warp))
+        self.mem[self.log][16:24] = struct.pack("<Q", count + len(events))
+        self.calls.append(("launch", len(events)))
+
+
+def test_the_launcher_resets_runs_and_reads_the_log(tmp_path, monkeypatch):
+    """IketCudaLauncher's host side against a fake driver: the event table checked at load, the log
+    allocated and pointed at, reset on the call's stream before each launch, read after it; a log too
+    small reports the rows it dropped (warned) and grows for the next launch."""
+    from tilecraft.runtime import cuda_launch
+    from tilecraft.runtime import iket as rt
+    with iket.session(output_dir=tmp_path):
+        @T.prim_func
+        def main(A: T.Tensor((256,), T.float32), C: T.Tensor((256,), T.float32)):
+            with T.Kernel(2, threads=64) as bx, iket.range("total"):
+                for i in T.Parallel(64):
+                    C[bx * 64 + i] = A[bx * 64 + i]
+                iket.mark("done")
+        kernel = tilecraft.compile(main, out_idx=-1, target={"kind": "cuda", "arch": "sm_80"})
+    launcher = kernel._launch
+    assert isinstance(launcher, rt.IketCudaLauncher)
+    fake = _FakeDevice(kernel.artifact.binary)
+    meta = re.search(r'__iket_meta_info\[\] = "([^"]*)";', kernel.get_kernel_source()).group(1)
+    text = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), meta).encode() + b"\0"
+    fake.meta = fake.alloc(len(text))
+    fake.mem[fake.meta][:] = text
+    module = type("M", (), {"_drv": fake, "context": 7, "handle": 1, "device": 0})()
+    entry = type("E", (), {"fn": type("F", (), {"module": module})()})()
+
+    def load(self, device):
+        self._stream_of = lambda dev: 55
+        self._per_device[device] = entry
+        return entry
+    buffers = {}
+
+    def alloc(self, nbytes):
+        base = fake.alloc(nbytes)
+        buffers[base] = nbytes
+        return type("Rows", (), {"data_ptr": lambda s, b=base: b})()
+    plan = []   # the events the next launch records
+    monkeypatch.setattr(cuda_launch.CudaLauncher, "_load", load)
+    monkeypatch.setattr(cuda_launch.CudaLauncher, "__call__", lambda self, *a, **k: fake.run(plan))
+    monkeypatch.setattr(rt._DeviceLog, "_alloc", alloc)
+    tensor = type("Tensor", (), {"get_device": lambda s: 0, "data_ptr": lambda s: 0})()
+
+    plan[:] = [(0, 1, b, w) for b in range(2) for w in range(2)] + [(1, 0, b, w) for b in range(2) for w in range(2)] \
+        + [(0, 2, b, w) for b in range(2) for w in range(2)]
+    launcher([tensor, tensor], {}, "main")
+    assert [c for c in fake.calls if c[0] != "global"] == [("reset", 55), ("launch", 12), ("sync", 55)]
+    assert list(buffers.values()) == [rt.MIN_ROWS * 64]
+    launch = json.loads(launcher.trace.path.read_text())["launches"][0]
+    assert launch["dropped"] == 0 and len(launch["markers"]) == 4 and len(launch["ranges"]) == 4
+    assert sorted((m["block"][0], m["warp"]) for m in launch["markers"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+    # a full log: rows past it counted, the launch says so; a larger log for the next launch
+    monkeypatch.setattr(rt, "MIN_ROWS", 2)
+    monkeypatch.setattr(rt, "MAX_ROWS", 8)
+    launcher._logs[0].capacity = 0
+    buffers.clear()
+    with pytest.warns(RuntimeWarning, match="4 iket event"):
+        launcher([tensor, tensor], {}, "main")
+    assert list(buffers.values()) == [8 * 64]   # 2 blocks x 2 warps x 3 events asked for, MAX_ROWS given
+    launch = json.loads(launcher.trace.path.read_text())["launches"][1]
+    assert launch["dropped"] == 4 and len(launch["markers"]) + 2 * len(launch["ranges"]) <= 8
+    monkeypatch.setattr(rt, "MAX_ROWS", 64)
+    launcher([tensor, tensor], {}, "main")
+    assert list(buffers.values()) == [8 * 64, 16 * 64]
+    launch = json.loads(launcher.trace.path.read_text())["launches"][2]
+    assert launch["dropped"] == 0 and len(launch["markers"]) == 4 and len(launch["ranges"]) == 4
+
+    # a module compiled for another session's table is refused at load
+    launcher._logs.clear()
+    fake.mem[fake.meta][:] = text.replace(b"done", b"nope")
+    with pytest.raises(TilecraftError, match="event table"):
+        launcher([tensor, tensor], {}, "main")

@@ -51,6 +51,7 @@ class IketTrace:
             raise TilecraftError(f"{kernel_name}: its iket events come from several sessions ({', '.join(sorted(dirs))}); "
                                  f"parse a kernel inside one iket.session")
         self.names = {e.event_id: e.name for e in events}
+        self.sites = len(events)   # the events the code records (a range: its begin and its end)
         self.kernel = kernel_name
         self.target = target
         self.path = Path(dirs.pop()) / f"{kernel_name}.{next(_SEQ)}.iket.json"
@@ -190,14 +191,19 @@ class _DeviceLog:
         rows = min(MAX_ROWS, max(MIN_ROWS, _pow2(rows)))
         if rows <= self.capacity:
             return
-        import torch
-        self.rows = torch.empty(rows * 8, dtype=torch.int64, device=torch.device("cuda", self.device))
+        self.rows = self._alloc(rows * ROW_BYTES)
         self.capacity = rows
         head = (ctypes.c_uint64 * 3)(self.rows.data_ptr(), rows, 0)
-        torch.cuda.synchronize(self.device)   # the allocation is ready before the kernel sees it
         with self.scope(self.drv, self.ctx):
             self.check(self.drv.cuMemcpyHtoD(self.addr, ctypes.addressof(head), 24), "cuMemcpyHtoD(tc_iket_log)",
                        self.kernel)
+
+    def _alloc(self, nbytes: int):
+        """Device memory for the rows (torch's allocator), ready before any stream uses it."""
+        import torch
+        t = torch.empty(nbytes // 8, dtype=torch.int64, device=torch.device("cuda", self.device))
+        torch.cuda.synchronize(self.device)
+        return t
 
     def capturing(self, stream: int) -> bool:
         """Whether `stream` is being captured into a CUDA graph (nothing may wait for it then)."""
@@ -241,7 +247,6 @@ class IketCudaLauncher(CudaLauncher):
     def __init__(self, artifact, func, params, symbols, trace: IketTrace):
         super().__init__(artifact, func, params, symbols)
         self.trace = trace
-        self.sites = max(1, len(trace.names))
         self._logs: dict = {}
         self._call_lock = threading.Lock()
         self._warned_graph = False
@@ -270,7 +275,7 @@ class IketCudaLauncher(CudaLauncher):
                     warnings.warn(f"{self.name}: a launch captured in a CUDA graph is not added to its iket trace "
                                   f"(the trace holds the launches made outside graphs)", RuntimeWarning, stacklevel=3)
                 return super().__call__(tensors, symbols, kernel_name, stream)
-            log.ensure(grid[0] * grid[1] * grid[2] * warps * self.sites)
+            log.ensure(grid[0] * grid[1] * grid[2] * warps * self.trace.sites)   # one of each per warp
             log.reset(stream)
             super().__call__(tensors, symbols, kernel_name, stream)
             rows, dropped = log.read(stream)
