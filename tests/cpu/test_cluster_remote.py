@@ -130,6 +130,38 @@ def test_blocks_arrive_on_the_leaders_mbarrier(build, device, cluster):
     torch.testing.assert_close(k(a.clone()).cpu(), scaled.sum(1).reshape(4 // cluster * 16, 32))
 
 
+@tilelang.jit(out_idx=[1])
+def gather_2d(cx, cy, bm=16, bn=16):
+    """A 2 x 4 grid in clusters of (cx, cy): each block adds rank * 100 to its tile of A in place and
+    arrives on its cluster leader's mbarrier; the leader then writes 2 x every tile of its cluster."""
+    @T.prim_func
+    def main(A: T.Tensor((4 * bm, 2 * bn), "float32"), C: T.Tensor((4 * bm, 2 * bn), "float32")):
+        with T.ClusterKernel(2, 4, threads=32, cluster_dims=(cx, cy)) as (bx, by):
+            bar = T.alloc_cluster_barrier([32 * cx * cy])
+            rank = T.block_rank_in_cluster()
+            for i, j in T.Parallel(bm, bn):
+                A[by * bm + i, bx * bn + j] = A[by * bm + i, bx * bn + j] + T.cast(rank, "float32") * 100.0
+            T.mbarrier_arrive(bar, 0)
+            if rank == 0:
+                T.mbarrier_wait_parity(bar, 0)
+                for r in T.serial(cx * cy):
+                    for i, j in T.Parallel(bm, bn):
+                        C[(by + r // cx) * bm + i, (bx + r % cx) * bn + j] = \
+                            A[(by + r // cx) * bm + i, (bx + r % cx) * bn + j] * 2.0
+    return main
+
+
+@pytest.mark.parametrize("cx,cy", [(1, 2), (2, 2), (1, 4)])
+def test_two_dimensional_clusters_rank_their_blocks_as_the_gpu(build, device, cx, cy):
+    k = build(gather_2d, cx, cy)
+    a = torch.randn(64, 32, device=device)
+    expected = a.cpu().clone()
+    for by in range(4):
+        for bx in range(2):
+            expected[by * 16:(by + 1) * 16, bx * 16:(bx + 1) * 16] += (bx % cx + cx * (by % cy)) * 100.0
+    torch.testing.assert_close(k(a.clone()).cpu(), expected * 2.0)
+
+
 def _program(kind):
     @T.prim_func
     def f(A: T.Tensor((64, 64), "float32")):
