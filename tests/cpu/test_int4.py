@@ -181,3 +181,15 @@ def test_int4_widened_arithmetic_is_exact():
     a = rand4(8, 16, seed=5)
     c = tilelang.compile(main, out_idx=-1, target="cpu")(pack(a))
     assert torch.equal(c, a.float() * 0.5 + a.float() * 3)
+
+
+def test_a_cast_into_int4_wraps_as_a_value():
+    """T.cast(x, int4) is x's low 4 bits, sign-extended, before any store."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), T.int32), C: T.Tensor((64,), T.int32)):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                C[i] = T.cast(T.cast(X[i], T.int4), T.int32) * 100
+    x = torch.arange(-32, 32, dtype=torch.int32)
+    c = tilelang.compile(main, out_idx=-1, target="cpu")(x)
+    assert torch.equal(c.to(torch.int64), wrap4(x) * 100)

@@ -31,7 +31,7 @@ from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters this mode reuses)
-from .c_printer import paste_imports
+from .c_printer import paste_imports, storage_len
 from .cpp import CppPrinter, open_entry, uses_iket
 
 TARGET = "cpu_threads"
@@ -115,7 +115,7 @@ class CppThreadsPrinter(CppPrinter):
         if b.scope == "shared":
             self.doc.line(f"{t}* {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
-            self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
+            self.doc.line(f"{t} {self.name(b)}[{storage_len(b)}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 

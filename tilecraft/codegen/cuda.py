@@ -20,7 +20,7 @@ from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from ..ir.printer import to_text
 from ..launch import Grid, GridError, HeaderFeature, LaunchRecord, ParamKind, symbol_param_kind
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters)
-from .c_printer import CPrinter, paste_imports, view_line, viewed_bases
+from .c_printer import CPrinter, paste_imports, storage_len, view_line, viewed_bases
 
 def _fp8(a, _out) -> bool:
     return a.is_float and a.bits == 8
@@ -61,6 +61,8 @@ class CudaPrinter(CPrinter):
         if d.is_float and d.bits == 8:
             self.features.add(HeaderFeature.FP8)   # the 8-bit float types are parsed only when used
         # NVRTC has no <cstdint>: the header library defines the fixed-width integers in tc::
+        if d.packed:   # an int4 value sign-extended in a byte; int4 storage: bytes, two each
+            return "tc::int8_t"
         if d.is_int and d.bits != 32:
             return f"tc::{d.kind}{d.bits}_t"
         return super().type_name(d)
@@ -75,6 +77,8 @@ class CudaPrinter(CPrinter):
         wide = self.widened_cast(e)
         if wide is not None:
             return wide
+        if e.dtype.packed:  # into int4: the low 4 bits (an integer's; a float truncated toward zero first)
+            return f"tc::to_s4(tc::cast<int>({self.expr(e.value)}))"
         return f"tc::cast<{self.type_name(e.dtype)}>({self.expr(e.value)})"
 
     def visit_Binary(self, e):
@@ -127,7 +131,13 @@ class CudaPrinter(CPrinter):
         return swz if lead is None else f"{self.expr(lead)} + {swz}"
 
     def visit_Ref(self, e):
+        if e.buffer.dtype.packed:
+            return self.packed_address(e.buffer, e.indices)
         return f"(&{self.visit_Load(e)})"
+
+    def packed_store(self, buf):
+        # a shared or global byte holds two elements other threads may write at the same time
+        return "tc::s4_set_atomic" if buf.scope in ("shared", "global") else "tc::s4_set"
 
     def visit_Sync(self, s):
         if self.group_barrier is not None:  # a T.ws branch: only its threads reach the barrier
@@ -198,7 +208,7 @@ class CudaPrinter(CPrinter):
             restrict = "" if b in viewed_bases(self.func) else " __restrict__"
             self.doc.line(f"{t}*{restrict} {self.name(b)} = reinterpret_cast<{t}*>(tc_smem + {self.smem[b]});")
         else:
-            self.doc.line(f"{t} {self.name(b)}[{b.numel}];")
+            self.doc.line(f"{t} {self.name(b)}[{storage_len(b)}];")
         if s.init is not None:
             self.doc.line(f"{self.name(b)}[0] = {self.expr(s.init)};")
 

@@ -17,7 +17,7 @@ from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, is_wgmma
 
 
 def swizzle_ok(buf: Buffer) -> bool:
-    if buf.scope != "shared" or buf.ndim < 2:
+    if buf.scope != "shared" or buf.ndim < 2 or buf.dtype.packed:   # int4: no tensor-core reader to swizzle for
         return False
     chunks = buf.shape[-1] * buf.dtype.bytes // 16
     return buf.shape[-1] * buf.dtype.bytes % 16 == 0 and chunks >= 2 and chunks & (chunks - 1) == 0

@@ -46,7 +46,7 @@ def lower_copy(op: Copy, ctx: Ctx):
     if s.buffer.scope in ("local", "var") or d.buffer.scope in ("local", "var"):
         return _per_thread_copy(s, d, ctx, op.span)
     vec = _strided_vector_width(s, d) if ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
-    if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bytes >= 4):  # cp.async: 4, 8 or 16 bytes
+    if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bits >= 32):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)
     squeeze = not s.squeezed_shape()
@@ -120,7 +120,8 @@ def _vector_width(lay: FragmentLayout, frag: Region, other: Region, ctx: Ctx) ->
     """How many consecutive fragment registers map to consecutive, aligned elements of `other`
     (so one 4/8/16-byte access moves them); 1 when that cannot be proved."""
     from ...ir.analysis import divisible
-    if not lay.reg_digits or not keep_last(frag) or other.buffer.scope not in ("global", "shared"):
+    if (not lay.reg_digits or not keep_last(frag) or other.buffer.scope not in ("global", "shared")
+            or frag.buffer.dtype.packed or other.buffer.dtype.packed):   # int4: element by element
         return 1
     first = lay.reg_digits[0]
     last = len(frag.buffer.shape) - 1
@@ -148,13 +149,15 @@ def _strided_vector_width(s: Region, d: Region) -> int:
     pair = {s.buffer.scope, d.buffer.scope}
     if pair != {"global", "shared"} or s.buffer.dtype is not d.buffer.dtype:
         return 1
+    if s.buffer.dtype.packed and d.buffer.scope != "shared":
+        return 1   # int4 into global memory: element by element (a tile's edge may share a byte)
     for r in (s, d):
         nu = [k for k, n in enumerate(r.extents) if n != 1]
         if not nu or nu[-1] != r.buffer.ndim - 1 or not isinstance(r.buffer.shape[-1], int):
             return 1
     if s.extents[-1] != d.extents[-1]:
         return 1
-    v = 16 // s.buffer.dtype.bytes
+    v = 128 // s.buffer.dtype.bits   # elements in 16 bytes (int4: 32, two per byte)
     while v > 1:
         if all(r.extents[-1] % v == 0 and r.buffer.shape[-1] % v == 0 and divisible(r.starts[-1], v)
                for r in (s, d)):
@@ -167,7 +170,7 @@ def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):
     s, d = op.src, op.dst
     shape = list(s.squeezed_shape())
     shape[-1] //= vec
-    nbytes = vec * s.buffer.dtype.bytes
+    nbytes = vec * s.buffer.dtype.bits // 8
 
     def body(ix):
         ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]

@@ -87,12 +87,4 @@ class _Packed(Walker):
 
 
 def check_packed(func, target) -> None:
-    if target.kind != "cpu":
-        from ...ir import Alloc, collect
-        bufs = list(func.params) + [a.buffer for a in collect(func.body, lambda n: isinstance(n, Alloc))]
-        for b in bufs:
-            if b.dtype.packed:
-                raise TilecraftError(f"{b.name}: int4 tiles and tensors run on the CPU target only so far; the "
-                                     f"{target.kind} target has no int4 code generation yet", b.span or func.span,
-                                     hint="run with target='cpu' (or tilecraft run --cpu)")
     _Packed(target).visit(func.body)

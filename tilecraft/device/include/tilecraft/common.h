@@ -184,6 +184,36 @@ TC_HOST_DEVICE auto ceildiv(A a, B b) -> decltype(a / b) {
   return (r != T(0) && (is_negative(r) == is_negative(y))) ? T(q + T(1)) : q;
 }
 
+// ---------------------------------------------------------------------------------------------
+// int4 (TileLang's T.int4): two elements a byte, the one at the even flat index in the low nibble,
+// each a two's complement 4-bit integer, sign-extended when read.  A store replaces one nibble:
+// s4_set in a thread's own registers, s4_set_atomic in shared or global memory, where another
+// thread may store the byte's other element at the same time (atomicAnd / atomicOr on the aligned
+// 32-bit word holding the byte: allocations and shared tiles are 4-byte aligned).
+// ---------------------------------------------------------------------------------------------
+TC_DEVICE int8_t s4_get(const int8_t* p, long long i) {
+  const int b = p[i >> 1];
+  return (int8_t)(((i & 1) ? b : (int)(int8_t)(b << 4)) >> 4);
+}
+TC_DEVICE void s4_set(int8_t* p, long long i, int v) {
+  uint8_t* q = (uint8_t*)p + (i >> 1);
+  const int sh = (int)(i & 1) * 4;
+  *q = (uint8_t)((*q & ~(0xF << sh)) | ((v & 0xF) << sh));
+}
+TC_DEVICE void s4_set_atomic(int8_t* p, long long i, int v) {
+  const unsigned long long a = (unsigned long long)p + (unsigned long long)(i >> 1);
+  unsigned int* w = (unsigned int*)(a & ~3ull);
+  const unsigned int sh = (unsigned int)((a & 3) * 8 + (i & 1) * 4);
+  atomicAnd(w, ~(0xFu << sh));
+  atomicOr(w, ((unsigned int)v & 0xFu) << sh);
+}
+// a conversion into int4: the low 4 bits, as a narrowing integer conversion wraps (a float is first
+// converted to an integer, truncating toward zero)
+template <class T> TC_DEVICE int8_t to_s4(T x) {
+  const long long v = (long long)x;
+  return (int8_t)((int8_t)((uint8_t)v << 4) >> 4);
+}
+
 // Floating-point floordiv/floormod (Python's // and % on floats).
 TC_DEVICE float floordiv(float a, float b) { return floorf(a / b); }
 TC_DEVICE double floordiv(double a, double b) { return ::floor(a / b); }
