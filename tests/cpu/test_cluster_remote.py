@@ -240,6 +240,8 @@ def test_cuda_sm90a_arrives_through_mapa_and_sm80_refuses():
     src = tilelang.compile(func, target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
     assert "__cluster_dims__(2, 1, 1)" in src
     assert src.count("tc::mbar_arrive_cluster(") == 1 and "tc::mbar_arrive(" not in src
+    # the waits acquire at cluster scope, pairing with the other block's release.cluster arrival
+    assert src.count("tc::mbar_wait_parity_cluster(") == 1 and "tc::mbar_wait_parity(" not in src
     # the mbarriers are set up in every block before any block arrives remotely, and no block exits
     # while the other may still arrive on its mbarrier
     assert src.count("tc::cluster_sync()") == 2

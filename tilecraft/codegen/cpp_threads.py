@@ -368,6 +368,7 @@ def _cluster_sync(p, call):
 
 
 @I.register_emitter(I.MbarWaitParity, TARGET)
+@I.register_emitter(I.MbarWaitParityCluster, TARGET)   # one scheduler runs the cluster: no scope to acquire at
 def _mbar_wait(p, call):
     bar, parity = _args(p, call)
     return f"tc::simt::mbar_wait_parity({bar}, (int)({parity}), {p.site()})"

@@ -16,7 +16,8 @@ automatic pipelining and warp specialization leave it as written.
   (`tc::cluster_sync`) after each mbarrier set-up -- no block arrives on another's mbarrier before
   it is initialised -- and one at its end -- no block exits (its shared memory gone) while another
   may still arrive on its mbarriers.
-- `BarrierWait`: `tc::mbar_wait_parity` (acquire).
+- `BarrierWait`: `tc::mbar_wait_parity` (acquire); in a kernel with remote arrivals
+  `tc::mbar_wait_parity_cluster` (acquire at cluster scope, pairing with their release).
 - `TmaCopy` (`T.tma_copy`): a generic lowering, not a TMA load: the copy spread over the threads
   that run it (as T.copy), then a barrier of those threads (the branch's named barrier, or the
   block's), so the whole tile has landed before any of them goes on to arrive on the mbarrier; each
@@ -109,7 +110,8 @@ class _Lower(Mutator):
         return arrive
 
     def visit_BarrierWait(self, s: BarrierWait):
-        return I.evaluate(I.MbarWaitParity(), s.barrier, s.parity, span=s.span)
+        wait = I.MbarWaitParityCluster() if self.remote else I.MbarWaitParity()
+        return I.evaluate(wait, s.barrier, s.parity, span=s.span)
 
     def visit_MmaCommitArrive(self, s: MmaCommitArrive):
         # CUDA targets refuse tcgen05 before this pass (validate/arch.py): here only the CPU target's

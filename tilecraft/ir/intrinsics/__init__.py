@@ -23,7 +23,7 @@ from .debug import IKET_KINDS, DeviceAssert, IketEvent, Print, PrintElem
 from .extern import ACCESS_MODES, Extern
 from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
-from .manual_sync import ClusterSync, CpuMbarArrive, CpuMbarWait, MbarArrive, MbarArriveCluster
+from .manual_sync import ClusterSync, CpuMbarArrive, CpuMbarWait, MbarArrive, MbarArriveCluster, MbarWaitParityCluster
 from .mma import GemmRS, GemmRSLd, GemmSS, GemmSSLd
 from .reduce import Shfl, ShflXorReduce, SyncWarp, WarpVote
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc

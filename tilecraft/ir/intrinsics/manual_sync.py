@@ -36,6 +36,16 @@ class MbarArriveCluster(Intrinsic):
 
 
 @dataclass(frozen=True)
+class MbarWaitParityCluster(Intrinsic):
+    """MbarWaitParity with acquire at cluster scope: in a kernel whose blocks arrive on each other's
+    mbarriers, the writes another block released with its arrival are visible after the wait."""
+    entry = "tc::mbar_wait_parity_cluster"
+    family = "mbarrier"
+    operands = (Operand("bar", BARRIER), Operand("parity", VALUE))
+    effects = Effects(waits=MBARRIER_PHASE, barrier="bar", note="acquire, cluster scope")
+
+
+@dataclass(frozen=True)
 class ClusterSync(Intrinsic):
     """Every thread of every block of the cluster waits here for all the others (PTX
     barrier.cluster.arrive.release + barrier.cluster.wait.acquire): after the mbarrier set-up, before

@@ -78,6 +78,16 @@ TC_DEVICE void mbar_arrive_cluster(uint64_t* bar, int cta) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
+// Wait until the phase with parity `parity` of this block's `bar` has completed, acquiring at
+// cluster scope: the writes other blocks of the cluster made before their (remote, release.cluster)
+// arrivals on it are visible afterwards (the plain wait acquires at CTA scope only).
+TC_DEVICE void mbar_wait_parity_cluster(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n TC_MBAR_WAITC%=:\n"
+      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra TC_MBAR_WAITC%=;\n}\n"
+      ::"r"(detail::mbar_addr(bar)), "r"(parity) : "memory");
+}
+
 // Every thread of every block of the cluster waits here for all the others (release / acquire at
 // cluster scope): after the mbarriers are set up (no block arrives on another's mbarrier before it
 // is initialised, fence.mbarrier_init in mbar_init) and at a kernel's end (a block's shared memory
