@@ -66,6 +66,7 @@ class _Lower(Mutator):
         self.tids = thread_aliases(k)
         self.branches = 0
         self.remote = bool(collect(k.body, lambda n: isinstance(n, BarrierArrive) and n.cta is not None))
+        self.scope = None
         body = Mutator.generic(self, k).body
         if self.remote:   # no block leaves while another may still arrive on its mbarriers
             body = seq(body, I.evaluate(I.ClusterSync(), span=k.span))
@@ -77,19 +78,20 @@ class _Lower(Mutator):
 
     def visit_If(self, s: If):
         """`if tx < 128:` around tile work: a warp-group branch (warp_groups/thread_range_branches.py)."""
-        out = as_branches(s, self.tids, self.block_threads, self.visit)
+        out = as_branches(s, self.tids, self.block_threads, lambda x: x)
         if out is None:
             refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)
             return Mutator.generic(self, s)
-        from ..ir import collect
-        for scope in collect(out, lambda n: isinstance(n, WarpGroupScope)):
-            check_scope(scope, self.block_threads)
         self.branches += 1
-        return out
+        return self.visit(out)
 
     def visit_WarpGroupScope(self, s: WarpGroupScope):
-        check_scope(s, self.block_threads)
-        return Mutator.generic(self, s)
+        check_scope(s, self.block_threads, self.target.has("mma_sync"))
+        outer, self.scope = self.scope, s
+        try:
+            return Mutator.generic(self, s)
+        finally:
+            self.scope = outer
 
     def visit_BarrierInit(self, s: BarrierInit):
         from ..ir import Ref
@@ -114,11 +116,13 @@ class _Lower(Mutator):
         return I.evaluate(wait, s.barrier, s.parity, span=s.span)
 
     def visit_MmaCommitArrive(self, s: MmaCommitArrive):
-        # CUDA targets refuse tcgen05 before this pass (validate/arch.py): here only the CPU target's
-        # thread-level mode, whose gemms are spread over the issuing threads with no single completion
-        raise TilecraftError("a tcgen05 commit (T.tcgen05_gemm(mbar=...) / T.tcgen05_mma_arrive) is not available in "
-                             "the CPU target's thread-level mode (a program that reads the thread index or "
-                             "needs its warp groups to run concurrently)", s.span)
+        """CUDA targets refuse tcgen05 before this pass (validate/arch.py): here only the CPU target's
+        thread-level mode, whose tcgen05 gemms are spread over the threads that issue them (the
+        branch's, or the block's) and complete when each thread has done its share.  The commit's one
+        arrival: a barrier of those threads (every share done), then their first thread arrives."""
+        first = 0 if self.scope is None else self.scope.bounds(self.block_threads)[0]
+        arrive = I.evaluate(I.MbarArrive(), s.barrier, span=s.span)
+        return seq(Sync(span=s.span), If(binary("==", thread_index(), first), arrive, span=s.span))
 
     def visit_TmaCopy(self, s: TmaCopy):
         return seq(s.copy, Sync(span=s.span))

@@ -13,6 +13,8 @@ from .ctx import Ctx, register, _whole_fragment
 @register(Gemm)
 def lower_gemm(g: Gemm, ctx: Ctx):
     m, n, k = g.mnk
+    if g.c.buffer.scope == "shared" and g.plan is None:
+        return _shared_accumulator(g, ctx, m, n, k)
     if g.c.buffer.scope != "fragment":
         raise TilecraftError(f"T.gemm: the accumulator {g.c.buffer.name} is a {g.c.buffer.scope} buffer; on the "
                              f"CUDA target a gemm accumulates into a T.alloc_fragment tile", g.span)
@@ -98,6 +100,35 @@ def lower_gemm(g: Gemm, ctx: Ctx):
                    Store(c_reg, (r,), cast(a0, c_reg.dtype)))
     return seq(pre, ctx.per_slot(lay, body, g.span))
 
+
+
+def _shared_accumulator(g: Gemm, ctx: Ctx, m: int, n: int, k: int):
+    """A tcgen05 gemm into tensor memory (a shared tile) in the CPU target's thread-level mode
+    (no tensor cores; CUDA targets refuse tcgen05 first, transform/validate/arch.py): the M x N
+    elements spread over the threads that run the gemm, each a dot product over K.  Operands in
+    shared memory only; the result is complete once every one of those threads has done its share
+    (the commit that follows is a barrier of them: lower_manual_sync_cuda)."""
+    for x, what in ((g.a, "A"), (g.b, "B")):
+        if x.buffer.scope != "shared":
+            raise TilecraftError(f"T.gemm into the shared / tensor-memory tile {g.c.buffer.name}: operand {what} "
+                                 f"({x.buffer.name}) is a {x.buffer.scope} buffer; with the accumulator in shared or "
+                                 f"tensor memory both operands come from shared or tensor memory", g.span)
+    acc_t = gemm_accumulator_dtype(g.c.buffer.dtype)
+
+    def body(idx):
+        i, j = idx
+        kk = ctx.var("k")
+        acc = Buffer(f"acc{kk.name}", (1,), acc_t, "local")
+        a = Load(g.a.buffer, region_indices(g.a, [kk, i] if g.trans_a else [i, kk]))
+        b = Load(g.b.buffer, region_indices(g.b, [j, kk] if g.trans_b else [kk, j]))
+        a0 = Load(acc, (const(0),))
+        c_idx = region_indices(g.c, [i, j])
+        start = cast(0, acc_t) if g.clear_accum else cast(Load(g.c.buffer, c_idx), acc_t)
+        return seq(Alloc(acc), Store(acc, (const(0),), start),
+                   For(kk, const(0), const(k), "serial",
+                       Store(acc, (const(0),), binary("+", a0, binary("*", cast(a, acc_t), cast(b, acc_t))))),
+                   Store(g.c.buffer, c_idx, cast(a0, g.c.buffer.dtype)))
+    return ctx.strided((m, n), body, g.span)
 
 
 def _wgmma_rs(ctx: Ctx, g: Gemm, plan, pre, c_reg, m: int, n: int, k: int):

@@ -39,12 +39,12 @@ def scope_base(s: WarpGroupScope) -> int:
     return s.lanes[0] if s.lanes else WARP_GROUP * s.groups[0]
 
 
-def check_scope(s: WarpGroupScope, block_threads: int) -> None:
+def check_scope(s: WarpGroupScope, block_threads: int, tensor_cores: bool = True) -> None:
     """The branch's warp groups: inside the block, contiguous, and (several of them) aligned to
     their count, so that the tensor-core gemms of the header library, which number warp groups
     from threadIdx.x / 128 modulo their own count, see them in order."""
     if s.lanes:
-        return _check_lanes(s, block_threads)
+        return _check_lanes(s, block_threads, tensor_cores)
     g = s.groups
     n_groups = -(-block_threads // WARP_GROUP)
     if g[-1] >= n_groups:
@@ -59,11 +59,12 @@ def check_scope(s: WarpGroupScope, block_threads: int) -> None:
 MAX_LANE_BRANCHES = 6  # named barriers 15 down to 10 (codegen/cuda.py: scope_barrier_id); 2..9 are T.ws's
 
 
-def _check_lanes(s: WarpGroupScope, block_threads: int) -> None:
+def _check_lanes(s: WarpGroupScope, block_threads: int, tensor_cores: bool) -> None:
     """A branch of whole warps (`if tx < 32:` around tile work): warp-aligned threads inside the
     block, and no tile op that needs whole warp groups -- the tensor-core gemms of the header
-    library number their warps from threadIdx.x (a branch of whole warp groups is fine), and
-    setmaxnreg moves a warp group's registers."""
+    library number their warps from threadIdx.x (a branch of whole warp groups is fine; without
+    tensor cores, the CPU target's thread-level mode, a gemm is per-thread dot products indexed
+    from the branch's first thread, fine too), and setmaxnreg moves a warp group's registers."""
     lo, hi = s.lanes
     if lo % 32 or (hi % 32 and hi < block_threads) or not 0 <= lo < min(hi, block_threads):
         raise TilecraftError(f"a branch on the thread index runs tile operations on threads [{lo}, {hi}) of "
@@ -71,7 +72,7 @@ def _check_lanes(s: WarpGroupScope, block_threads: int) -> None:
                              f"multiples of 32)", s.span)
     from ...ir.hopper import SetMaxNreg
     from ...ir.tileop import Gemm
-    bad = collect(s.body, lambda n: isinstance(n, (Gemm, SetMaxNreg)))
+    bad = collect(s.body, lambda n: isinstance(n, SetMaxNreg) or (tensor_cores and isinstance(n, Gemm)))
     if bad:
         what = "T.gemm" if isinstance(bad[0], Gemm) else "T.set_max_nreg"
         raise TilecraftError(f"{what} inside a branch on threads [{lo}, {hi}) of the block: on the CUDA target "
@@ -96,17 +97,18 @@ class _Drop(Mutator):
         return seq() if a.buffer in self.owned else a
 
 
-def thread_contexts(k: Kernel) -> list:
+def thread_contexts(k: Kernel, tensor_cores: bool = True) -> list:
     """[(kernel with the context's thread count, body)]: the whole block's statements, then for
     each set of warp groups the Allocs of its fragments and its branches.  A fragment used in two
-    contexts is an error at its first use in the second."""
+    contexts is an error at its first use in the second.  `tensor_cores`: whether gemms take the
+    header library's tensor-core path (check_scope)."""
     scopes = collect(k.body, lambda n: isinstance(n, WarpGroupScope))
     if not scopes:
         return [(k, k.body)]
     owner: dict = {}
     by_groups: dict = {}
     for s in scopes:
-        check_scope(s, k.num_threads)
+        check_scope(s, k.num_threads, tensor_cores)
         if collect(s.body, lambda n: isinstance(n, WarpGroupScope)):
             raise TilecraftError("a T.ws branch inside another T.ws branch is not supported on the CUDA target",
                                  s.span)

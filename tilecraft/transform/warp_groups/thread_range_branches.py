@@ -10,7 +10,10 @@ multiples of 32 a branch of whole warps (`lanes`: `if T.get_thread_binding() < 3
 96, as TileLang's mHC pre-block example does), whose tile ops are spread over its warps the same
 way (no tensor-core gemm or register budget there: warp_groups.check_scope).  An `else` becomes the
 branch of the remaining threads when they are contiguous, an `elif` chain a branch per condition
-(each thread runs one branch of the chain, so their order does not matter).  Anything else stays
+(each thread runs one branch of the chain, so their order does not matter): an `elif` runs on
+the threads its condition bounds among those the conditions before it left, which need not be
+contiguous themselves (TileLang's Blackwell FlashAttention: `if 128 <= tid < 160: DMA
+elif 160 <= tid < 192: MMA elif tid < 128: softmax`), as long as the branch's own threads are.  Anything else stays
 an ordinary `if`, except one whose condition reads the thread index and whose branches hold tile
 work that lowering spreads over the whole block (`refuse_partial_branch`): its tile ops would be
 lowered for every thread of the block and the share of the threads that skip the branch never
@@ -78,33 +81,60 @@ def _has_tile_work(node) -> bool:
                         or (isinstance(n, For) and n.kind == "parallel")))
 
 
+def _minus(reach: tuple, lo: int, hi: int) -> tuple:
+    """The disjoint, ordered intervals of `reach` without [lo, hi)."""
+    out = []
+    for a, b in reach:
+        out += [(a, min(b, lo))] if a < min(b, lo) else []
+        out += [(max(a, hi), b)] if max(a, hi) < b else []
+    return tuple(out)
+
+
 def as_branches(s: If, tids, block, visit, reach=None):
     """The statement replacing `s` (its branches visited by `visit`), or None to keep the `if`.
-    `reach`: the thread indices [lo, hi) that get to `s` (an `elif` is reached by the threads the
-    conditions before it left)."""
+    `reach`: the disjoint intervals of thread indices that get to `s` (an `elif` is reached by the
+    threads the conditions before it left: after `if 128 <= tx < 160:`, threads [0, 128) and
+    [160, block)); each branch's own threads must be one contiguous range of them."""
     if not tids or not _has_tile_work(s):
         return None
-    reach = reach or (0, block)
+    return _branches(s, tids, block, visit, reach or ((0, block),))[0]
+
+
+def _say(ivs) -> str:
+    return " and ".join(f"[{a}, {b})" for a, b in ivs)
+
+
+def _branches(s: If, tids, block, visit, reach):
+    """(the statement replacing `s`, None) or (None, why the chain is not warp branches)."""
     iv = _interval(s.cond, tids, block)
     if iv is None:
-        return None
-    lo, hi = max(iv[0], reach[0]), min(iv[1], reach[1])
+        return None, ("its condition is not a bound of the thread index by constants (comparisons of the "
+                      "thread index itself with constants, joined by `and`)")
+    pieces = [(max(a, iv[0]), min(b, iv[1])) for a, b in reach if max(a, iv[0]) < min(b, iv[1])]
+    if len(pieces) != 1:
+        return None, (f"its threads {_say(pieces)} are not one contiguous range" if pieces
+                      else "no thread reaches its branch")
+    lo, hi = pieces[0]
     if _scope(lo, hi, block, None, s.span) is None:
-        return None
+        return None, f"its threads [{lo}, {hi}) are not whole warps (bounds at multiples of {WARP})"
     first = _scope(lo, hi, block, visit(s.then), s.span)
     if s.orelse is None:
-        return first
-    left = (hi, reach[1]) if lo <= reach[0] else (reach[0], lo) if hi >= reach[1] else None
-    if left is None:
-        return None
+        return first, None
+    left = _minus(reach, lo, hi)
+    if not left:
+        return first, None   # no thread reaches the else
     rest = s.orelse
     if isinstance(rest, If):
-        other = as_branches(rest, tids, block, visit, left)
+        other, why = _branches(rest, tids, block, visit, left)
         if other is not None:
-            return seq(first, other)
-    if _scope(left[0], left[1], block, None, s.span) is None:
-        return None
-    return seq(first, _scope(left[0], left[1], block, visit(rest), rest.span or s.span))
+            return seq(first, other), None
+        if len(left) != 1:
+            return None, f"its elif (threads {_say(left)} reach it): {why}"
+    if len(left) != 1:
+        return None, f"its else runs on threads {_say(left)}, not one contiguous range"
+    if _scope(left[0][0], left[0][1], block, None, s.span) is None:
+        return None, f"its else runs on threads {_say(left)}, not whole warps (bounds at multiples of {WARP})"
+    return seq(first, _scope(left[0][0], left[0][1], block, visit(rest), rest.span or s.span)), None
 
 
 def _spread_work(node):
@@ -148,12 +178,15 @@ def refuse_partial_branch(s: If, k, tids, block) -> None:
     if work is None:
         return
     iv = _interval(s.cond, tids, block)
-    which = (f"threads [{max(iv[0], 0)}, {min(iv[1], block)}) of the block's {block} (its else: the rest)" if iv
+    which = (f"threads [{max(iv[0], 0)}, {min(iv[1], block)}) of the block's {block}" if iv
              else "a subset of the block's threads")
+    why = _branches(s, tids, block, lambda x: x, ((0, block),))[1] or "it is not such a branch"
     raise TilecraftError(
         f"this `if` on the thread index runs its tile operations on {which}; tilecraft spreads a tile "
-        f"operation (copy, gemm, fill, reduce, T.Parallel) inside such a branch over the branch's threads only "
-        f"when the condition bounds the thread index by constants on whole warps (multiples of {WARP}); here the "
-        f"operation would be lowered for every thread of the block and the skipped threads' share never done",
-        s.span, hint=f"bound the branch at a multiple of {WARP} threads (`if tx < 64:`), or move the tile "
+        f"operation (copy, gemm, fill, reduce, T.Parallel) inside such a branch (and its elif / else) over the "
+        f"branch's threads only when each branch is one contiguous range of whole warps, bounded by constants; "
+        f"here {why}, so the operation would be lowered for every thread of the block and the skipped threads' "
+        f"share never done",
+        s.span, hint=f"bound each branch by constants at multiples of {WARP} threads so that it and its else are "
+                     f"contiguous ranges (`if tx < 64: ... else: ...`, or an elif per range), or move the tile "
                      f"operation out of the `if`")

@@ -1,0 +1,145 @@
+"""`if`/`elif` chains on the thread index whose later branches are reached by threads that are not
+contiguous (issue 27).
+
+TileLang's Blackwell FlashAttention (flash_attention_sm100/mha_fwd_bshd.py, the "wasp" variant)
+specializes warps with `if 128 <= tid < 160: DMA  elif 160 <= tid < 192: MMA  elif tid < 128:
+softmax`: after the first condition, threads [0, 128) and [160, 256) reach the `elif`s, each of
+which bounds one contiguous range of them.  Each branch's tile ops are spread over the branch's own
+threads.  tilecraft refused the chain (it wanted the threads left after each condition contiguous);
+now each branch is a branch of its threads, and only a branch whose own threads are not one
+contiguous range of whole warps (an `else` of [0, 128) and [160, 256), say) is refused, with why.
+
+The warp-specialized form with a tcgen05 gemm and its commit inside a branch of one warp runs in the
+CPU target's thread-level mode (its waits need the branches running at once): the gemm is spread
+over the warp's 32 threads, the commit is one arrival once they are all done.  Checked against
+torch; the sm_80 / sm_90a sources of the plain chain are compile-checked (NVRTC), unverified on a
+GPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+from tilecraft.errors import TilecraftError
+
+ARCHS = ["sm_80", "sm_90a"]
+
+
+def chain(n=256, last="elif"):
+    """Three branches: threads [128, 160) double X into Y, [160, 192) add 1 through a shared tile,
+    [0, 128) (an `elif`, or an `else` of the non-contiguous rest) square through a fragment."""
+    @T.prim_func
+    def main(X: T.Tensor((3, n), "float32"), Y: T.Tensor((3, n), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            tid = T.get_thread_binding()
+            s = T.alloc_shared((n,), "float32")
+            if tid >= 128 and tid < 160:
+                for i in T.Parallel(n):
+                    Y[0, i] = X[0, i] * 2
+            elif tid >= 160 and tid < 192:
+                T.copy(X[1, :], s)
+                for i in T.Parallel(n):
+                    s[i] = s[i] + 1
+                T.copy(s, Y[1, :])
+            elif tid < 128 if last == "elif" else tid < 256:  # the last branch line
+                f = T.alloc_fragment((n,), "float32")
+                T.copy(X[2, :], f)
+                for i in T.Parallel(n):
+                    f[i] = f[i] * f[i]
+                T.copy(f, Y[2, :])
+    return main
+
+
+def chain_with_else(n=256):
+    @T.prim_func
+    def main(X: T.Tensor((2, n), "float32"), Y: T.Tensor((2, n), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            tid = T.get_thread_binding()
+            if tid >= 128 and tid < 160:  # the if line
+                for i in T.Parallel(n):
+                    Y[0, i] = X[0, i] * 2
+            else:
+                for i in T.Parallel(n):
+                    Y[1, i] = X[1, i] + 1
+    return main
+
+
+def check_chain(kernel, device="cpu", n=256):
+    x = torch.randn(3, n)
+    y = torch.full((3, n), float("nan"))
+    args = [x.to(device), y.to(device)]
+    kernel(*args)
+    want = torch.stack([x[0] * 2, x[1] + 1, x[2] * x[2]])
+    torch.testing.assert_close(args[1].cpu(), want)
+
+
+def test_elif_chain_over_non_contiguous_threads_on_cpu():
+    check_chain(tilelang.compile(chain(), target="cpu"))
+
+
+@pytest.mark.cuda_compile
+@pytest.mark.parametrize("arch", ARCHS)
+def test_elif_chain_branches_run_on_their_own_threads(arch):
+    src = tilelang.compile(chain(), target={"kind": "cuda", "arch": arch}).get_kernel_source()
+    for lo, hi in ((128, 160), (160, 192), (0, 128)):
+        assert f"if (tc_tid >= {lo} && tc_tid < {hi}) {{" in src, src
+    mma = src[src.index("if (tc_tid >= 160 && tc_tid < 192) {"):src.index("if (tc_tid >= 0 && tc_tid < 128) {")]
+    assert "(tc_tid - 160)" in mma and "__syncthreads" not in mma, mma
+
+
+def test_an_elif_of_two_ranges_is_refused_with_why():
+    with pytest.raises(TilecraftError, match=r"threads \[0, 128\) and \[192, 256\) are not one contiguous") as e:
+        tilelang.compile(chain(last="wide"), target="cpu")
+    assert "test_thread_range_chains.py" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("target", ["cpu", {"kind": "cuda", "arch": "sm_80"}])
+def test_an_else_of_two_ranges_is_refused_with_why(target):
+    with pytest.raises(TilecraftError, match=r"its else runs on threads \[0, 128\) and \[160, 256\), not one "
+                                             r"contiguous range") as e:
+        tilelang.compile(chain_with_else(), target=target)
+    assert "the if line" in str(e.value), str(e.value)
+
+
+def wasp_gemm(m=128, n=64, k=64, bk=32):
+    """The Blackwell FlashAttention's roles on a gemm: the MMA warp [160, 192) waits for the DMA
+    warp [128, 160) (which comes after it in the program: the branches must run at once), issues
+    one tcgen05 gemm per K step into tensor memory and commits; warp group 0 waits for the commit
+    and stores the tile."""
+    steps = k // bk
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k), "bfloat16"), B: T.Tensor((n, k), "bfloat16"), C: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((steps, m, bk), "bfloat16")
+            B_s = T.alloc_shared((steps, n, bk), "bfloat16")
+            C_tmem = T.alloc_tmem([m, n], "float32")
+            full = T.alloc_barrier([32] * steps)
+            done = T.alloc_barrier([1])
+            tid = T.get_thread_binding()
+            if tid >= 160 and tid < 192:
+                for s in T.serial(steps):
+                    T.mbarrier_wait_parity(full[s], 0)
+                    T.tcgen05_gemm(A_s[s, :, :], B_s[s, :, :], C_tmem, transpose_B=True, clear_accum=s == 0)
+                T.tcgen05_mma_arrive(done[0])
+            elif tid >= 128 and tid < 160:
+                for s in T.serial(steps):
+                    T.copy(A[0, s * bk], A_s[s, :, :])
+                    T.copy(B[0, s * bk], B_s[s, :, :])
+                    T.mbarrier_arrive(full[s])
+            elif tid < 128:
+                c = T.alloc_fragment((m, n), "float32")
+                T.mbarrier_wait_parity(done[0], 0)
+                T.copy(C_tmem, c)
+                T.copy(c, C)
+    return main
+
+
+def test_tcgen05_gemm_in_a_warp_branch_runs_with_threads():
+    kernel = tilelang.compile(wasp_gemm(), target="cpu")
+    assert "tc::simt" in kernel.get_kernel_source()   # the thread-level mode: the branches run at once
+    a, b = torch.randn(128, 64).bfloat16(), torch.randn(64, 64).bfloat16()
+    c = torch.full((128, 64), float("nan"))
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-4, atol=1e-4)
