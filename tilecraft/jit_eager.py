@@ -89,7 +89,7 @@ class Probe:
 @dataclass(frozen=True)
 class Built:
     kernel: object        # JITKernel
-    inputs: tuple         # tensor parameter names, in kernel order (outputs excluded)
+    inputs: tuple         # tensor and by-value scalar parameter names, in kernel order (outputs excluded)
 
 
 class EagerJit(CallBinding):
@@ -228,14 +228,14 @@ class EagerJit(CallBinding):
 
     def _run(self, statics, scope: EagerScope, scalars=None):
         """Run the statements before the kernel; returns (namespace, declarations by name: a TensorSpec
-        per tensor parameter, a DType per scalar parameter).  A scalar is a symbol while probing, else
-        its value as a constant of its dtype (`scalars`)."""
+        per tensor parameter, a DType per scalar parameter).  A scalar given in `scalars` is a constant
+        of its dtype, any other a symbol (while probing, and for a scalar passed by value)."""
         ns = self._namespace(statics)
         specs = {}
 
         def scalar(name, d):
             specs[name] = d
-            ns[name] = Var(name, d) if scalars is None else const(scalars[name], d)
+            ns[name] = const(scalars[name], d) if scalars is not None and name in scalars else Var(name, d)
 
         for name, d in self.sig_scalars.items():
             scalar(name, d)
@@ -309,12 +309,13 @@ class EagerJit(CallBinding):
         specs = {n: TensorSpec(affine.plain(d.shape, f"tensor {n}", self._span(self._decl_node(n))), d.dtype)
                  for n, d in decls.items() if isinstance(d, TensorSpec)}
         outputs = self._returned(ns, scope)
-        inputs = [n for n in self.runtime if n in specs]  # tensors only: scalars are compiled in
+        # the tensors and the scalars passed by value (a symbol here), in signature order
+        inputs = [n for n in self.runtime if n in specs or (isinstance(decls.get(n), DType) and isinstance(ns.get(n), Var))]
         order = inputs + [o.name for o in outputs]
         all_specs = dict(specs)
         all_specs.update({o.name: TensorSpec(affine.plain(o.shape, f"output {o.name}", o.span), o.dtype)
                           for o in outputs})
-        relations = affine.check_bound([specs[n].shape for n in inputs])
+        relations = affine.check_bound([specs[n].shape for n in inputs if n in specs])
         fdef = copy.copy(self.node)
         fdef.decorator_list = []
         fdef.returns = None
@@ -328,6 +329,8 @@ class EagerJit(CallBinding):
         class _EagerParser(Parser):
             def param(self, arg):
                 self.fn_specs = all_specs
+                if arg.arg not in all_specs:  # a scalar passed by value: the symbol the statements used
+                    return self._scalar_param(arg, decls[arg.arg], var=ns[arg.arg])
                 return self._param_from_spec(arg, all_specs[arg.arg])
 
         parser = _EagerParser(self.fn)
@@ -388,9 +391,10 @@ class EagerJit(CallBinding):
         statics, tensors, extra = self.bind(args, kwargs, need_tensors)
         static_key = self._key(statics)
         probe = self.probe(statics, static_key)
-        scalars = self.scalar_values(probe, tensors)
+        scalars, by_value = self.scalar_values(probe, tensors, calling=need_tensors)
         values = self.const_values(probe, tensors, extra)
         self.check_shapes(probe, tensors, values, extra)
+        tensors.update(by_value)
         key = (static_key, tuple(sorted(values.items())), _freeze_scalars(scalars))
         built = self._kernels.get(key)
         if built is None:
@@ -416,7 +420,7 @@ class EagerJit(CallBinding):
     def get_tir(self, args, kwargs):
         statics, tensors, extra = self.bind(args, kwargs, need_tensors=False)
         probe = self.probe(statics)
-        scalars = self.scalar_values(probe, tensors)
+        scalars, _ = self.scalar_values(probe, tensors, calling=False)
         values = self.const_values(probe, tensors, extra)
         return self.build(statics, values, scalars)[0]
 

@@ -1,7 +1,7 @@
 """Binding an eager jit call's arguments to what the probe learned (jit_eager.py): the `T.const`
 values (an explicit keyword, else the tensor dimension that binds the name), each tensor's sizes
 checked against them (a message naming the tensor, the dimension and both values, at the line
-declaring the tensor), and the scalar parameters' values (compiled in as constants)."""
+declaring the tensor), and the scalar parameters' values (int32 ones passed by value, others compiled in as constants)."""
 from __future__ import annotations
 
 import operator
@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .errors import TilecraftError
 from .ir import Expr, Var
+from .ir import dtype as dt
 
 if TYPE_CHECKING:
     from .jit_eager import Probe
@@ -79,13 +80,19 @@ class CallBinding:
 
     # ---- building ---------------------------------------------------------------------------
 
-    def scalar_values(self, probe: Probe, tensors) -> dict:
-        """The values of the scalar parameters (`s: T.int32`), taken out of `tensors`.  TileLang passes
-        them at run time; tilecraft compiles each distinct value in as a constant of its dtype (the
-        same results; a new kernel per value, said once in a PerformanceWarning)."""
-        out = {}
+    def scalar_values(self, probe: Probe, tensors, calling: bool) -> tuple[dict, dict]:
+        """The values of the scalar parameters (`s: T.int32`), taken out of `tensors`: (compiled in,
+        passed by value).  TileLang passes scalars at run time; tilecraft passes int32 scalars by value
+        (one kernel for every value, `PrimFunc.scalars`) unless a tensor's size uses them or `.compile`
+        was given a value for them, and compiles any other dtype in as a constant (the same results; a
+        new kernel per value, said once in a PerformanceWarning)."""
+        compiled, by_value = {}, {}
+        sized = {s.name for spec in probe.specs.values() for d in spec.shape for s in _vars_of(d)}
         for name, d in probe.scalars.items():
+            runtime = d is dt.int32 and name not in sized
             if name not in tensors:
+                if runtime and not calling:
+                    continue  # .compile without a value: the kernel takes it at each call
                 raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} ({d}) needs a value: tilecraft "
                                      f"compiles it into the kernel (give {name}=... to .compile too)",
                                      self._span(self._decl_node(name)))
@@ -97,15 +104,27 @@ class CallBinding:
             if not ok:
                 raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} is declared {d}, got {v!r}",
                                      self._span(self._decl_node(name)))
-            out[name] = v
-        if out and not self._warned_scalars:
+            if runtime and calling:
+                if not -2 ** 31 <= v < 2 ** 31:
+                    raise TilecraftError(f"{self.fn.__name__}: the scalar parameter {name} is int32, got {v} (out of "
+                                         f"its range)", self._span(self._decl_node(name)))
+                by_value[name] = v
+            else:
+                compiled[name] = v
+        if compiled and not self._warned_scalars:
             import warnings
             from .errors import PerformanceWarning
             self._warned_scalars = True
-            warnings.warn(f"{self.fn.__name__}: scalar parameter(s) {', '.join(out)} are compiled into the kernel as "
-                          f"constants: each distinct value compiles a new kernel (tilecraft has no run-time scalar "
-                          f"kernel parameters yet)", PerformanceWarning, stacklevel=4)
-        return out
+            warnings.warn(f"{self.fn.__name__}: scalar parameter(s) {', '.join(compiled)} are compiled into the kernel "
+                          f"as constants: each distinct value compiles a new kernel (tilecraft passes int32 scalars "
+                          f"by value, other dtypes not yet)", PerformanceWarning, stacklevel=4)
+        return compiled, by_value
+
+
+def _vars_of(e) -> list:
+    """The Vars an int or size expression mentions."""
+    from .ir import collect
+    return collect(e, lambda x: isinstance(x, Var)) if isinstance(e, Expr) else []
 
 
 def _is_const(size, const) -> bool:

@@ -226,16 +226,47 @@ def axpb(X, a: T.float32, b, blk: int = 16):
 def test_scalar_parameters():
     from tilecraft.errors import PerformanceWarning
     x = torch.randn(40)
-    with pytest.warns(PerformanceWarning, match="a, b are compiled into the kernel as constants"):
+    with pytest.warns(PerformanceWarning, match=r"parameter\(s\) a are compiled into the kernel as constants"):
         torch.testing.assert_close(axpb(x, 0.25, 3), x * 0.25 + 3)
     torch.testing.assert_close(axpb(x, -1.5, -7), x * -1.5 - 7)
-    assert len(axpb._kernels) == 2
+    torch.testing.assert_close(axpb(x, -1.5, 11), x * -1.5 + 11)
+    assert len(axpb._kernels) == 2  # one per value of the float a; the int32 b is passed by value
     with pytest.raises(TilecraftError, match="the scalar parameter b is declared int32, got 2.5") as e:
         axpb(x, 0.5, 2.5)
     assert HERE in str(e.value)
     with pytest.raises(TilecraftError, match="the scalar parameter a .* needs a value"):
         axpb.compile(n=40)
     torch.testing.assert_close(axpb.compile(n=40, a=2.0, b=1)(x), x * 2.0 + 1)
+
+
+@tilelang.jit(target="cpu")
+def head_scaled(A, s: T.float32, n: T.int32):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    B = T.empty((N,), T.float32)
+    with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < n:
+                B[bx * 64 + i] = A[bx * 64 + i] * s
+            else:
+                B[bx * 64 + i] = 0.0
+    return B
+
+
+@pytest.mark.filterwarnings("ignore::tilecraft.errors.PerformanceWarning")  # the float s is compiled in
+def test_int32_scalars_are_passed_by_value():
+    """TileLang passes scalar parameters at run time: an int32 one is a kernel parameter here too (one kernel
+    for every value, the grid-independent guard included), given at each call of a kernel from .compile."""
+    x = torch.randn(200)
+    for n in (130, 200, 1, 0, -4, 1000):
+        want = x * 2.5
+        want[max(0, min(n, 200)):] = 0
+        torch.testing.assert_close(head_scaled(x, 2.5, n), want)
+    assert len(head_scaled._kernels) == 1
+    k = head_scaled.compile(N=200, s=0.5)   # n not given: the kernel takes it at each call
+    torch.testing.assert_close(k(x, 64), torch.cat([x[:64] * 0.5, torch.zeros(136)]))
+    with pytest.raises(TilecraftError, match="the scalar parameter n is int32, got 4294967296"):
+        head_scaled(x, 1.0, 2 ** 32)
 
 
 @tilelang.autotune(configs=[{"tilesize": 4, "threads": 32}, {"tilesize": 8, "threads": 64}], warmup=1, rep=2)

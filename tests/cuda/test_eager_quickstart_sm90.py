@@ -86,3 +86,25 @@ def test_a_size_expression_of_a_dynamic_symbol_compiles_for_cuda(arch):
     kernel = tilelang.jit(target={"kind": "cuda", "arch": arch})(head_weighted).compile(heads=4)
     assert kernel._relations == (("seq_len_x4", 0, (("seq_len", 4),), "4 * seq_len"),)
     assert [p.shape for p in kernel.params] == [("seq_len_x4", 64), ("seq_len", 4), ("seq_len", 64)]
+
+
+def head_scaled(A, s: T.float32, n: T.int32):
+    N = T.const("N")
+    A: T.Tensor((N,), T.float32)
+    B = T.empty((N,), T.float32)
+    with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < n:
+                B[bx * 64 + i] = A[bx * 64 + i] * s
+    return B
+
+
+@pytest.mark.filterwarnings("ignore::tilecraft.errors.PerformanceWarning")  # the float s is compiled in
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_an_int32_scalar_is_a_kernel_parameter_for_cuda(arch):
+    """The eager jit passes an int32 scalar by value (a kernel parameter), a float one compiled in."""
+    kernel = tilelang.jit(target={"kind": "cuda", "arch": arch})(head_scaled).compile(N=256, s=1.5)
+    src = kernel.get_kernel_source()
+    head = src[src.index("__global__"):src.index("{", src.index("__global__"))]
+    assert "int n" in head.replace("int32_t", "int") and "1.5" in src, head
+    assert [p.name for p in kernel.params] == ["A", "B"]

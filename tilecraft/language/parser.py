@@ -191,7 +191,7 @@ class Parser(ExprMixin, LoopMixin):
                                   f"scalar dtype (T.int32), got {spec!r}")
         return self._param_from_spec(arg, spec)
 
-    def _scalar_param(self, arg, dtype) -> Var:
+    def _scalar_param(self, arg, dtype, var: Var | None = None) -> Var:
         """`n: T.int32`: a scalar passed by value at each call (TileLang's scalar parameter): a kernel
         value usable anywhere, the grid included; the launchers pass it as they pass size symbols."""
         if dtype is not dt.int32:
@@ -201,7 +201,7 @@ class Parser(ExprMixin, LoopMixin):
                                   "(compiled in)")
         if any(s.name == arg.arg for s in self.symbols):
             raise self.error(arg, f"parameter {arg.arg!r}: the name is already a size symbol of a tensor parameter")
-        v = Var(arg.arg, dtype)
+        v = var if var is not None else Var(arg.arg, dtype)  # the eager jit's statements made it already
         self.symbols.append(v)
         self.bind(arg.arg, v)
         return v
