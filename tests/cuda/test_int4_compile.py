@@ -33,8 +33,25 @@ def test_int4_gemm_compiles_with_byte_copies(arch, trans_b):
     assert body.count("tc::cp_async_pipelined_zfill<") == 4
     assert body.count("tc::cp_async_pipelined_zfill<16>((A_s") == 2
     assert body.count(f"tc::cp_async_pipelined_zfill<{16 if trans_b else 4}>((B_s") == 2
-    assert "tc::s4_get(A_s" in body and "tc::s4_get(B_s" in body
+    if trans_b:   # both K-major: mma.sync m16n8k64 .s4 on the shared tiles' bytes
+        assert "tc::gemm_ss_s4<32, 32, 64, 2, 2>((A_s + " in body and "s4_get" not in body
+    else:         # B [K][N]: each thread's dot products, element by element
+        assert "tc::s4_get(A_s" in body and "tc::s4_get(B_s" in body and "gemm_ss_s4" not in body
     assert "s4_set" not in body                            # nothing stored nibble by nibble
+
+
+@pytest.mark.sass
+def test_int4_gemm_issues_the_s4_tensor_core_instruction():
+    """sm_80: IMMA.16864.S4.S4 (mma.sync m16n8k64 .s4), 32 a k64 step for a 128x128 tile on 4 warps, fed by
+    ldmatrix; sm_90a has no int4 tensor cores and ptxas lowers the same PTX onto its int8 IMMA."""
+    import re
+    k = tilelang.compile(_gemm(128, 128, 256, 128, 128, 64, True), out_idx=-1, target={"kind": "cuda", "arch": "sm_80"})
+    sass = k.get_sass()
+    assert len(re.findall(r"IMMA\.16864\.S4\.S4", sass)) % 32 == 0 and "IMMA.16864.S4.S4" in sass
+    assert "LDSM.16.M88.4" in sass
+    k90 = tilelang.compile(_gemm(128, 128, 256, 128, 128, 64, True), out_idx=-1,
+                           target={"kind": "cuda", "arch": "sm_90a"})
+    assert "IMMA" in k90.get_sass()
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -33,11 +33,13 @@ def test_stores_wrap_and_pack_on_gpu(bn):
 
 
 @pytest.mark.parametrize("trans_b", [True, False])
-@pytest.mark.parametrize("shape", [(48, 40, 160), (256, 256, 512)])
-def test_gemm_int4_exact_on_gpu(trans_b, shape):
+@pytest.mark.parametrize("shape,blocks", [((48, 40, 160), (32, 32, 64)), ((256, 256, 512), (32, 32, 64)),
+                                          ((1024, 1024, 1024), (128, 128, 64))])   # the last: TileLang's example
+def test_gemm_int4_exact_on_gpu(trans_b, shape, blocks):
+    """transpose_B=True: mma.sync m16n8k64 .s4 (tc::gemm_ss_s4); False: per-register dot products."""
     M, N, K = shape
     a, b = rand4(M, K, seed=2), rand4(*((N, K) if trans_b else (K, N)), seed=3)
-    k = tilelang.compile(_gemm(M, N, K, 32, 32, 64, trans_b), out_idx=-1, target="cuda")
+    k = tilelang.compile(_gemm(M, N, K, *blocks, trans_b), out_idx=-1, target="cuda")
     c = k(pack(a).cuda(), pack(b).cuda()).cpu()
     bt = b.to(torch.int32).T if trans_b else b.to(torch.int32)
     assert torch.equal(c, a.to(torch.int32) @ bt)

@@ -109,6 +109,8 @@ def mma_capable(g: Gemm, threads: int, fp8_mma: bool = False) -> bool:
     8-bit floats (`fp8_mma`: sm_89+) take gemm_ss's m16n8k32 form when fp8_wgmma_refusal allows it
     (both operands K-major, K % 32 == 0) and A is a shared tile."""
     m, n, k = g.mnk
+    if g.a.buffer.dtype.packed:
+        return int4_mma_capable(g, threads)
     if g.a.buffer.dtype.name in FP8_DTYPES:
         if not fp8_mma or fp8_wgmma_refusal(g) is not None or g.a.buffer.scope != "shared":
             return False
@@ -118,6 +120,18 @@ def mma_capable(g: Gemm, threads: int, fp8_mma: bool = False) -> bool:
             k % 16 == 0 and threads % 32 == 0 and g.c.covers_whole() and
             all(shared_row_stride(r) is not None for r in (g.a, g.b) if r.buffer.scope == "shared") and
             warp_partition(m, n, threads // 32, g.policy) is not None)
+
+
+def int4_mma_capable(g: Gemm, threads: int) -> bool:
+    """mma.sync m16n8k64 .s4 (tc::gemm_ss_s4): int4 x int4 into int32, both operands whole K-major shared
+    tiles (A [M][K], B [N][K]: each 32-bit fragment register is 8 consecutive k of one row), K % 64 == 0."""
+    m, n, k = g.mnk
+    a, b = g.a, g.b
+    return (a.buffer.dtype.packed and b.buffer.dtype.packed and g.c.buffer.dtype.name == "int32"
+            and not g.trans_a and g.trans_b and k % 64 == 0 and threads % 32 == 0 and g.c.covers_whole()
+            and a.buffer.scope == "shared" and b.buffer.scope == "shared" and a.covers_whole() and b.covers_whole()
+            and a.buffer.ndim == 2 and b.buffer.ndim == 2
+            and warp_partition(m, n, threads // 32, g.policy) is not None)
 
 
 def wgmma_capable(g: Gemm, threads: int) -> bool:

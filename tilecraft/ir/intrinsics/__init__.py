@@ -24,7 +24,7 @@ from .extern import ACCESS_MODES, Extern
 from .mbarrier import (MbarArriveWarp, MbarInit, MbarInval, MbarWaitParity, PipeAcquire, PipeCommit, PipeInit,
                        PipeInval, PipelineBarrier, PipeRelease, PipeWait)
 from .manual_sync import ClusterSync, CpuMbarArrive, CpuMbarWait, MbarArrive, MbarArriveCluster, MbarWaitParityCluster
-from .mma import GemmRS, GemmRSLd, GemmSS, GemmSSLd
+from .mma import GemmRS, GemmRSLd, GemmSS, GemmSSLd, GemmSSS4
 from .reduce import Shfl, ShflXorReduce, SyncWarp, WarpVote
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
 from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierArrive, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait

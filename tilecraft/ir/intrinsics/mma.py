@@ -47,6 +47,26 @@ class GemmSS(Intrinsic):
 
 
 @dataclass(frozen=True)
+class GemmSSS4(Intrinsic):
+    """C[M][N] (int32) += A[M][K] * B[N][K]^T, int4 shared tiles two per byte, on mma.sync m16n8k64 .s4;
+    an optional hook as GemmSS's."""
+    entry = "tc::gemm_ss_s4"
+    family = "mma.sync"
+    operands = GemmSS.operands
+    m: int
+    n: int
+    k: int
+    wm: int
+    wn: int
+
+    def check(self):
+        require(self.wm >= 1 and self.wn >= 1, self, "WM and WN must be >= 1")
+        require(self.m % (16 * self.wm) == 0, self, "M must be a multiple of 16*WM (m16 tiles per warp)")
+        require(self.n % (8 * self.wn) == 0, self, "N must be a multiple of 8*WN (n8 tiles per warp)")
+        require(self.k % 64 == 0, self, "K must be a multiple of 64 (mma k64 steps of int4)")
+
+
+@dataclass(frozen=True)
 class GemmRS(Intrinsic):
     """C[M][N] += A * B, A from registers (a gemm accumulator's layout), B a shared tile."""
     entry = "tc::gemm_rs"

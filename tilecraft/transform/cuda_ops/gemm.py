@@ -48,6 +48,11 @@ def lower_gemm(g: Gemm, ctx: Ctx):
         # the tensor cores read shared memory through the async proxy: every writer fences its
         # ordinary / cp.async writes into that proxy before the barrier that precedes the gemm
         return seq(pre, I.evaluate(I.FenceProxyAsyncShared()), Sync(), call_)
+    if isinstance(plan, Mma80Plan) and g.a.buffer.dtype.packed:   # infer_layouts.int4_mma_capable
+        args = (Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)))
+        if g.pipeline_hook is not None:
+            args += (g.pipeline_hook,)
+        return seq(pre, I.evaluate(I.GemmSSS4(m, n, k, plan.warps_m, plan.warps_n), *args, span=g.span))
     if isinstance(plan, Mma80Plan):
         wm, wn = plan.warps_m, plan.warps_n
         swz_b = int(g.b.buffer in ctx.swizzled)

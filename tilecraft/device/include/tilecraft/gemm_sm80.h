@@ -234,6 +234,19 @@ template <class F8> struct MmaOp<F8Pair<F8>> {
 };
 #endif
 
+// Four int4 of a K-major row seen as one 16-bit element (F8Pair's trick, a level down): the m16n8k64
+// .s4 fragments hold, byte for byte, what the m16n8k16 f16 fragments hold for a tile of a quarter of
+// the row length (A: a[0] = A[g][8t..8t+7] = the 16-bit units 2t, 2t+1 of row g, ...; B [N][K] likewise),
+// and the s32 accumulator has the f32 one's layout, so gemm_ss on S4Quad with K/4 issues the k64 int4
+// mma on the same ldmatrix loads.  K-major operands only; unswizzled (int4 tiles are never swizzled).
+struct S4Quad { unsigned short bits; };
+template <> struct MmaOp<S4Quad> {
+  // C is the caller's int accumulator, handed through gemm_ss's float* unread (only offsets are taken)
+  static TC_DEVICE void run(float* c, const uint32_t a[4], const uint32_t b[2]) {
+    mma_m16n8k64_s4_s32(reinterpret_cast<int*>(c), a, b);
+  }
+};
+
 template <class T>
 struct CheckElem {
   static_assert(IsSame<T, half_t>::value || IsSame<T, bfloat16_t>::value,
@@ -243,6 +256,7 @@ struct CheckElem {
 #if defined(TC_FP8)
 template <class F8> struct CheckElem<F8Pair<F8>> { static constexpr bool ok = true; };
 #endif
+template <> struct CheckElem<S4Quad> { static constexpr bool ok = true; };
 
 }  // namespace detail
 
@@ -321,6 +335,16 @@ TC_DEVICE void gemm_ss_ld(const T* A, const T* B, float* C, Hook hook) {
     }
   }
   }
+}
+
+// C (int32) += A @ B^T for int4 tiles A [M][K], B [N][K] in shared memory, two elements a byte (the even
+// k in the low nibble), on mma.sync m16n8k64 .s4 (sm_80+): gemm_ss's warps, C slots and hook, K % 64 == 0.
+template <int M, int N, int K, int WM, int WN, class Hook = NoHook>
+TC_DEVICE void gemm_ss_s4(const int8_t* A, const int8_t* B, int* C, Hook hook = Hook()) {
+  static_assert(K % 64 == 0, "tc::gemm_ss_s4: K must be a multiple of 64 (mma k64 steps of int4)");
+  using Q = detail::S4Quad;
+  gemm_ss_ld<M, N, K / 4, WM, WN, false, true, 0, 0, Q, K / 4, K / 4>(
+      reinterpret_cast<const Q*>(A), reinterpret_cast<const Q*>(B), reinterpret_cast<float*>(C), hook);
 }
 
 // As gemm_ss, with A taken from registers: A_regs is this thread's M x K tile in the accumulator

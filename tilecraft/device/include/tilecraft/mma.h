@@ -56,6 +56,22 @@ TC_DEVICE void mma_m16n8k16_f16_f16(uint32_t c[2], const uint32_t a[4], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// D = A * B + C with 4-bit signed integer inputs (m16n8k64, .s4) and s32 accumulation (sm_80+; sm_90
+// has no int4 tensor cores: ptxas lowers it to other instructions there).  Each .b32 register holds 8
+// consecutive-k elements, the lowest k in the lowest nibble: a[0] = A[g][8t..8t+7], a[1] = A[g+8][..],
+// a[2] = A[g][32+8t..], a[3] = A[g+8][32+8t..]; b[0] = B[8t..8t+7][g], b[1] = B[32+8t..][g]; c as the
+// f32 accumulator of m16n8k16 (c[0..1] row g, cols 2t, 2t+1; c[2..3] row g+8).
+TC_DEVICE void mma_m16n8k64_s4_s32(int c[4], const uint32_t a[4], const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+  (void)c; (void)a; (void)b;
+}
+
 #if defined(TC_FP8)
 // D = A * B + C with 8-bit float inputs (m16n8k32, e4m3 or e5m2 for both) and f32 accumulation
 // (sm_89+).  Each .b32 register holds 4 consecutive-k bytes: a[0] = A[g][4t..4t+3], a[1] = A[g+8][..],
