@@ -46,6 +46,36 @@ def test_to_fp8_rounds_like_torch_and_saturates(build, device, fp8, src):
 
 
 @pytest.mark.parametrize("fp8", FP8)
+def test_to_fp8_at_every_rounding_boundary(build, device, fp8):
+    """float32 -> fp8 at every value of the format, every midpoint between neighbours (a tie: to
+    even) and the floats just either side of each, both signs, float32 subnormals and the range's
+    edges: the CPU target converts on the float's bits (tilecraft_cpu.h fp8_base::encode_f32)."""
+    td = getattr(torch, fp8)
+    vals = torch.arange(256, dtype=torch.uint8).view(td).float()
+    vals = torch.unique(vals[torch.isfinite(vals) & (vals >= 0)])  # sorted, +0 .. largest
+    mids = (vals[:-1] + vals[1:]) / 2  # exact in float32
+    inf = torch.tensor(float("inf"))
+    pts = torch.cat([vals, mids, torch.nextafter(mids, inf), torch.nextafter(mids, -inf),
+                     torch.nextafter(vals, inf), torch.nextafter(vals[1:], -inf),
+                     torch.tensor([1e-45, 1e-40, 1.1754942e-38, 1.17549435e-38, 3.4028235e38, float("inf")]),
+                     torch.tensor([FP8_MAX[fp8] * 1.03, FP8_MAX[fp8] * 1.0625, FP8_MAX[fp8] * 2])])
+    x = torch.cat([pts, -pts])
+    n = (x.numel() + 127) // 128 * 128
+    x = torch.cat([x, torch.zeros(n - x.numel())]).to(device)
+    y = build(convert, n, "float32", fp8)(x)
+    ref = x.float().clamp(-FP8_MAX[fp8], FP8_MAX[fp8]).to(td)
+    assert torch.equal(bits(y.cpu()), bits(ref.cpu()))
+
+
+@pytest.mark.parametrize("fp8", FP8)
+def test_fp8_nan_stays_nan(build, device, fp8):
+    td = getattr(torch, fp8)
+    x = torch.tensor([float("nan"), -float("nan")] * 64).to(device)
+    y = build(convert, 128, "float32", fp8)(x).cpu().float()
+    assert torch.isnan(y).all()
+
+
+@pytest.mark.parametrize("fp8", FP8)
 @pytest.mark.parametrize("dst", ["float32", "float16"])
 def test_from_fp8_is_exact_for_every_bit_pattern(build, device, fp8, dst):
     td = getattr(torch, fp8)

@@ -51,6 +51,21 @@ def gemm_kernel(M, N, K, bm, bn, bk, trans_A, trans_B, dtype, a_mem="shared", b_
     return main
 
 
+def test_gemm_float16_operands_every_finite_value(build, device):
+    """Every finite float16 bit pattern (subnormals, both zeros) through T.gemm's float16 operand
+    conversion (F16C on the CPU target, tilecraft_cpu_gemm.h) against an identity: exact."""
+    h = torch.arange(0, 1 << 16, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    h = h[torch.isfinite(h)]
+    M, K = 64, 64
+    n = (h.numel() + M * K - 1) // (M * K) * (M * K)
+    a_all = torch.cat([h, torch.zeros(n - h.numel(), dtype=torch.float16)]).view(-1, M, K)
+    eye = torch.eye(K, dtype=torch.float16).to(device)
+    kern = build(gemm_kernel, M, K, K, M, K, K, False, False, "float16")
+    for a in a_all:
+        c = kern(a.contiguous().to(device), eye).cpu()
+        assert torch.equal(c, a.float()), "a float16 operand changed through T.gemm"
+
+
 def _gemm_check(build, device, M, N, K, tA, tB, dtype, a_mem="shared", b_mem="shared"):
     a = rand((K, M) if tA else (M, K), dtype, device)
     b = rand((N, K) if tB else (K, N), dtype, device)

@@ -171,13 +171,45 @@ struct fp8_base {
     if (b > MAX_BITS) b = MAX_BITS;
     return (uint8_t)(sign | b);
   }
-  static const float* table() {  // all 256 values, decoded once
-    static const std::vector<float> t = [] {
-      std::vector<float> v(256);
-      for (int i = 0; i < 256; ++i) v[i] = (float)decode((uint8_t)i);
-      return v;
-    }();
-    return t.data();
+  // The same two conversions for float, on the bits and without branches (every case computed,
+  // the right one selected), so that a loop of them vectorizes: the double forms above call libm
+  // (frexp, ldexp, nearbyint) per value, ~35 ns; these are what a cast-heavy kernel runs.
+  // encode_f32(f) == encode((double)f) and to_f32(b) == (float)decode(b) for every f and b
+  // (float -> double is exact; tests/cpu/test_fp8.py checks every fp8 value and every rounding
+  // boundary; the NaN decode is the canonical quiet NaN with the sign, as (float)quiet_NaN).
+  static uint8_t encode_f32(float f) {
+    const uint32_t x = f2u(f);
+    const uint32_t sign = (x >> 24) & 0x80u, ax = x & 0x7fffffffu;
+    constexpr int SHIFT = 23 - MAN;
+    // normal in fp8: rebias the exponent, round the SHIFT dropped bits to nearest even (a carry out
+    // of the mantissa steps the exponent; the top of the range is saturated below)
+    const uint32_t norm = (ax - ((uint32_t)(127 - BIAS) << 23) + ((1u << (SHIFT - 1)) - 1u) + ((ax >> SHIFT) & 1u)) >> SHIFT;
+    // subnormal in fp8 (below 2^(1-BIAS)): adding 2^(24-BIAS-MAN), whose float ulp is the fp8
+    // subnormal unit 2^(1-BIAS-MAN), rounds to nearest even in the addition; the unit count is the
+    // sum's low bits (2^MAN units: the smallest normal, the same encoding)
+    constexpr uint32_t MAGIC = (uint32_t)(127 + 24 - BIAS - MAN) << 23;
+    const uint32_t sub = f2u(u2f(ax) + u2f(MAGIC)) - MAGIC;
+    constexpr uint32_t MIN_NORMAL = (uint32_t)(127 + 1 - BIAS) << 23;
+    const uint32_t max_f = f2u((float)decode(MAX_BITS));  // exact in float
+    const uint32_t is_sub = 0u - (uint32_t)(ax < MIN_NORMAL);
+    const uint32_t is_sat = 0u - (uint32_t)(ax >= max_f);   // infinities included
+    const uint32_t is_nan = 0u - (uint32_t)(ax > 0x7f800000u);
+    uint32_t b = (sub & is_sub) | (norm & ~is_sub);
+    b = (b & ~is_sat) | ((uint32_t)MAX_BITS & is_sat);
+    b = (b & ~is_nan) | ((uint32_t)NAN_BITS & is_nan);
+    return (uint8_t)(sign | b);
+  }
+  static float to_f32(uint8_t bits) {
+    const uint32_t b = bits;
+    const uint32_t sign = (b & 0x80u) << 24;
+    const uint32_t e = (b >> MAN) & ((1u << EXP) - 1u), m = b & ((1u << MAN) - 1u);
+    const float sub = (float)(int)m * u2f((uint32_t)(127 + 1 - BIAS - MAN) << 23);  // exact
+    const uint32_t norm = ((e + (uint32_t)(127 - BIAS)) << 23) | (m << (23 - MAN));
+    const uint32_t top = (1u << EXP) - 1u;
+    const bool nan = FN ? (e == top && m == (1u << MAN) - 1u) : (e == top && m != 0u);
+    const bool inf = !FN && e == top && m == 0u;
+    const uint32_t mag = nan ? 0x7fc00000u : inf ? 0x7f800000u : e == 0u ? f2u(sub) : norm;
+    return u2f(sign | mag);
   }
 };
 
@@ -185,13 +217,13 @@ template <int EXP, int MAN, bool FN>
 struct fp8_t {
   uint8_t bits;
   fp8_t() = default;
-  fp8_t(float f) : bits(fp8_base<EXP, MAN, FN>::encode(f)) {}
+  fp8_t(float f) : bits(fp8_base<EXP, MAN, FN>::encode_f32(f)) {}
   fp8_t(double d) : bits(fp8_base<EXP, MAN, FN>::encode(d)) {}
   fp8_t(int i) : bits(fp8_base<EXP, MAN, FN>::encode((double)i)) {}
   fp8_t(int64_t i) : bits(fp8_base<EXP, MAN, FN>::encode((double)i)) {}
-  fp8_t(half_t h) : bits(fp8_base<EXP, MAN, FN>::encode((float)h)) {}
-  fp8_t(bfloat16_t h) : bits(fp8_base<EXP, MAN, FN>::encode((float)h)) {}
-  operator float() const { return fp8_base<EXP, MAN, FN>::table()[bits]; }
+  fp8_t(half_t h) : bits(fp8_base<EXP, MAN, FN>::encode_f32((float)h)) {}
+  fp8_t(bfloat16_t h) : bits(fp8_base<EXP, MAN, FN>::encode_f32((float)h)) {}
+  operator float() const { return fp8_base<EXP, MAN, FN>::to_f32(bits); }
 };
 typedef fp8_t<4, 3, true> fp8_e4m3_t;
 typedef fp8_t<5, 2, false> fp8_e5m2_t;
