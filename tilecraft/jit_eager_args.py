@@ -50,6 +50,10 @@ class CallBinding:
         shape = getattr(t, "shape", None)
         if shape is None:
             raise TypeError(f"parameter {name!r} is declared as {probe.specs[name]!r} but got a {type(t).__name__}")
+        spec = probe.specs.get(name)
+        if shape and getattr(getattr(spec, "dtype", None), "packed", False):
+            # int4: the torch int8 tensor holds two elements a byte along its last dimension
+            return tuple(shape[:-1]) + (2 * int(shape[-1]),)
         return tuple(shape)
 
     def _rank_error(self, probe, t, shape):

@@ -193,3 +193,21 @@ def test_a_cast_into_int4_wraps_as_a_value():
     x = torch.arange(-32, 32, dtype=torch.int32)
     c = tilelang.compile(main, out_idx=-1, target="cpu")(x)
     assert torch.equal(c.to(torch.int64), wrap4(x) * 100)
+
+
+@tilelang.jit
+def _eager_unpack(A, block_M: int = 16):
+    M, K = T.const("M, K")
+    A: T.Tensor((M, K), T.int4)
+    C = T.empty((M, K), T.int32)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, K):
+            C[bx * block_M + i, j] = T.cast(A[bx * block_M + i, j], T.int32)
+    return C
+
+
+def test_eager_jit_binds_the_logical_int4_shape():
+    """K is the number of int4 elements: twice the int8 tensor's last dimension."""
+    a = rand4(32, 24, seed=7)
+    c = _eager_unpack(pack(a), target="cpu")
+    assert c.shape == (32, 24) and torch.equal(c, a.to(torch.int32))
