@@ -69,3 +69,12 @@ def test_unaligned_copies_store_nibbles_atomically(arch):
 def test_int4_stores_into_global_are_atomic(arch):
     body = _src(_pack_kernel(5, 12, 3), arch).split("__global__")[1]
     assert "tc::s4_set_atomic(Y," in body and "tc::to_s4(" in body
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_aligned_int4_tiles_go_to_global_as_whole_bytes(arch):
+    """Tiles of 8 columns at even offsets into rows of 12: 4 elements (2 bytes) a vector store, no nibble
+    shared with another thread."""
+    body = _src(_pack_kernel(5, 12, 8), arch).split("__global__")[1]
+    assert "tc::vec_store<tc::int8_t, tc::int8_t, 2>((Y + (" in body
+    assert "s4_set_atomic(Y," not in body

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq)
+from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq, dtype as dt)
 from ...ir import intrinsics as I
 from ...ir.layout.fragment import FragmentLayout
 from ...ir.semantics import region_indices, slice_dims
@@ -149,8 +149,6 @@ def _strided_vector_width(s: Region, d: Region) -> int:
     pair = {s.buffer.scope, d.buffer.scope}
     if pair != {"global", "shared"} or s.buffer.dtype is not d.buffer.dtype:
         return 1
-    if s.buffer.dtype.packed and d.buffer.scope != "shared":
-        return 1   # int4 into global memory: element by element (a tile's edge may share a byte)
     for r in (s, d):
         nu = [k for k, n in enumerate(r.extents) if n != 1]
         if not nu or nu[-1] != r.buffer.ndim - 1 or not isinstance(r.buffer.shape[-1], int):
@@ -179,6 +177,8 @@ def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):
             cp = I.CpAsyncPipelinedZfill if op.mode == "async" else I.CpAsyncZfill
             return I.evaluate(cp(nbytes), dref, sref, span=op.span)
         t = s.buffer.dtype
+        if t.packed:   # int4: the vector's whole bytes (its start and length are even: _strided_vector_width)
+            return I.evaluate(I.VecStore(dt.int8, dt.int8, vec * t.bits // 8), dref, sref, span=op.span)
         return I.evaluate(I.VecStore(t, t, vec), dref, sref, span=op.span)
     loops = ctx.strided(tuple(shape), body, op.span)
     if d.buffer.scope == "shared" and op.mode != "async":
