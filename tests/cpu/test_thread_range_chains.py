@@ -119,6 +119,7 @@ def wasp_gemm(m=128, n=64, k=64, bk=32):
             done = T.alloc_barrier([1])
             tid = T.get_thread_binding()
             if tid >= 160 and tid < 192:
+                T.set_max_nreg(40, 0)   # dropped on the CPU target (register budgets are sm_90a's)
                 for s in T.serial(steps):
                     T.mbarrier_wait_parity(full[s], 0)
                     T.tcgen05_gemm(A_s[s, :, :], B_s[s, :, :], C_tmem, transpose_B=True, clear_accum=s == 0)
@@ -143,3 +144,26 @@ def test_tcgen05_gemm_in_a_warp_branch_runs_with_threads():
     c = torch.full((128, 64), float("nan"))
     kernel(a, b, c)
     torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-4, atol=1e-4)
+
+
+def budget_in_a_warp_branch():
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tid = T.get_thread_binding()
+            if tid < 32:
+                T.set_max_nreg(40, 0)  # the budget line
+                for i in T.Parallel(64):
+                    Y[i] = X[i] + 1
+    return main
+
+
+@pytest.mark.cuda_compile
+def test_a_register_budget_in_a_warp_branch():
+    """setmaxnreg moves a warp group's registers: refused in a branch of one warp on sm_90a, where
+    it would be emitted; dropped (with a warning) on sm_80 as everywhere it does not apply."""
+    with pytest.raises(TilecraftError, match=r"T.set_max_nreg inside a branch on threads \[0, 32\)") as e:
+        tilelang.compile(budget_in_a_warp_branch(), target={"kind": "cuda", "arch": "sm_90a"})
+    assert "the budget line" in str(e.value)
+    src = tilelang.compile(budget_in_a_warp_branch(), target={"kind": "cuda", "arch": "sm_80"}).get_kernel_source()
+    assert "if (tc_tid >= 0 && tc_tid < 32) {" in src and "setmaxnreg" not in src, src

@@ -61,3 +61,5 @@ from .misc import Var, Ramp, Broadcast, align_up  # noqa: E402
 im2col = c2d_im2col  # TileLang's newer name, same arguments
 ptr = int64  # T.ptr: a tensor of addresses (`tensor.data_ptr()` values, a torch int64 tensor); see T.make_tensor
 from .tile_schedule import PersistentTileScheduler  # noqa: E402
+from .ws_schedule import (WSID, WSRole, WSPipeline, WSSync, WSScope, WSSchedule, annotate_ws_schedule,  # noqa: E402
+                          ws_op)

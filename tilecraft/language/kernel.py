@@ -114,7 +114,8 @@ def _loop_annotations(what, annotations):
         return
     if not isinstance(annotations, dict):
         raise error(f"{what}: annotations must be a dict, got {annotations!r}")
-    for key in annotations:
+    from .tileops import _without_ws_id
+    for key in _without_ws_id(what, annotations) or {}:
         warn_once((what, "annotations", str(key)), f"{what}(annotations={{{key!r}: ...}}) is ignored: a lowering "
                                                    f"hint tilecraft does not use; results do not change")
 
@@ -147,8 +148,10 @@ def parallel(start, stop=None, annotations=None):
     return Parallel(stop)
 
 
-def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None):  # noqa: N802
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None,  # noqa: N802
+              annotations=None):
     """A serial loop whose copies into shared tiles overlap compute, `num_stages` buffers deep."""
+    _loop_annotations("T.Pipelined", annotations)
     if stop is None:
         start, stop = 0, start
     _check_extent(start, "T.Pipelined start")

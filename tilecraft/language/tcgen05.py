@@ -10,6 +10,8 @@ lowering, so every CUDA target refuses them at the user's line naming sm_100
 """
 from __future__ import annotations
 
+import weakref
+
 from ..ir import Alloc, Annotate, AnnotationKey, Buffer, Expr, Fill, If, as_expr, cast, dtype as dt
 from ..ir.blackwell import ArchNeed, MmaCommitArrive
 from .builder import error, require_kernel
@@ -51,7 +53,20 @@ def alloc_tmem(shape, dtype):
     name = b.fresh_name(getattr(b, "pending_name", None) or "tmem")
     buf = Buffer(name, shp, d, "shared", span=b.span)
     b.emit(Alloc(buf, span=b.span))
+    _TMEM.add(buf)
     return buf
+
+
+_TMEM = weakref.WeakSet()   # the buffers T.alloc_tmem made (scope "shared", ir/blackwell.py)
+
+
+def is_tmem(x) -> bool:
+    """Whether `x` (a buffer, or a region / element of one) lives in tensor memory."""
+    buf = getattr(x, "buffer", x)
+    try:
+        return buf in _TMEM
+    except TypeError:
+        return False
 
 
 def tcgen05_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square, clear_accum=False,

@@ -90,7 +90,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     b = require_kernel("T.copy")
     if annotations is not None and not isinstance(annotations, dict):
         raise error(f"T.copy: annotations must be a dict of lowering hints, got {annotations!r}")
-    for key, value in (annotations or {}).items():
+    for key, value in (_without_ws_id("T.copy", annotations) or {}).items():
         if key == "disable_tma" and value and not disable_tma:
             disable_tma = value
         elif key == "coalesced_width" and coalesced_width is None:
@@ -176,8 +176,20 @@ def _gemm_operand(x, what, allowed, op="T.gemm"):
 
 
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
-         clear_accum=False, k_pack=1, wg_wait=0, use_wgmma=None):
+         clear_accum=False, k_pack=1, wg_wait=0, use_wgmma=None, mbar=None, annotations=None):
+    """`C += op(A) @ op(B)` (C = ... with clear_accum).  C in tensor memory (T.alloc_tmem): the
+    tcgen05 gemm, as TileLang dispatches it (`mbar`: the mbarrier its commit arrives on)."""
     b = require_kernel("T.gemm")
+    annotations = _without_ws_id("T.gemm", annotations)
+    from .tcgen05 import is_tmem, tcgen05_gemm
+    if is_tmem(C):
+        return tcgen05_gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack, wg_wait, mbar=mbar,
+                            annotations=annotations)
+    if mbar is not None:
+        raise error("T.gemm(mbar=...): the completion mbarrier belongs to a tcgen05 gemm, whose accumulator is in "
+                    "tensor memory (T.alloc_tmem); this T.gemm completes before the next statement",
+                    hint="drop mbar=, or accumulate into a T.alloc_tmem tile")
+    _ignored_options("T.gemm", annotations=(annotations or None, None, "its keys tune the lowering"))
     _ignored_options("T.gemm", k_pack=(k_pack, 1, "k_pack packs operands for AMD matrix cores"),
                      wg_wait=(wg_wait, 0, "tilecraft's T.gemm completes before the next statement"),
                      use_wgmma=(use_wgmma, None, "wgmma is chosen per kernel with pass_configs tc.use_wgmma"))
@@ -254,8 +266,10 @@ def gemm_op(A, B, C, transpose_A, transpose_B, policy, clear_accum, *, op_name="
     return op
 
 
-def fill(buffer, value):
+def fill(buffer, value, annotations=None):
     b = require_kernel("T.fill")
+    _ignored_options("T.fill", annotations=(_without_ws_id("T.fill", annotations), None,
+                                            "its keys tune the lowering"))
     r = as_region(buffer, "T.fill target")
     v = as_expr(value, r.buffer.dtype)
     b.emit(Fill(r, cast(v, r.buffer.dtype), span=b.span))
@@ -267,6 +281,7 @@ def clear(buffer):
 
 def _reduce(kind, src, dst, dim, clear, batch=1, nan_propagate=False, annotations=None):
     b = require_kernel(f"T.reduce_{kind}")
+    annotations = _without_ws_id(f"T.reduce_{kind}", annotations)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise error(f"T.reduce_{kind}: batch must be an int >= 1, got {batch!r}")
     _ignored_options(f"T.reduce_{kind}", batch=(batch, 1, "it groups the cross-thread all-reduces of one "
@@ -426,6 +441,18 @@ def _atomic_fetch(kind, dst, value):
                     hint="index one element, e.g. T.atomic_add(count[i], 1, return_prev=True)")
     d = dr.buffer.dtype
     return I.call(I.atomic(kind), Ref(dr.buffer, dr.starts), cast(as_expr(value, d), d), dtype=d, span=b.span)
+
+
+def _without_ws_id(construct, annotations):
+    """`annotations` without its `T.WSID` entry (the op's name for a warp-specialization schedule,
+    language/ws_schedule.py: checked, no lowering hint), or None when nothing is left."""
+    from .ws_schedule import WSID
+    if not isinstance(annotations, dict) or WSID not in annotations:
+        return annotations
+    if not isinstance(annotations[WSID], str) or not annotations[WSID]:
+        raise error(f"{construct}(annotations={{T.WSID: ...}}): the op's schedule id must be a non-empty str, "
+                    f"got {annotations[WSID]!r}")
+    return {k: v for k, v in annotations.items() if k != WSID} or None
 
 
 def _ignored_options(construct, **options):

@@ -553,7 +553,7 @@ def infer_layouts(func: PrimFunc, ctx) -> PrimFunc:
     tensor_cores = ctx.target.has("mma_sync")   # every CUDA arch here; not the CPU target's thread-level mode
     fp8_mma = ctx.target.has("mma_fp8")
     for kernel in collect(func.body, lambda n: isinstance(n, Kernel)):
-        contexts = thread_contexts(kernel, tensor_cores)  # T.ws branches: their own threads (warp_groups.py)
+        contexts = thread_contexts(kernel, tensor_cores, ctx.target.has("wgmma"))  # T.ws branches: their own threads (warp_groups.py)
         forced: frozenset = frozenset()
         while True:  # a panel-row tile read on mma.sync in one branch keeps it off wgmma in every branch
             runs = [(_Inference(k, use_wgmma, forced, tensor_cores, fp8_mma), body) for k, body in contexts]

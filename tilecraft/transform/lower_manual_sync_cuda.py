@@ -86,7 +86,7 @@ class _Lower(Mutator):
         return self.visit(out)
 
     def visit_WarpGroupScope(self, s: WarpGroupScope):
-        check_scope(s, self.block_threads, self.target.has("mma_sync"))
+        check_scope(s, self.block_threads, self.target.has("mma_sync"), self.sm90a)
         outer, self.scope = self.scope, s
         try:
             return Mutator.generic(self, s)

@@ -39,12 +39,12 @@ def scope_base(s: WarpGroupScope) -> int:
     return s.lanes[0] if s.lanes else WARP_GROUP * s.groups[0]
 
 
-def check_scope(s: WarpGroupScope, block_threads: int, tensor_cores: bool = True) -> None:
+def check_scope(s: WarpGroupScope, block_threads: int, tensor_cores: bool = True, register_budgets: bool = True) -> None:
     """The branch's warp groups: inside the block, contiguous, and (several of them) aligned to
     their count, so that the tensor-core gemms of the header library, which number warp groups
     from threadIdx.x / 128 modulo their own count, see them in order."""
     if s.lanes:
-        return _check_lanes(s, block_threads, tensor_cores)
+        return _check_lanes(s, block_threads, tensor_cores, register_budgets)
     g = s.groups
     n_groups = -(-block_threads // WARP_GROUP)
     if g[-1] >= n_groups:
@@ -59,12 +59,13 @@ def check_scope(s: WarpGroupScope, block_threads: int, tensor_cores: bool = True
 MAX_LANE_BRANCHES = 6  # named barriers 15 down to 10 (codegen/cuda.py: scope_barrier_id); 2..9 are T.ws's
 
 
-def _check_lanes(s: WarpGroupScope, block_threads: int, tensor_cores: bool) -> None:
+def _check_lanes(s: WarpGroupScope, block_threads: int, tensor_cores: bool, register_budgets: bool) -> None:
     """A branch of whole warps (`if tx < 32:` around tile work): warp-aligned threads inside the
     block, and no tile op that needs whole warp groups -- the tensor-core gemms of the header
     library number their warps from threadIdx.x (a branch of whole warp groups is fine; without
     tensor cores, the CPU target's thread-level mode, a gemm is per-thread dot products indexed
-    from the branch's first thread, fine too), and setmaxnreg moves a warp group's registers."""
+    from the branch's first thread, fine too), and setmaxnreg moves a warp group's registers (on
+    sm_90a; elsewhere it is dropped, register_budgets=False)."""
     lo, hi = s.lanes
     if lo % 32 or (hi % 32 and hi < block_threads) or not 0 <= lo < min(hi, block_threads):
         raise TilecraftError(f"a branch on the thread index runs tile operations on threads [{lo}, {hi}) of "
@@ -72,7 +73,8 @@ def _check_lanes(s: WarpGroupScope, block_threads: int, tensor_cores: bool) -> N
                              f"multiples of 32)", s.span)
     from ...ir.hopper import SetMaxNreg
     from ...ir.tileop import Gemm
-    bad = collect(s.body, lambda n: isinstance(n, SetMaxNreg) or (tensor_cores and isinstance(n, Gemm)))
+    bad = collect(s.body, lambda n: (register_budgets and isinstance(n, SetMaxNreg))
+                  or (tensor_cores and isinstance(n, Gemm)))
     if bad:
         what = "T.gemm" if isinstance(bad[0], Gemm) else "T.set_max_nreg"
         raise TilecraftError(f"{what} inside a branch on threads [{lo}, {hi}) of the block: on the CUDA target "
@@ -97,18 +99,18 @@ class _Drop(Mutator):
         return seq() if a.buffer in self.owned else a
 
 
-def thread_contexts(k: Kernel, tensor_cores: bool = True) -> list:
+def thread_contexts(k: Kernel, tensor_cores: bool = True, register_budgets: bool = True) -> list:
     """[(kernel with the context's thread count, body)]: the whole block's statements, then for
     each set of warp groups the Allocs of its fragments and its branches.  A fragment used in two
     contexts is an error at its first use in the second.  `tensor_cores`: whether gemms take the
-    header library's tensor-core path (check_scope)."""
+    header library's tensor-core path, `register_budgets`: whether T.set_max_nreg is kept (check_scope)."""
     scopes = collect(k.body, lambda n: isinstance(n, WarpGroupScope))
     if not scopes:
         return [(k, k.body)]
     owner: dict = {}
     by_groups: dict = {}
     for s in scopes:
-        check_scope(s, k.num_threads, tensor_cores)
+        check_scope(s, k.num_threads, tensor_cores, register_budgets)
         if collect(s.body, lambda n: isinstance(n, WarpGroupScope)):
             raise TilecraftError("a T.ws branch inside another T.ws branch is not supported on the CUDA target",
                                  s.span)
