@@ -167,3 +167,27 @@ def test_a_register_budget_in_a_warp_branch():
     assert "the budget line" in str(e.value)
     src = tilelang.compile(budget_in_a_warp_branch(), target={"kind": "cuda", "arch": "sm_80"}).get_kernel_source()
     assert "if (tc_tid >= 0 && tc_tid < 32) {" in src and "setmaxnreg" not in src, src
+
+
+def vote_guarded_tile_op():
+    """aws/flash_attention.py's warp vote: each warp skips a tile op when all its rows agree."""
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tid = T.get_thread_binding()
+            s = T.alloc_shared((128,), "float32")
+            f = T.alloc_fragment((128, 16), "float32")
+            T.copy(X, s)
+            T.fill(f, 1)
+            vote = T.any_sync(s[tid] < 1.0)
+            if vote != 0:  # the vote line
+                for i, j in T.Parallel(128, 16):
+                    f[i, j] *= s[i]
+            T.copy(f, Y)
+    return main
+
+
+def test_a_tile_op_under_a_per_thread_condition_is_refused_with_why():
+    with pytest.raises(TilecraftError, match=r"its condition is a value that differs between threads") as e:
+        tilelang.compile(vote_guarded_tile_op(), target="cpu")
+    assert "the vote line" in str(e.value), str(e.value)

@@ -108,6 +108,12 @@ def _branches(s: If, tids, block, visit, reach):
     """(the statement replacing `s`, None) or (None, why the chain is not warp branches)."""
     iv = _interval(s.cond, tids, block)
     if iv is None:
+        if not collect(s.cond, lambda n: isinstance(n, Var) and n in tids):
+            return None, ("its condition is a value that differs between threads (computed from the thread "
+                          "index: a warp vote, a lane's element), not a bound of the thread index by constants: "
+                          "which threads skip the branch depends on data, and the share of a tile operation each "
+                          "thread does is given by tilecraft's register layout, not necessarily the one the "
+                          "program assumes")
         return None, ("its condition is not a bound of the thread index by constants (comparisons of the "
                       "thread index itself with constants, joined by `and`)")
     pieces = [(max(a, iv[0]), min(b, iv[1])) for a, b in reach if max(a, iv[0]) < min(b, iv[1])]
