@@ -191,3 +191,42 @@ def test_a_tile_op_under_a_per_thread_condition_is_refused_with_why():
     with pytest.raises(TilecraftError, match=r"its condition is a value that differs between threads") as e:
         tilelang.compile(vote_guarded_tile_op(), target="cpu")
     assert "the vote line" in str(e.value), str(e.value)
+
+
+def commit_under(cond):
+    """A block-wide tcgen05 gemm whose commit one thread makes (`if tid == 0:`), as TileLang
+    programs elect the thread that issues the MMA's completion."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 32), "bfloat16"), B: T.Tensor((64, 32), "bfloat16"), C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 32), "bfloat16")
+            B_s = T.alloc_shared((64, 32), "bfloat16")
+            C_tmem = T.alloc_tmem([128, 64], "float32")
+            done = T.alloc_barrier([1])
+            tid = T.get_thread_binding()
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.tcgen05_gemm(A_s, B_s, C_tmem, transpose_B=True, clear_accum=True)
+            if cond(tid):
+                T.tcgen05_mma_arrive(done[0])  # the commit line
+            T.mbarrier_wait_parity(done[0], 0)
+            c = T.alloc_fragment((128, 64), "float32")
+            T.copy(C_tmem, c)
+            T.copy(c, C)
+    return main
+
+
+def test_a_commit_by_one_thread_runs_with_threads():
+    kernel = tilelang.compile(commit_under(lambda tid: tid == 0), target="cpu")
+    assert "tc::simt" in kernel.get_kernel_source()
+    a, b = torch.randn(128, 32).bfloat16(), torch.randn(64, 32).bfloat16()
+    c = torch.full((128, 64), float("nan"))
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float().T, rtol=1e-4, atol=1e-4)
+
+
+def test_a_commit_under_a_condition_of_several_threads_is_refused():
+    with pytest.raises(TilecraftError, match=r"a tcgen05 commit .* under an `if` on the thread index that does not "
+                                             r"select one thread") as e:
+        tilelang.compile(commit_under(lambda tid: tid % 2 == 0), target="cpu")
+    assert "the commit line" in str(e.value), str(e.value)

@@ -45,7 +45,7 @@ from ..ir.func import PrimFunc
 from ..errors import TilecraftError
 from ..ir.hopper import (REGISTER_FILE, WARP_GROUP, BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy,
                          WarpGroupScope)
-from .warp_groups.thread_range_branches import as_branches, refuse_partial_branch, thread_aliases
+from .warp_groups.thread_range_branches import _interval, as_branches, refuse_partial_branch, thread_aliases
 from .warp_groups import MANUAL, check_scope
 
 _CONSTRUCTS = (BarrierArrive, BarrierInit, BarrierWait, SetMaxNreg, TmaCopy, WarpGroupScope)
@@ -67,6 +67,7 @@ class _Lower(Mutator):
         self.branches = 0
         self.remote = bool(collect(k.body, lambda n: isinstance(n, BarrierArrive) and n.cta is not None))
         self.scope = None
+        self.thread_if = None   # inside an ordinary `if` on the thread index: its interval, or () if none
         body = Mutator.generic(self, k).body
         if self.remote:   # no block leaves while another may still arrive on its mbarriers
             body = seq(body, I.evaluate(I.ClusterSync(), span=k.span))
@@ -81,7 +82,14 @@ class _Lower(Mutator):
         out = as_branches(s, self.tids, self.block_threads, lambda x: x)
         if out is None:
             refuse_partial_branch(s, self.kernel, self.tids, self.block_threads)
-            return Mutator.generic(self, s)
+            from ..ir import Var, collect
+            if not collect(s.cond, lambda n: isinstance(n, Var) and n in self.tids):
+                return Mutator.generic(self, s)
+            outer, self.thread_if = self.thread_if, _interval(s.cond, self.tids, self.block_threads) or ()
+            try:
+                return Mutator.generic(self, s)
+            finally:
+                self.thread_if = outer
         self.branches += 1
         return self.visit(out)
 
@@ -115,14 +123,31 @@ class _Lower(Mutator):
         wait = I.MbarWaitParityCluster() if self.remote else I.MbarWaitParity()
         return I.evaluate(wait, s.barrier, s.parity, span=s.span)
 
+    def visit_Gemm(self, g):
+        """A tcgen05 gemm into tensor memory (a shared tile) in the CPU target's thread-level mode
+        (CUDA targets refuse tcgen05 before this pass, validate/arch.py): spread over the threads that
+        run it (the branch's, or the block's), it is complete once each has done its share -- a
+        barrier of those threads after it, so a commit that follows may arrive at once."""
+        if g.c.buffer.scope != "shared" or self.target.has("mma_sync"):
+            return g
+        return seq(g, Sync(span=g.span))
+
     def visit_MmaCommitArrive(self, s: MmaCommitArrive):
-        """CUDA targets refuse tcgen05 before this pass (validate/arch.py): here only the CPU target's
-        thread-level mode, whose tcgen05 gemms are spread over the threads that issue them (the
-        branch's, or the block's) and complete when each thread has done its share.  The commit's one
-        arrival: a barrier of those threads (every share done), then their first thread arrives."""
-        first = 0 if self.scope is None else self.scope.bounds(self.block_threads)[0]
+        """The commit's one arrival (the gemms before it are complete: visit_Gemm): by the first
+        thread of the branch or block running it; under an `if` on the thread index, by the one
+        thread it selects (`if tid == 0:`)."""
         arrive = I.evaluate(I.MbarArrive(), s.barrier, span=s.span)
-        return seq(Sync(span=s.span), If(binary("==", thread_index(), first), arrive, span=s.span))
+        if self.thread_if is not None:
+            if self.thread_if and self.thread_if[1] - self.thread_if[0] == 1:
+                return arrive
+            raise TilecraftError("a tcgen05 commit (T.tcgen05_gemm(mbar=...) / T.tcgen05_mma_arrive) under an `if` on "
+                                 "the thread index that does not select one thread: in the CPU target's thread-level "
+                                 "mode it is one arrival, and tilecraft cannot tell which of the threads that run it "
+                                 "makes it", s.span,
+                                 hint="run it under `if tid == 0:` (one thread), in a branch of whole warps, or "
+                                      "unconditionally")
+        first = 0 if self.scope is None else self.scope.bounds(self.block_threads)[0]
+        return If(binary("==", thread_index(), first), arrive, span=s.span)
 
     def visit_TmaCopy(self, s: TmaCopy):
         return seq(s.copy, Sync(span=s.span))

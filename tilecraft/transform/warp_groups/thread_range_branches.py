@@ -55,14 +55,14 @@ def _interval(cond, tids, block) -> tuple | None:
     if cond.op == "and":
         a, b = _interval(cond.a, tids, block), _interval(cond.b, tids, block)
         return None if a is None or b is None else (max(a[0], b[0]), min(a[1], b[1]))
-    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
     op, x, c = cond.op, cond.a, cond.b
     if isinstance(x, Const) and isinstance(c, Var) and op in flip:
         op, x, c = flip[op], c, x
     if op not in flip or not (isinstance(x, Var) and x in tids and isinstance(c, Const)):
         return None
     v = int(c.value)
-    return {"<": (0, v), "<=": (0, v + 1), ">": (v + 1, block), ">=": (v, block)}[op]
+    return {"<": (0, v), "<=": (0, v + 1), ">": (v + 1, block), ">=": (v, block), "==": (v, v + 1)}[op]
 
 
 def _scope(lo, hi, block, body, span):
