@@ -83,6 +83,7 @@ def main() -> int:
     result, wall = _tune("local", args.size, configs)
     runs["local"] = (result, wall)
     load["after local"] = os.getloadavg()
+    bests: dict[str, list[dict]] = {"local": [result.config]}
     for workers in [1, 2] * args.rounds:
         for attempt in range(3):  # Ray gives its raylet 30 s to start: a loaded machine may need another go
             try:
@@ -97,12 +98,13 @@ def main() -> int:
         ray.shutdown()
         name = f"ray{workers}"
         rounds.setdefault(name, []).append(result.phase_seconds["compile"])
+        bests.setdefault(name, []).append(result.config)
         if name not in runs or result.phase_seconds["compile"] < runs[name][0].phase_seconds["compile"]:
             runs[name] = (result, wall)
         load[f"after ray {workers} (round {len(rounds[name])})"] = os.getloadavg()
 
     ratio = runs["ray1"][0].phase_seconds["compile"] / runs["ray2"][0].phase_seconds["compile"]
-    same_best = runs["ray2"][0].config == runs["local"][0].config
+    same_best = all(c == runs["local"][0].config for c in bests["ray2"])
     lines = [f"# 16-config tune of the README GEMM ({args.size}^3, fp16, CPU target): local executor vs a local "
              "Ray cluster", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, `python benchmarks/ray_tune_scaling.py "
@@ -119,21 +121,24 @@ def main() -> int:
     lines += ["", "Compile phase per round (s): " + "; ".join(f"{k}: {', '.join(f'{x:.1f}' for x in v)}"
                                                       for k, v in rounds.items()) + " (the table shows each one's fastest round).",
               "", f"Compile phase, 1 Ray worker / 2 Ray workers: **{ratio:.2f}x** (goal >= 1.6x).",
-              f"Best config, Ray (2 workers) vs local executor: {'the same' if same_best else 'DIFFERENT'} "
-              f"({runs['ray2'][0].config} vs {runs['local'][0].config}).", "",
-              "Per-config latencies (ms; configs within 5% of the fastest: the runoff's), local | ray1 | ray2:", ""]
+              f"Best config, Ray (2 workers, every round) vs local executor: {'the same' if same_best else 'DIFFERENT'} "
+              f"({bests['ray2']} vs {runs['local'][0].config}).",
+              "Best config of every run: " + "; ".join(f"{k}: {v}" for k, v in bests.items()) + ".", "",
+              "Per-config latencies (ms, the CPU policy's 5% quantile after the runoff; `*` the chosen config, "
+              "`~` within the noise of the fastest: the runoff's rounds cannot tell it from a tie), local | ray1 | ray2:", ""]
     for i, c in enumerate(configs):
         cells = []
         for name in ("local", "ray1", "ray2"):
             r = runs[name][0].all_results[i]
-            cells.append(f"{r.latency:.4f}" if r.ok else r.status)
+            mark = ("*" if r.config == runs[name][0].config else "") + ("~" if r.within_noise else "")
+            cells.append(f"{r.latency:.4f}{mark}" if r.ok else r.status)
         lines.append(f"- #{i} {c}: " + " | ".join(cells))
     text = "\n".join(lines) + "\n"
     print(text)
     with open(args.out + ".md", "w") as f:
         f.write(text)
     with open(args.out + ".json", "w") as f:
-        json.dump({"size": args.size, "load": load, "compile_rounds": rounds, "compile_ratio_1_over_2": ratio, "same_best": same_best,
+        json.dump({"size": args.size, "load": load, "compile_rounds": rounds, "bests": bests, "compile_ratio_1_over_2": ratio, "same_best": same_best,
                    "runs": {name: {"phase_seconds": r.phase_seconds, "wall": w, "best": r.config,
                                    "latency": r.latency,
                                    "results": [x.to_json() for x in r.all_results]}

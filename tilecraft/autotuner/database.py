@@ -5,7 +5,7 @@ source and closure), its fixed arguments (the shapes and dtypes), the compile op
 the machine it was timed on (the GPU model, or the CPU), the check settings, the tensors given with
 ``set_autotune_inputs`` (their shapes and dtypes) and tilecraft's own source
 (``compiler_version_hash``). Within a problem each config has one row (keyed by ``cache_key`` of the
-config): its status, median latency, timing statistics, reason and compile time.
+config): its status, latency (measure.py: the median on CUDA, a low quantile on the CPU), timing statistics, reason and compile time.
 
 ``AutoTuner.run`` (so ``@autotune`` and ``tilecraft tune``) reads the rows of its problem first
 and compiles and benchmarks only the configs that have none; a run whose configs are all known
@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS problems (
     target TEXT NOT NULL,
     hardware TEXT NOT NULL,
     compiler TEXT NOT NULL,       -- compiler_version_hash()
-    ref_latency REAL,             -- the reference's median ms, when it was timed
+    ref_latency REAL,             -- the reference's ms (the same statistic), when it was timed
     updated REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS results (
@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS results (
     config_key TEXT NOT NULL,
     config TEXT NOT NULL,         -- the config, readable (JSON)
     status TEXT NOT NULL,
-    latency REAL,                 -- median ms per call
+    latency REAL,                 -- ms per call (measure.py)
     stats TEXT,                   -- JSON
     reason TEXT,
     compile_s REAL,

@@ -155,8 +155,8 @@ def _bench_task(payload: bytes, index: int, driver: dict) -> ConfigResult:
         return r
 
 
-def _runoff_task(payload: bytes, indices: list[int], driver: dict) -> dict[int, list[float]]:
-    """The runoff's samples of configs ``indices``, timed in one task (``AutoTuner.runoff``)."""
+def _runoff_task(payload: bytes, indices: list[int], driver: dict) -> dict[int, list[list[float]]]:
+    """The runoff's samples of configs ``indices``, one list per round, timed in one task (``AutoTuner.runoff``)."""
     with _driver_context(driver), _bench_threads(driver):
         from .tuner import AutoTuner
 
@@ -166,16 +166,18 @@ def _runoff_task(payload: bytes, indices: list[int], driver: dict) -> dict[int, 
 
 
 def _reference_task(payload: bytes, index: int, driver: dict) -> float | None:
-    """The reference program's median time on config ``index``'s inputs."""
+    """The reference program's time on config ``index``'s inputs (the statistic of measure.py's policy)."""
     with _driver_context(driver), _bench_threads(driver):
         from ..profiler import Profiler
+        from .measure import policy_for
         from .tuner import AutoTuner
 
         program, configs, pa, inputs = _unpack(payload)
         kernel, _ = program.compile(configs[index])
         profiler = Profiler(kernel, pa.supply_type)
         tensors = AutoTuner(program.fn, [configs[index]])._inputs_for(profiler, pa, inputs)
-        return profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=tensors).median
+        return policy_for(profiler.device_type).latency(
+            profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=tensors))
 
 
 # ----------------------------------------------------------------------------------- the driver
@@ -309,9 +311,9 @@ class RayExecutor:
         if clock is not None:
             ray.kill(clock)
 
-    def runoff(self, program, indices: list[int]) -> dict[int, list[float]]:
+    def runoff(self, program, indices: list[int]) -> dict[int, list[list[float]]]:
         """The leaders timed again, all in one benchmark task: on one node, under the same conditions
-        (tuner.py's runoff)."""
+        (tuner.py's runoff); each leader's samples, one list per round."""
         ray = self._ray()
         task = ray.remote(_runoff_task).options(max_retries=0, **self._bench_options(ray, program))
         try:
@@ -323,7 +325,7 @@ class RayExecutor:
             return {}
 
     def reference_latency(self, program, best_index: int, pa) -> float | None:
-        """The reference's median time on the best config's inputs (one more benchmark task)."""
+        """The reference's time on the best config's inputs (one more benchmark task)."""
         ray = self._ray()
         task = ray.remote(_reference_task).options(max_retries=0, **self._bench_options(ray, program))
         return ray.get(task.remote(self._payload, best_index, self._driver_info))

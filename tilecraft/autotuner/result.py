@@ -34,10 +34,11 @@ class ConfigResult:
     index: int
     config: dict
     status: str = OK
-    latency: float | None = None  # median ms per call
+    latency: float | None = None  # ms per call: the median (CUDA) or a low quantile (CPU) of the samples, measure.py
     stats: dict | None = None  # mean/median/min/max/std/p20/p80 and sample count
     reason: str | None = None
     compile_s: float | None = None
+    within_noise: bool | None = None  # after the runoff: not told apart from the fastest (measure.settle_runoff)
 
     @property
     def ok(self) -> bool:
@@ -49,7 +50,7 @@ class ConfigResult:
 
     def to_json(self) -> dict:
         return {"index": self.index, "status": self.status, "latency": self.latency, "stats": self.stats,
-                "reason": self.reason, "compile_s": self.compile_s}
+                "reason": self.reason, "compile_s": self.compile_s, "within_noise": self.within_noise}
 
 
 def _fmt_value(v: Any) -> str:
@@ -116,6 +117,8 @@ class AutotuneResult:
             if r.ok:
                 row["latency (ms)"] = f"{r.latency:.4f}"
                 row["vs best"] = "best" if r.latency == best and r.config == self.config else f"{(r.latency / best - 1):+.1%}"
+                if r.within_noise and row["vs best"] != "best":
+                    row["vs best"] += " (within noise)"
                 row["vs ref"] = f"{self.ref_latency / r.latency:.2f}x" if self.ref_latency else "-"
                 if throughput == "TFLOP/s":
                     row[throughput] = f"{_metric(self.flops, r.config) / r.latency / 1e9:.2f}"
@@ -187,7 +190,7 @@ class AutotuneResult:
         ax.set_yticklabels(labels, fontsize=8)
         ax.invert_yaxis()
         ax.set_xlim(0, max(ok_max, self.ref_latency or 0) * 1.25)
-        ax.set_xlabel("latency (ms, median)")
+        ax.set_xlabel("latency (ms)")
         ax.set_title(title or f"autotune {self.name}")
         fig.tight_layout()
         fig.savefig(path)

@@ -131,7 +131,7 @@ class SweepReport:
         ax.set_xticks(xs)
         ax.set_xticklabels([f"#{i}" for i in xs], fontsize=8)
         ax.set_xlabel("config (see the table; * = best for the shape)")
-        ax.set_ylabel("latency (ms, median)")
+        ax.set_ylabel("latency (ms)")
         ax.set_title(title or f"tune {self.name}: time per config and shape")
         ax.legend(loc="best", fontsize=8, title="shape")
         fig.tight_layout()

@@ -13,21 +13,25 @@ A run goes:
    fails to compile, to launch, or to match is recorded with its reason and skipped. With
    ``early_stop=True`` (``early_stop_factor=f``) a checked config is first timed briefly; one
    slower than f times the best so far is recorded with that time and not timed in full.
-3. The runoff: configs measured in this run whose latency is within ``RUNOFF_WINDOW`` (5%) of the
-   fastest -- on the CPU target the two fastest of issue 24's 16 GEMM configs were 0.4% apart --
-   are timed again (at most ``RUNOFF_MAX`` of them, by the executor, where it timed them: in this
-   process, or in one Ray benchmark task), in ``RUNOFF_ROUNDS`` interleaved rounds whose order
-   rotates, so drift in the machine's speed (load, clocks, thermals) falls on all of them alike;
-   each leader's latency becomes the median of its runoff samples. Then the fastest wins, and
-   configs within ``TIE`` (1%) of it count as a tie that the first listed wins (TileLang's
-   autotuner times each config once and keeps the first of equal latencies, ``latency <
-   best_latency``). So two runs, or two executors, that see the same configs within noise choose
-   the same one. The cost: ``RUNOFF_ROUNDS x (warmup + rep / 2)`` ms per leader, only when two or
-   more configs are that close (at most 0.9 s with the default 25 + 100 ms).
+3. The runoff (measure.py, a ``MeasurePolicy`` per device the kernels run on): configs measured in
+   this run whose latency is within the policy's window of the fastest -- CUDA: 5%, at most 4;
+   CPU: every config that passed, at most the fastest 16 -- are timed again (by the executor, where it timed them: in this process,
+   or in one Ray benchmark task), in interleaved rounds whose order rotates (CUDA: 3 rounds of
+   ``warmup`` + ``rep / 2`` ms; CPU: 12 rounds of ``warmup / 10`` + ``rep / 5`` ms), so drift in
+   the machine's speed (load, clocks, thermals) falls on all of them alike; each leader's latency
+   becomes the policy's statistic of all its runoff samples, and the leaders whose ratio to the
+   fastest the rounds cannot tell from a tie are marked ``within_noise`` (the table says so). Then
+   the fastest wins, and configs within the policy's tie of it (CUDA 1%, CPU 3%) count as a tie
+   that the first listed wins (TileLang's autotuner times each config once and keeps the first of
+   equal latencies, ``latency < best_latency``). So two runs, or two executors, that see the same
+   configs within noise choose the same one. The cost, only when two or more configs are that
+   close: CUDA ``3 x (warmup + rep / 2)`` ms per leader; CPU ``12 x (warmup / 10 + rep / 5)`` ms.
 4. The best config's kernel is loaded here, the reference is timed on its inputs, and the new
    outcomes are written to the database.
 
-The latency of a config is the median of its samples (robust to the odd slow repetition).
+The latency of a config is the policy's statistic of its samples: on CUDA the median (robust to
+the odd slow repetition); on the CPU target a low quantile (5%), the calls that no other job on the
+machine disturbed -- load only ever adds time to a call (measure.py).
 """
 
 from __future__ import annotations
@@ -43,12 +47,12 @@ from tqdm.auto import tqdm
 from .. import env
 from ..compiler.cache import cache_key, compiler_version_hash
 from ..profiler import Profiler, TensorSupplyType
-from ..profiler.bench import BenchStats
 from ..profiler.profiler import _sync
 from . import parallel
 from .database import TuningDatabase
 from .executors import resolve_executor
 from .inputs import current_autotune_inputs
+from .measure import MeasurePolicy, choose_best, policy_for, runoff_leaders, settle_runoff
 from .program import Program
 from .result import (COMPILE_ERROR, CPU_MODE_SKIPPED, LAUNCH_ERROR, MISMATCH, OK, SKIPPED, TIMEOUT, AutotuneError,
                      AutotuneResult, ConfigResult)
@@ -56,7 +60,7 @@ from .result import (COMPILE_ERROR, CPU_MODE_SKIPPED, LAUNCH_ERROR, MISMATCH, OK
 __all__ = ["AutoTuner", "ProfileArgs"]
 
 log = logging.getLogger("tilecraft.autotuner")
-RESULT_FORMAT = 2
+RESULT_FORMAT = 3  # 3: CPU latencies are a low quantile (measure.py), no longer the median
 
 
 @dataclass(frozen=True)
@@ -84,26 +88,6 @@ class ProfileArgs:
         """What decides which configs pass (not the timing settings)."""
         return (self.supply_type, self.ref_prog is not None, self.manual_check_prog is not None,
                 self.rtol, self.atol, self.max_mismatched_ratio, self.skip_check)
-
-
-RUNOFF_WINDOW = 0.05      # configs within 5% of the fastest are timed again before one is chosen
-RUNOFF_MAX = 4            # at most this many (the fastest)
-RUNOFF_ROUNDS = 3         # interleaved rounds, each with the run's warmup and half its repetition budget
-TIE = 0.01                # after the runoff, configs within 1% of the fastest tie: the first listed wins
-
-
-def runoff_leaders(measured: Sequence[ConfigResult]) -> list[ConfigResult]:
-    """The configs measured in this run that are timed again: those within RUNOFF_WINDOW of the fastest
-    (at most RUNOFF_MAX), or none when fewer than two are that close."""
-    ok = sorted((r for r in measured if r.ok), key=lambda r: (r.latency, r.index))
-    leaders = [r for r in ok if r.latency <= ok[0].latency * (1 + RUNOFF_WINDOW)][:RUNOFF_MAX] if ok else []
-    return leaders if len(leaders) > 1 else []
-
-
-def choose_best(ok: Sequence[ConfigResult]) -> ConfigResult:
-    """The fastest config; configs within TIE of it tie, and the first listed of them wins."""
-    fastest = min(r.latency for r in ok)
-    return min((r for r in ok if r.latency <= fastest * (1 + TIE)), key=lambda r: r.index)
 
 
 PROBE_MS = 5.0            # the early-stop probe's warmup and timing budget (ms), at most the run's own
@@ -246,22 +230,20 @@ class AutoTuner:
         elif fresh:
             remote.run(program, configs, fresh, pa, user_inputs)
             phase_seconds.update(getattr(remote, "phase_seconds", {}))
-        leaders = runoff_leaders(fresh) if remote is None or hasattr(remote, "runoff") else []
+        policy = self._policy(program)
+        leaders = runoff_leaders(fresh, policy) if remote is None or hasattr(remote, "runoff") else []
         if leaders:
             t0 = time.perf_counter()
-            samples = (self.runoff(program, leaders, pa, user_inputs) if remote is None
-                       else remote.runoff(program, [r.index for r in leaders]))
-            for r in leaders:
-                if samples.get(r.index):
-                    stats = BenchStats(tuple(samples[r.index]))
-                    r.latency, r.stats = stats.median, stats.as_dict()
+            rounds = (self.runoff(program, leaders, pa, user_inputs) if remote is None
+                      else remote.runoff(program, [r.index for r in leaders]))
+            settle_runoff(leaders, rounds, policy)
             phase_seconds["runoff"] = time.perf_counter() - t0
 
         ok = [r for r in results if r.ok]
         if not ok:
             lines = "\n".join(f"  #{r.index} {r.config}: {r.status}: {_excerpt(r.reason)}" for r in results)
             raise AutotuneError(f"autotune {program.name}: all {len(results)} configs failed\n{lines}")
-        best_r = choose_best(ok)
+        best_r = choose_best(ok, policy)
         if measured_best is not None and measured_best[0] is best_r:
             _, kernel, func, profiler, inputs = measured_best
         else:  # known from the database, or measured elsewhere: load it here (a compile-cache hit)
@@ -280,14 +262,14 @@ class AutoTuner:
         ref_latency = db.ref_latency(problem) if db is not None else None
         if pa.ref_prog is not None and ref_latency is None and fresh:
             try:
-                if profiler is not None:
-                    ref_latency = profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs).median
-                elif remote is not None:
+                if remote is not None and profiler is None:
                     ref_latency = remote.reference_latency(program, best_r.index, pa)
                 else:
-                    profiler = Profiler(kernel, pa.supply_type)
-                    inputs = self._inputs_for(profiler, pa, user_inputs)
-                    ref_latency = profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs).median
+                    if profiler is None:
+                        profiler = Profiler(kernel, pa.supply_type)
+                        inputs = self._inputs_for(profiler, pa, user_inputs)
+                    ref_latency = policy_for(profiler.device_type).latency(
+                        profiler.bench_stats(pa.ref_prog, pa.warmup, pa.rep, input_tensors=inputs))
             except Exception as exc:  # the reference's own problem must not lose the tuning result
                 log.warning("autotune %s: timing the reference failed: %s", program.name, exc)
         result = AutotuneResult(config=dict(best_r.config), latency=best_r.latency, ref_latency=ref_latency,
@@ -360,10 +342,10 @@ class AutoTuner:
         return best
 
     def runoff(self, program: Program, leaders: Sequence[ConfigResult], pa: ProfileArgs,
-               user_inputs: tuple | None) -> dict[int, list[float]]:
-        """The runoff's samples (ms) per leader's index, timed here: every leader is loaded (a
-        compile-cache hit), then RUNOFF_ROUNDS rounds time each once, in an order that rotates. A
-        leader that fails now keeps its first measurement."""
+               user_inputs: tuple | None) -> dict[int, list[list[float]]]:
+        """The runoff's samples (ms) per leader's index, one list per round, timed here: every leader
+        is loaded (a compile-cache hit), then the policy's rounds (measure.py) time each once, in an
+        order that rotates. A leader that fails now keeps its first measurement."""
         timed = []
         for r in leaders:
             pair = self._compile(program, ConfigResult(r.index, dict(r.config)))
@@ -372,21 +354,34 @@ class AutoTuner:
                 timed.append((r.index, profiler, self._inputs_for(profiler, pa, user_inputs)))
         if not timed:
             return {}
-        samples: dict[int, list[float]] = {index: [] for index, _, _ in timed}
+        policy = policy_for(timed[0][1].device_type)
+        samples: dict[int, list[list[float]]] = {index: [] for index, _, _ in timed}
         failed: set[int] = set()
-        for k in range(RUNOFF_ROUNDS):
+        for k in range(policy.runoff_rounds):
             for index, profiler, inputs in timed[k % len(timed):] + timed[:k % len(timed)]:
                 if index in failed:
                     continue
                 try:
-                    samples[index] += profiler.bench_stats(warmup=pa.warmup, rep=pa.rep / 2,
-                                                           input_tensors=inputs).times
+                    samples[index].append(list(profiler.bench_stats(
+                        warmup=pa.warmup * policy.round_warmup_share, rep=pa.rep * policy.round_share,
+                        input_tensors=inputs).times))
                 except Exception as exc:  # it ran before: keep that measurement
                     log.warning("autotune %s: the runoff could not time config #%d: %s", program.name, index, exc)
                     failed.add(index)
         return {index: times for index, times in samples.items() if index not in failed}
 
     # ------------------------------------------------------------------ one config
+
+    @staticmethod
+    def _policy(program: Program) -> MeasurePolicy:
+        """The measure policy of the device this run's kernels are timed on (the resolved target's)."""
+        if getattr(program, "_target", None) is None:
+            program.prepare()
+        target = getattr(program, "_target", None)
+        if target is not None:
+            return policy_for(target.device_type)
+        from ..target import cuda_available
+        return policy_for("cuda" if cuda_available() else "cpu")
 
     def _compile(self, program: Program, r: ConfigResult) -> tuple[Any, Any] | None:
         t0 = time.perf_counter()
@@ -420,6 +415,7 @@ class AutoTuner:
         ``pa.early_stop_factor`` and a best latency so far, a short probe slower than factor x best
         ends the timing there: the config is recorded as skipped, with the probe's latency."""
         profiler = Profiler(kernel, pa.supply_type)
+        policy = policy_for(profiler.device_type)
         inputs = self._inputs_for(profiler, pa, user_inputs)  # a ValueError here is the user's mistake
         stage = LAUNCH_ERROR
         try:
@@ -439,9 +435,9 @@ class AutoTuner:
             if pa.early_stop_factor is not None and best is not None:
                 probe = profiler.bench_stats(warmup=min(pa.warmup, PROBE_MS), rep=min(pa.rep, PROBE_MS),
                                              input_tensors=inputs)
-                if probe.median > pa.early_stop_factor * best:
-                    r.status, r.latency, r.stats = SKIPPED, probe.median, probe.as_dict()
-                    r.reason = (f"early stop: a short probe took {probe.median:.4g} ms, over "
+                if policy.latency(probe) > pa.early_stop_factor * best:
+                    r.status, r.latency, r.stats = SKIPPED, policy.latency(probe), probe.as_dict()
+                    r.reason = (f"early stop: a short probe took {r.latency:.4g} ms, over "
                                 f"{pa.early_stop_factor:g} x the best so far ({best:.4g} ms)")
                     return None
             stats = profiler.bench_stats(warmup=pa.warmup, rep=pa.rep, input_tensors=inputs)
@@ -451,7 +447,7 @@ class AutoTuner:
         except Exception as exc:
             r.status, r.reason = LAUNCH_ERROR, parallel.describe_exception(exc)
             return None
-        r.status, r.latency, r.stats = OK, stats.median, stats.as_dict()
+        r.status, r.latency, r.stats = OK, policy.latency(stats), stats.as_dict()
         return profiler, inputs
 
     # ------------------------------------------------------------------ the tuning database
