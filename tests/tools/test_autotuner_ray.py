@@ -54,14 +54,14 @@ def isolated(tmp_path, monkeypatch):
 
 
 def make_factory():
-    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False, threads=0):
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False, threads=0, nice=None):
         if crash and os.getpid() != DRIVER:
             os._exit(3)  # a compiler crash that takes the worker process with it
         if hang and os.getpid() != DRIVER:
             time.sleep(hang)
         if chunk <= 0:
             raise ValueError(f"chunk must be positive, got {chunk}")
-        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail, threads=threads)
+        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail, threads=threads, nice=nice)
 
     return FakeJit(matmul)
 
@@ -102,6 +102,18 @@ def test_benchmarks_run_with_the_thread_count_of_the_local_executor(ray_cluster,
         result = tuner(configs).run(executor="ray")
         assert [r.status for r in result.all_results] == [OK, OK], result.table(show=False)
         assert torch.get_num_threads() == threads
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="lowering a niceness needs root")
+def test_benchmarks_run_at_the_niceness_of_the_driver(ray_cluster, monkeypatch):
+    """Ray starts its workers at niceness 15; a benchmark task (and the runoff's) times at this
+    process's niceness, as the local executor does: the stand-in kernel fails at another one."""
+    monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    configs = [{"chunk": 8, "nice": nice}, {"chunk": 16, "nice": nice}]
+    result = tuner(configs).run(executor="ray")
+    assert [r.status for r in result.all_results] == [OK, OK], result.table(show=False)
+    assert "runoff" in result.phase_seconds
 
 
 def test_the_runoff_times_the_leaders_in_one_benchmark_task(ray_cluster, monkeypatch):

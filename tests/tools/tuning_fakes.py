@@ -7,6 +7,7 @@ so the profiler and autotuner can be tested without a compiler.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -140,6 +141,8 @@ def make_matmul_kernel(spec: dict) -> FakeKernel:
             raise RuntimeError("illegal memory access (simulated)")
         if spec.get("threads") and torch.get_num_threads() != spec["threads"]:
             raise RuntimeError(f"run with {torch.get_num_threads()} threads, not {spec['threads']}")
+        if spec.get("nice") is not None and os.getpriority(os.PRIO_PROCESS, 0) != spec["nice"]:
+            raise RuntimeError(f"run at niceness {os.getpriority(os.PRIO_PROCESS, 0)}, not {spec['nice']}")
         c = run(a, b)
         if spec.get("bug"):
             c[-8:, :] = 0  # 8 wrong rows: well above the 1% mismatch allowance
