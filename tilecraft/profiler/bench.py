@@ -16,7 +16,8 @@ quantiles are meaningful.
   ``cuda_graph=True`` captures one call in a CUDA graph and times its replay, which removes the
   host launch overhead from small kernels.
 - CPU: ``time.perf_counter`` around each call; there is no cache flush.  The counts follow from
-  the fastest of (at least 2) estimate calls: another job's time slice stalls a call, never speeds it.  In CPU mode (a GPU
+  the fastest of (at least 2) estimate calls: another job's time slice stalls a call, never speeds
+  it.  In CPU mode (a GPU
   program on the CPU target) the counts are bounded: ``cpu_mode.bench_reps``.
 """
 
