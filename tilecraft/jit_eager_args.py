@@ -15,10 +15,22 @@ if TYPE_CHECKING:
     from .jit_eager import Probe
 
 
+# @jit's own keywords: given at a call, they would otherwise look like T.const values
+_COMPILE_OPTIONS = ("target", "out_idx", "pass_configs", "execution_backend", "target_host", "verbose",
+                    "compile_flags", "debug_root_path")
+
+
 class CallBinding:
     """The argument side of `EagerJit` (a mixin: it uses the jit's `fn`, `_span`, `_decl_node`)."""
 
     def const_values(self, probe: Probe, tensors, extra) -> dict:
+        unknown = [k for k in extra if k not in probe.binders]
+        if unknown:
+            consts = ", ".join(probe.binders) or "none"
+            hint = (f"; a compile option goes in the decorator: @tilelang.jit({unknown[0]}=...)"
+                    if unknown[0] in _COMPILE_OPTIONS else "")
+            raise TypeError(f"{self.fn.__name__}() got an unexpected keyword argument {unknown[0]!r}: it is neither "
+                            f"a parameter nor a T.const of the kernel (T.const: {consts}){hint}")
         values = {}
         for name, where in probe.binders.items():
             if name in extra:

@@ -70,6 +70,12 @@ def test_a_shape_that_disagrees_names_the_tensor_dimension_and_both_values():
         matmul_relu(torch.randn(4, 64, 48), torch.randn(48, 40))
     with pytest.raises(TilecraftError, match=r"no value for T.const 'M': it is dimension 0 of A: pass A, or give it"):
         matmul_relu.compile(N=40, K=48)
+    # a keyword that is neither a parameter nor a T.const is an error, never ignored (target= at the call
+    # once compiled for the default target instead)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'target'.*T.const: M, N, K.*@tilelang.jit\(target="):
+        matmul_relu(a, torch.randn(48, 40), target="cuda")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'Kk'"):
+        matmul_relu.compile(M=8, N=16, K=24, Kk=3)
 
 
 @tilelang.jit(target="cpu")
