@@ -12,7 +12,7 @@ it), not run.sh's last line containing "Error".  Classes (what a failure means):
   wrong-answer  the program's own check against torch failed
   needs-package a third-party package that is not installed
   needs-sm100   a construct that needs a Blackwell GPU (tcgen05, TMEM, block-scaled MMA)
-  timeout / crash / other
+  timeout / killed (signal 9: the out-of-memory killer) / crash / other
 """
 from __future__ import annotations
 
@@ -57,6 +57,9 @@ def first_error(log_text: str, rc: int | None = None) -> str:
     last = next((l.strip() for l in reversed(lines) if l.strip()), "")
     if rc is not None and (rc < 0 or rc > 128) and rc != 124:
         sig = -rc if rc < 0 else rc - 128
+        if sig == 9:  # SIGKILL from outside the program: on these machines, the kernel's OOM killer
+            return f"killed (signal 9: usually the out-of-memory killer, the program's own sizes need more memory " \
+                   f"than the machine has); last output: {last[:120]}"
         return f"crashed (signal {sig}); last output: {last}"
     cand = [l.strip() for l in lines if _EXC.match(l.strip()) and re.search(r"Error|Exception", l.split(":")[0])]
     if cand:
@@ -89,6 +92,8 @@ def classify(ok: bool, rc: int, error: str) -> str:
         return "compile"
     if e.startswith("AssertionError") or "mismatch" in e:
         return "wrong-answer"
+    if e.startswith("killed (signal 9"):
+        return "killed"
     if rc < 0 or rc > 128:
         return "crash"
     return "other"

@@ -16,6 +16,7 @@ from .errors import InternalCompilerError, TilecraftError
 from .ir.func import PrimFunc
 from .runtime.kernel import JITKernel
 from .target import Target
+from .transform.validate.outputs import warn_uninitialized_outputs
 
 
 _BACKENDS = ("auto", "dlpack", "ctypes", "cython", "nvrtc", "tvm_ffi", "torch", "cutedsl")
@@ -58,7 +59,9 @@ def compile(func, out_idx=None, target="auto", pass_configs=None, execution_back
     tgt = Target.resolve(target)
     try:
         artifact = build(func, tgt, pass_configs)
-        return JITKernel(func, artifact, out_idx=out_idx, pass_configs=pass_configs)
+        kernel = JITKernel(func, artifact, out_idx=out_idx, pass_configs=pass_configs)
+        warn_uninitialized_outputs(func, kernel.out_idx)
+        return kernel
     except TilecraftError as e:
         raise e.with_traceback(None) from None
     except (NotImplementedError, AssertionError, KeyError, AttributeError, IndexError) as e:
