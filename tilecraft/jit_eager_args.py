@@ -4,6 +4,7 @@ checked against them (a message naming the tensor, the dimension and both values
 declaring the tensor), and the scalar parameters' values (int32 ones passed by value, others compiled in as constants)."""
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import TYPE_CHECKING
 
@@ -15,11 +16,6 @@ if TYPE_CHECKING:
     from .jit_eager import Probe
 
 
-# @jit's own keywords: given at a call, they would otherwise look like T.const values
-_COMPILE_OPTIONS = ("target", "out_idx", "pass_configs", "execution_backend", "target_host", "verbose",
-                    "compile_flags", "debug_root_path")
-
-
 class CallBinding:
     """The argument side of `EagerJit` (a mixin: it uses the jit's `fn`, `_span`, `_decl_node`)."""
 
@@ -27,8 +23,9 @@ class CallBinding:
         unknown = [k for k in extra if k not in probe.binders]
         if unknown:
             consts = ", ".join(probe.binders) or "none"
+            from .jit import jit  # @jit's own keywords, given at a call by mistake
             hint = (f"; a compile option goes in the decorator: @tilelang.jit({unknown[0]}=...)"
-                    if unknown[0] in _COMPILE_OPTIONS else "")
+                    if unknown[0] in inspect.signature(jit).parameters else "")
             raise TypeError(f"{self.fn.__name__}() got an unexpected keyword argument {unknown[0]!r}: it is neither "
                             f"a parameter nor a T.const of the kernel (T.const: {consts}){hint}")
         values = {}

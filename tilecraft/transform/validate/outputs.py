@@ -30,6 +30,7 @@ class _Uses(Visitor):
         self.outputs = outputs
         self.atomics: dict = {}    # buffer -> first AtomicAdd / atomic call into it
         self.written: set = set()  # buffers something else writes (a store, a copy, a fill, an intrinsic)
+        self._call = None          # the intrinsic call being visited (its Refs are its operands)
 
     def generic(self, n):
         if isinstance(n, AtomicAdd):
@@ -50,8 +51,6 @@ class _Uses(Visitor):
             else:
                 self.written.add(n.buffer)
         return Visitor.generic(self, n)
-
-    _call = None
 
     def visit_IntrinsicCall(self, c):  # noqa: N802
         saved, self._call = self._call, c
