@@ -23,14 +23,35 @@ FAST = dict(warmup=1, rep=8)
 DRIVER = os.getpid()
 
 
+def available_memory_fraction():
+    """MemAvailable / MemTotal from /proc/meminfo (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) for line in f}
+        return info["MemAvailable"] / info["MemTotal"], info["MemAvailable"] / 2**20
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+# Ray's memory monitor kills worker processes once the node's memory use passes 95 %: on a machine whose memory
+# other work has taken, the workers of these tests would die for a reason that is not ours and the tests would
+# fail at random. They need a little memory of their own, so they are skipped, with the numbers, when it is not there.
+MIN_FREE_FRACTION, MIN_FREE_GB = 0.15, 2.0
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     import ray
+    free = available_memory_fraction()
+    if free is not None and (free[0] < MIN_FREE_FRACTION or free[1] < MIN_FREE_GB):
+        pytest.skip(f"only {free[1]:.1f} GB ({free[0]:.0%}) of memory is free: Ray's memory monitor would kill the "
+                    f"test's workers (needs {MIN_FREE_GB} GB and {MIN_FREE_FRACTION:.0%})")
     if ray.is_initialized():
         ray.shutdown()
     for attempt in range(3):  # Ray gives its raylet 30 s to start: a heavily loaded machine may need another go
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            # a bounded object store: the tests move a few small tensors, and Ray's default takes 30 % of memory
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=256 * 2**20)
             break
         except Exception:  # noqa: BLE001 - "The current node timed out during startup"
             ray.shutdown()

@@ -13,7 +13,7 @@
   passed (the fastest 16) is timed again, in 12 interleaved rounds on one worker, where load
   drift falls on all of them alike; within 3% after that is a tie.
 
-Either way, ties go to the first listed config (TileLang keeps the first of equal latencies),
+Either way, ties (and configs the runoff marks within the noise of the fastest) go to the first listed config (TileLang keeps the first of equal latencies),
 so two runs, or two executors, that see the same configs within the noise choose the same one.
 
 The noise: after the runoff, each leader's ratio to the fastest is bootstrapped over the rounds
@@ -76,9 +76,14 @@ def runoff_leaders(measured: Sequence[ConfigResult], policy: MeasurePolicy) -> l
 
 
 def choose_best(ok: Sequence[ConfigResult], policy: MeasurePolicy) -> ConfigResult:
-    """The fastest config; configs within the policy's tie of it tie, and the first listed of them wins."""
-    fastest = min(r.latency for r in ok)
-    return min((r for r in ok if r.latency <= fastest * (1 + policy.tie)), key=lambda r: r.index)
+    """The fastest config; configs within the policy's tie of it tie, and so do those the runoff could not
+    tell apart from it (``within_noise``, when the fastest is itself so marked): the first listed of them wins.
+    Without the second rule a config marked "(within noise)" in the table could lose to a later one by its
+    point estimate alone, and two executors timing the same tie would choose differently."""
+    fastest = min(ok, key=lambda r: (r.latency, r.index))
+    tied = [r for r in ok if r.latency <= fastest.latency * (1 + policy.tie)
+            or (fastest.within_noise and r.within_noise)]
+    return min(tied, key=lambda r: r.index)
 
 
 BOOTSTRAP = 200
