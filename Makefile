@@ -20,8 +20,9 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m tilecraft demo
 
+# one pytest-xdist worker per core; a test file stays on one worker (its module fixtures: the Ray cluster)
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 clean:
 	rm -rf $(VENV)

@@ -96,9 +96,13 @@ def _redis() -> str:
     except ImportError:
         return "needs the redis package (pip install 'tilecraft[scale]')"
     import subprocess
+    import tempfile
+
+    from filelock import FileLock
     script = os.path.join(os.path.dirname(__file__), "..", "scripts", "ensure_redis.sh")
-    try:
-        proc = subprocess.run(["bash", script], capture_output=True, text=True, timeout=600)
+    try:  # one install at a time: every pytest-xdist worker probes (apt-get holds dpkg's lock)
+        with FileLock(os.path.join(tempfile.gettempdir(), "tilecraft-ensure-redis.lock")):
+            proc = subprocess.run(["bash", script], capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as e:
         return f"needs redis-server (scripts/ensure_redis.sh could not run: {e})"
     if proc.returncode != 0:

@@ -107,6 +107,7 @@ class PassConfigKey(str, enum.Enum):
     TC_WIDEN_K_TILES = "tc.widen_k_tiles"
     TC_PERSISTENT_TILES = "tc.persistent_tiles"
     TC_CPU_THREADS = "tc.cpu_threads"
+    TC_BULK_REDUCE = "tc.bulk_reduce"
 
     def __str__(self):
         return self.value
@@ -190,6 +191,10 @@ class Options:
                                       "measured faster)", check=lambda v: _choice(v, (True, False, "auto")))
     stage_epilogue: bool = _opt("tc.stage_epilogue", True, bool, "transform/stage_epilogue.py",
                                 "gemm accumulators leave through a padded shared tile")
+    bulk_reduce: bool = _opt("tc.bulk_reduce", True, bool, "transform/cuda_ops/misc.py",
+                             "sm_90+: T.atomic_add of a shared tile into global memory is one TMA bulk reduce-add "
+                             "per row (cp.reduce.async.bulk) instead of one atomic per element (tl.disable_tma_lower "
+                             "turns it off too)")
     cpu_threads: TriState = _opt("tc.cpu_threads", "auto", "choice", "transform/cpu_threads.py",
                                  "CPU target: blocks run with their CUDA threads emulated (one fiber per thread, the "
                                  "CUDA lowering's per-thread code): \"auto\" where the program needs it (thread "

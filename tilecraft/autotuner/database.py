@@ -96,8 +96,11 @@ class TuningDatabase:
         out = {}
         for key, status, latency, stats, reason, compile_s in rows:
             if key in wanted:
-                out[key] = {"status": status, "latency": latency, "stats": json.loads(stats) if stats else None,
-                            "reason": reason, "compile_s": compile_s}
+                stats = json.loads(stats) if stats else None
+                # the runoff's noise mark travels in the stats (measure.settle_runoff): the choice among
+                # stored configs (measure.choose_best) is then the one the tuning run made
+                out[key] = {"status": status, "latency": latency, "stats": stats, "reason": reason,
+                            "compile_s": compile_s, "within_noise": (stats or {}).get("within_noise")}
         return out
 
     def ref_latency(self, problem: str) -> float | None:

@@ -123,3 +123,5 @@ def settle_runoff(leaders: Sequence[ConfigResult], rounds: dict[int, list[list[f
         r.within_noise = spread.quantile(0.05) <= 1 + policy.tie
         r.stats["vs_fastest_p05_p95"] = [spread.quantile(0.05), spread.quantile(0.95)]
     fastest.within_noise = any(r.within_noise for r in timed if r is not fastest)
+    for r in timed:   # stored with the stats in the tuning database, so a later run chooses the same
+        r.stats["within_noise"] = r.within_noise

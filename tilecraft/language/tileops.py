@@ -359,10 +359,11 @@ def _atomic(kind, dst, value, memory_order=None, **_):
 
 
 def _atomic_options(kind, memory_order, return_prev, use_tma=False):
+    # use_tma needs no switch: on sm_90+ a shared tile added into global memory takes the TMA bulk
+    # reduce wherever its rows allow (tc.bulk_reduce, transform/cuda_ops/misc.py), asked for or not
     _ignored_options(f"T.atomic_{kind}",
                      memory_order=(memory_order if memory_order != "relaxed" else None, None,
-                                   "tilecraft's atomics are relaxed; order them with T.sync_threads"),
-                     use_tma=(use_tma, False, "tilecraft adds tiles element by element"))
+                                   "tilecraft's atomics are relaxed; order them with T.sync_threads"))
 
 
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):

@@ -38,6 +38,7 @@ class _Lower(Mutator):
         # the CPU target's thread-level mode (transform/cpu_threads.py): its threads are fibers, not
         # the lanes of converged warps (see _replica_updates)
         self.fibers = False
+        self.bulk_reduce = False   # sm_90+ with tc.bulk_reduce (cuda_ops/misc.py::_bulk_reduce)
         self.smem_layouts = smem_layouts
         self.scratch: set = set()
         self.ctx: Ctx | None = None
@@ -73,16 +74,20 @@ class _Lower(Mutator):
             slot = binary("+", slot, binary("*", self.visit(indices[d]), stride))
         return (slot,)
 
+    def _ctx(self, k: Kernel) -> Ctx:
+        ctx = Ctx(k, self.layouts, self.swizzled)
+        ctx.remapped_reads = self.remapped_reads
+        ctx.bulk_reduce, ctx.smem_layouts = self.bulk_reduce, self.smem_layouts
+        return ctx
+
     def visit_Kernel(self, k: Kernel):
-        self.ctx = Ctx(k, self.layouts, self.swizzled)
-        self.ctx.remapped_reads = self.remapped_reads
+        self.ctx = self._ctx(k)
         out = Mutator.generic(self, k)
         if self.ctx.scratch and plan_kernel(out, self.smem_layouts, self.ctx.scratch, self.smem_limit)[2] \
                 > self.smem_limit:
             # the shared-memory plan (plan_shared_memory.py, every fallback tried) does not fit: lower
             # again with the compact reduction scratch (Ctx.compact_scratch); kernels that fit are unchanged
-            self.ctx = Ctx(k, self.layouts, self.swizzled)
-            self.ctx.remapped_reads = self.remapped_reads
+            self.ctx = self._ctx(k)
             self.ctx.compact_scratch = True
             out = Mutator.generic(self, k)
         self.scratch |= self.ctx.scratch
@@ -340,6 +345,7 @@ def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
     lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, ctx.target.max_shared_memory,
                    ctx.options.remapped_fragment_reads)
     lower.fibers = ctx.target.kind == "cpu"
+    lower.bulk_reduce = ctx.target.has("tma") and ctx.options.bulk_reduce and not ctx.options.disable_tma_lower
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import BARRIER, DESC, PTR, TMA, VALUE, WRITE, Effects, Intrinsic, Operand
+from .base import ATOMIC, BARRIER, DESC, PTR, READ, TMA, VALUE, WRITE, Effects, Intrinsic, Operand, require
 
 
 @dataclass(frozen=True)
@@ -27,3 +27,29 @@ class TmaLoadTile(Intrinsic):
                 Operand("bar", BARRIER), Operand("col", VALUE), Operand("row", VALUE), Operand("c2", VALUE),
                 Operand("c3", VALUE), Operand("c4", VALUE))
     effects = Effects(proxy=TMA, arrives=True, barrier="bar", pipeline_ordered=True, note="complete_tx: bytes landed")
+
+
+@dataclass(frozen=True)
+class BulkReduceAdd(Intrinsic):
+    """`bytes` contiguous bytes of a shared tile (one row) added element by element into global memory
+    by the TMA unit (cp.reduce.async.bulk ... .add, sm_90; each element atomically in L2).  The shared
+    bytes must be fenced (FenceProxyAsyncShared) and a block barrier passed before it; BulkCommitWait
+    after it, before the tile is written again."""
+    entry = "tc::bulk_reduce_add"
+    family = "tma"
+    operands = (Operand("dst", PTR, ATOMIC, ("global",)), Operand("src", PTR, READ, ("shared",)))
+    effects = Effects(proxy=TMA, note="bulk reduce-add: shared -> global, element-wise atomic")
+    bytes: int
+
+    def check(self):
+        require(self.bytes > 0 and self.bytes % 16 == 0, self, "bytes is a positive multiple of 16")
+
+
+@dataclass(frozen=True)
+class BulkCommitWait(Intrinsic):
+    """Close this thread's bulk group and wait for its bulk reduces: until their shared bytes are read
+    (`read_only`) or until they complete in global memory."""
+    entry = "tc::bulk_commit_wait"
+    family = "tma"
+    effects = Effects(proxy=TMA, waits="bulk groups", note="cp.async.bulk.wait_group[.read] 0")
+    read_only: bool

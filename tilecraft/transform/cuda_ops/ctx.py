@@ -38,6 +38,11 @@ class Ctx:
         # T.annotate_safe_value / T.annotate_padding: copies whose out-of-range fill is not zero
         # move element by element (the zero-filling cp.async / vector loads would give 0)
         self.oob = out_of_bounds(kernel.body)
+        # sm_90+ and tc.bulk_reduce: shared tiles added into global memory go through the TMA unit
+        # (misc._bulk_reduce); smem_layouts: the planned (swizzled) shared layouts, which it avoids
+        self.bulk_reduce = False
+        self.smem_layouts: dict = {}
+        self._only_added: dict = {}
 
     def for_threads(self, threads: int, base: int) -> "Ctx":
         """The context of a `T.ws` branch: `threads` threads from flat index `base` on; fragment
@@ -50,7 +55,18 @@ class Ctx:
         sub.n = self.n
         sub.scratch = self.scratch
         sub.compact_scratch = self.compact_scratch
+        sub.bulk_reduce, sub.smem_layouts, sub._only_added = self.bulk_reduce, self.smem_layouts, self._only_added
         return sub
+
+    def only_atomically_added(self, buf: Buffer) -> bool:
+        """The kernel touches global `buf` only as the destination of T.atomic_* (never loads, copies
+        or stores it): nothing in the kernel can observe when its atomic adds complete."""
+        if buf not in self._only_added:
+            from ...ir import AtomicAdd, collect
+            uses = len(collect(self.kernel.body, lambda n: n is buf))
+            atomics = len(collect(self.kernel.body, lambda n: isinstance(n, AtomicAdd) and n.dst.buffer is buf))
+            self._only_added[buf] = uses == atomics
+        return self._only_added[buf]
 
     def var(self, base="r") -> Var:
         self.n += 1

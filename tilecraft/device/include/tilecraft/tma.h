@@ -32,6 +32,7 @@
 
 #include "common.h"
 #include "pipeline.h"
+#include "atomic.h"  // tc::bulk_reduce_add falls back to element atomics
 
 namespace tc {
 
@@ -232,6 +233,62 @@ TC_DEVICE void warpgroup_reg_dealloc() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "tc::warpgroup_reg_dealloc: N in [24, 256], multiple of 8");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// ---- bulk reduce: a row of a shared tile added into global memory (T.atomic_add of a shared tile) ----
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add (PTX ISA 8.0, sm_90): the TMA unit reads BYTES
+// contiguous bytes of shared memory and adds them element by element into global memory, each element
+// atomically in L2 (relaxed, like atomicAdd).  One instruction per row instead of one atomic per element
+// and thread.  Rules: BYTES a multiple of 16, both addresses 16-byte aligned; the shared bytes must be
+// written before it through the generic proxy, then tc::fence_proxy_async_shared() in the writing
+// threads and a block barrier.  A global address that is not 16-byte aligned (a tensor view at an odd
+// offset) takes the element-by-element atomics instead, so the result never depends on alignment.
+namespace detail {
+template <typename T> struct BulkAdd;
+template <> struct BulkAdd<float> {
+  TC_DEVICE static void issue(float* g, uint32_t s, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+                 ::"l"(g), "r"(s), "r"(bytes) : "memory");
+  }
+};
+template <> struct BulkAdd<half_t> {
+  TC_DEVICE static void issue(half_t* g, uint32_t s, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.f16 [%0], [%1], %2;\n"
+                 ::"l"(g), "r"(s), "r"(bytes) : "memory");
+  }
+};
+template <> struct BulkAdd<bfloat16_t> {
+  TC_DEVICE static void issue(bfloat16_t* g, uint32_t s, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.noftz.bf16 [%0], [%1], %2;\n"
+                 ::"l"(g), "r"(s), "r"(bytes) : "memory");
+  }
+};
+}  // namespace detail
+
+template <int BYTES, typename T>
+TC_DEVICE void bulk_reduce_add(T* dst, const T* src) {
+  static_assert(BYTES % 16 == 0 && BYTES > 0, "tc::bulk_reduce_add: BYTES a positive multiple of 16");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if ((reinterpret_cast<unsigned long long>(dst) & 15ull) == 0) {
+    detail::BulkAdd<T>::issue(dst, static_cast<uint32_t>(__cvta_generic_to_shared(src)), BYTES);
+    return;
+  }
+#endif
+  for (int i = 0; i < BYTES / static_cast<int>(sizeof(T)); ++i) atomic_add(dst + i, src[i]);
+}
+
+// Close this thread's bulk group and wait until its bulk reduces have read their shared bytes
+// (READ_ONLY: the tile may be overwritten; the adds complete in L2 later, before the kernel ends) or
+// until they have completed (the kernel reads the destination afterwards).
+template <bool READ_ONLY>
+TC_DEVICE void bulk_commit_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (READ_ONLY) {
+    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+  } else {
+    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group 0;\n" ::: "memory");
+  }
 #endif
 }
 

@@ -1,0 +1,62 @@
+"""`T.atomic_add(G[rows, :], S)` of a shared tile into global memory, the form FlashAttention's backward
+adds its dQ with.  On sm_90+ it lowers to one TMA bulk reduce-add per row (tests/cuda/
+test_bulk_reduce_compile.py, tests/gpu/test_bulk_reduce_gpu.py); here the CPU target, the reference,
+runs the same programs against torch: blocks adding into overlapping, ragged rows, the shared tile
+rewritten and added again in a loop, the destination read back in the same kernel."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+import tilecraft.language as T
+
+TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def scatter_add(B, R, N, bm, step, iters, dtype="float32", threads=128, read_back=False):
+    """Block b adds 2 * X[b, it] into Y[b * step + 3 * it :][:bm] for it < iters (rows past R dropped);
+    read_back: afterwards every block also copies Y's first bm rows into Z (a read of the destination)."""
+    @T.prim_func
+    def main(X: T.Tensor((B, iters, bm, N), dtype), Y: T.Tensor((R, N), dtype), Z: T.Tensor((B, bm, N), dtype)):
+        with T.Kernel(B, threads=threads) as b:
+            s = T.alloc_shared((bm, N), dtype)
+            f = T.alloc_fragment((bm, N), dtype)
+            for it in T.serial(iters):
+                T.copy(X[b, it, :, :], f)
+                for i, j in T.Parallel(bm, N):
+                    f[i, j] = f[i, j] * 2
+                T.copy(f, s)
+                T.atomic_add(Y[b * step + 3 * it:b * step + 3 * it + bm, :], s)
+            if read_back:
+                T.copy(Y[0:bm, :], Z[b, :, :])
+    return main
+
+
+def reference(x, y, step):
+    y = y.clone().double()
+    B, iters, bm, _ = x.shape
+    for b in range(B):
+        for it in range(iters):
+            r0 = b * step + 3 * it
+            rows = max(0, min(bm, y.shape[0] - r0))
+            y[r0:r0 + rows] += 2 * x[b, it, :rows].double()
+    return y
+
+
+def inputs(B, R, N, bm, iters, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)   # small integers: every sum exact in fp16 / bf16 / fp32
+    x = torch.randint(-4, 5, (B, iters, bm, N), generator=g).to(TORCH[dtype])
+    y = torch.randint(-4, 5, (R, N), generator=g).to(TORCH[dtype])
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_shared_tiles_added_into_overlapping_ragged_rows(dtype):
+    B, R, N, bm, step, iters = 6, 120, 64, 32, 20, 3      # rows up to 5*20+6+31 = 137 >= 120: the last blocks are cut
+    x, y = inputs(B, R, N, bm, iters, dtype)
+    z = torch.zeros(B, bm, N, dtype=TORCH[dtype])
+    k = tilelang.compile(scatter_add(B, R, N, bm, step, iters, dtype), target="cpu")
+    want = reference(x, y, step)
+    k(x, y, z)
+    assert torch.equal(y.double(), want)

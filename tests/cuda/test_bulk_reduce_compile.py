@@ -1,0 +1,61 @@
+"""On sm_90+ `T.atomic_add` of a shared tile into global memory is one TMA bulk reduce-add per row
+(tc::bulk_reduce_add, cp.reduce.async.bulk ... .add; SASS UBLKRED) after a proxy fence and a barrier,
+closed by a bulk-group wait before the tile is written again: until the rows are read, or, where the
+kernel reads the destination itself, until the adds are done.  sm_80, rows that are not 16-byte
+multiples, and tc.bulk_reduce=False keep one atomic per element.  Programs: tests/cpu/test_bulk_reduce.py
+(run there against torch; on the GPU in tests/gpu/test_bulk_reduce_gpu.py)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import tilecraft as tilelang
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cpu"))
+from test_bulk_reduce import scatter_add  # noqa: E402
+
+pytestmark = pytest.mark.cuda_compile
+
+
+def _kernel(arch, configs=None, **kw):
+    args = dict(B=6, R=120, N=64, bm=32, step=20, iters=3)
+    args.update(kw)
+    return tilelang.compile(scatter_add(**args), target={"kind": "cuda", "arch": arch}, pass_configs=configs or {})
+
+
+def _body(k):
+    return k.get_kernel_source().split("__global__")[1]
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+@pytest.mark.parametrize("dtype,row_bytes", [("float32", 256), ("float16", 128), ("bfloat16", 128)])
+def test_a_shared_tile_is_added_by_rows_through_the_tma_unit(arch, dtype, row_bytes):
+    body = _body(_kernel(arch, dtype=dtype))
+    assert f"tc::bulk_reduce_add<{row_bytes}>(" in body, body
+    assert "tc::atomic_add(" not in body
+    fence, issue, wait = (body.index(s) for s in ("tc::fence_proxy_async_shared()", "tc::bulk_reduce_add<",
+                                                  "tc::bulk_commit_wait<true>()"))
+    assert fence < body.index("__syncthreads()", fence) < issue < wait < body.index("__syncthreads()", wait)
+    assert "< 120" in body[fence:wait], "rows past the tensor's end are not added"
+
+
+def test_a_kernel_that_reads_the_destination_waits_for_the_adds():
+    body = _body(_kernel("sm_90a", read_back=True))
+    assert "tc::bulk_commit_wait<false>()" in body and "tc::bulk_commit_wait<true>()" not in body
+
+
+@pytest.mark.parametrize("arch,configs,kw", [("sm_80", None, {}),
+                                             ("sm_90a", {"tc.bulk_reduce": False}, {}),
+                                             ("sm_90a", {"tl.disable_tma_lower": True}, {}),
+                                             ("sm_90a", None, {"N": 6})])   # 24-byte rows
+def test_element_atomics_where_the_bulk_reduce_does_not_apply(arch, configs, kw):
+    body = _body(_kernel(arch, configs, **kw))
+    assert "bulk_reduce_add" not in body and "tc::atomic_add(" in body
+
+
+@pytest.mark.sass
+def test_the_sass_has_the_bulk_reduce():
+    sass = _kernel("sm_90a").get_sass()
+    assert "UBLKRED" in sass and "ADD.F32" in sass

@@ -1,0 +1,44 @@
+"""The TMA bulk reduce-add of a shared tile (tests/cuda/test_bulk_reduce_compile.py) on the GPU against the
+torch reference of tests/cpu/test_bulk_reduce.py: overlapping ragged rows from many blocks, the tile
+rewritten in a loop, a destination that is not 16-byte aligned (the element-atomic fallback inside
+tc::bulk_reduce_add), and a kernel that reads its destination back."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+import tilecraft as tilelang
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cpu"))
+from test_bulk_reduce import TORCH, inputs, reference, scatter_add  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_bulk_reduce_adds_every_row_once_on_gpu(dtype, aligned):
+    B, R, N, bm, step, iters = 96, 700, 128, 64, 7, 4     # ~9 blocks add into each row
+    x, y = inputs(B, R, N, bm, iters, dtype, seed=int(aligned))
+    want = reference(x, y, step)
+    k = tilelang.compile(scatter_add(B, R, N, bm, step, iters, dtype), target="cuda")
+    yd = y.cuda()
+    if not aligned:   # a view one element into its storage: 2 or 4 bytes off 16
+        yd = torch.cat([torch.zeros(1, dtype=TORCH[dtype]), y.flatten()]).cuda()[1:].view(R, N)
+        assert yd.data_ptr() % 16
+    k(x.cuda(), yd, torch.zeros(B, bm, N, dtype=TORCH[dtype], device="cuda"))
+    assert torch.equal(yd.cpu().double(), want)
+
+
+def test_a_kernel_reading_its_destination_sees_its_own_adds_on_gpu():
+    B, R, N, bm, step, iters = 1, 64, 64, 32, 0, 3        # one block: its read-back follows all its adds
+    x, y = inputs(B, R, N, bm, iters, "float32", seed=3)
+    z = torch.zeros(B, bm, N, device="cuda")
+    yd = y.cuda()
+    tilelang.compile(scatter_add(B, R, N, bm, step, iters, read_back=True), target="cuda")(x.cuda(), yd, z)
+    want = reference(x, y, step)
+    assert torch.equal(yd.cpu().double(), want)
+    assert torch.equal(z[0].cpu().double(), want[:bm])
