@@ -27,7 +27,10 @@ def g_attention_bwd(rows):
         o_t = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         o, lse = A.flash_attention_fwd_lse(b, h, s, d, causal)(q, k, v)
         flops = 10 * b * h * s * s * d // (2 if causal else 1)   # 5 gemms of 2*s*s*d (FlashAttention-2's count)
-        cfg = dict(block_M=64, block_N=64, num_stages=2)
+        # the fastest measured on the H200 with dQ added by bulk reduces (session 17, probe_gpu/s17_fabwd.py):
+        # 128 keys per block halves the dQ adds; D64 fits 128 queries per step (every gemm on wgmma)
+        cfg = dict(block_M=128, block_N=128 if d <= 64 else 64, num_stages=2, threads=256) if not _B.on_cpu() \
+            else dict(block_M=64, block_N=64, num_stages=2)
         out = torch.empty(3 * q.numel(), dtype=torch.float32, device=q.device)
 
         def build(b=b, h=h, s=s, d=d, q=q, k=k, v=v, o=o, do=do, lse=lse, causal=causal, cfg=cfg, out=out):
@@ -46,7 +49,8 @@ def g_attention_bwd(rows):
         def ref(qt=qt, kt=kt, vt=vt, o_t=o_t, dot=dot, q=q, k=k, v=v, do=do, causal=causal):
             fn = lambda: torch.autograd.grad(o_t, (qt, kt, vt), dot, retain_graph=True)  # noqa: E731
             return fn, torch.cat([g.flatten() for g in A.ref_attention_backward(q, k, v, do, causal)])
-        _B.case(rows, f"flash_attn bwd fp16 {'causal' if causal else 'full'} 64x64/2/128",
+        tile = f"{cfg['block_M']}x{cfg['block_N']}/{cfg['num_stages']}/{cfg.get('threads', 128)}"
+        _B.case(rows, f"flash_attn bwd fp16 {'causal' if causal else 'full'} {tile}",
                 f"B{b} H{h} S{s} D{d}", build, ref, 1e-2, flops=flops, ref_name="SDPA backward (autograd)")
 
 

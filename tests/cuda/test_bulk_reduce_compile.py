@@ -35,10 +35,17 @@ def test_a_shared_tile_is_added_by_rows_through_the_tma_unit(arch, dtype, row_by
     body = _body(_kernel(arch, dtype=dtype))
     assert f"tc::bulk_reduce_add<{row_bytes}>(" in body, body
     assert "tc::atomic_add(" not in body
-    fence, issue, wait = (body.index(s) for s in ("tc::fence_proxy_async_shared()", "tc::bulk_reduce_add<",
-                                                  "tc::bulk_commit_wait<true>()"))
-    assert fence < body.index("__syncthreads()", fence) < issue < wait < body.index("__syncthreads()", wait)
-    assert "< 120" in body[fence:wait], "rows past the tensor's end are not added"
+    fence, issue, commit = (body.index(s) for s in ("tc::fence_proxy_async_shared()", "tc::bulk_reduce_add<",
+                                                    "tc::bulk_commit()"))
+    assert fence < body.index("__syncthreads()", fence) < issue < commit
+    assert "< 120" in body[fence:commit], "rows past the tensor's end are not added"
+    # deferred: the wait for the rows' shared reads comes before the tile is written again (the next
+    # iteration's store, placed ahead of it in the loop body) and before the block exits
+    loop = body.index("for (int it")
+    wait = body.index("tc::bulk_wait_read()", loop)
+    store = body.index("&s[", wait)
+    assert wait < body.index("__syncthreads()", wait) < store < fence
+    assert body.rstrip().endswith("tc::bulk_wait_read();\n}"), body[-200:]
 
 
 def test_a_kernel_that_reads_the_destination_waits_for_the_adds():

@@ -48,6 +48,12 @@ def _shfl_xor_reduce(printer, call):
     return template_call(r, [_COMBINER[r.op], template_arg(r.lane_masks)], args_of(printer, call))
 
 
+@I.register_emitter(I.BulkCommit, TARGET)
+@I.register_emitter(I.BulkWaitRead, TARGET)
+def _bulk_group(printer, call):   # the tile operand is for the passes (what the group reads), not the header
+    return f"{call.intrinsic.entry}()"
+
+
 @I.register_emitter(I.DeviceAssert, TARGET)
 def _device_assert(printer, call):
     return f"{call.intrinsic.entry}({printer.expr(call.args[0])}, {printer.expr(call.intrinsic.where)})"

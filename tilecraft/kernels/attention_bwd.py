@@ -116,8 +116,10 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
                         dtype: str = "float16", accum_dtype: str = "float"):
     """dK, dV (written) and dQ (fp32, added atomically) for one key block of block_M rows per block,
     walking the query blocks (block_N rows) that attend to it.  The default 64x64 tile with one warpgroup
-    puts all five gemms on wgmma on sm_90a (D64: 193 registers; D128: 253, no spill); block_N=32
-    or two warpgroups move them to mma.sync (the dQ gemm's 32/64 rows are below wgmma's 64 per warpgroup)."""
+    puts all five gemms on wgmma on sm_90a (D64: 193 registers; D128: 253, no spill).  Fastest on the
+    H200 (session 17): 128x128/2 with 256 threads for D64 (every gemm on wgmma), 128x64/2/256 for D128
+    (the dQ gemm's 64 rows are below wgmma's 64 per warpgroup: the gemms reading K_shared go to mma.sync,
+    and 128 keys per block still halve the dQ adds, which cost most of the time)."""
     sm_scale = 1.0 / math.sqrt(dim)
     scale = sm_scale * LOG2E
     shape = [batch, seq_len, heads, dim]

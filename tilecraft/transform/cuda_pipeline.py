@@ -9,6 +9,7 @@ from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
 from .lower_manual_sync_cuda import lower_manual_sync_cuda
 from .plan_shared_layouts import plan_shared_layouts
+from .place_bulk_waits import place_bulk_waits
 from .plan_shared_memory import plan_shared_memory
 from .shift_parallel_anchors import shift_parallel_anchors
 from .pipeline_copies import pipeline_copies
@@ -54,6 +55,9 @@ CUDA_PIPELINE = [
     pipeline_copies,
     # Tile ops and parallel loops become per-thread code over registers and shared memory.
     lower_cuda,
+    # Deferred bulk reduces (T.atomic_add of a shared tile, sm_90+): their waits before the tile is
+    # written again; before plan_shared_memory, which must see the tile live up to them.
+    place_bulk_waits,
     # Ragged edges: guard global accesses that may fall outside their tensors.
     legalize_global_access,
     # Offsets in dynamic shared memory (reusing the bytes of dead buffers) and the per-block

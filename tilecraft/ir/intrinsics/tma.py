@@ -53,3 +53,23 @@ class BulkCommitWait(Intrinsic):
     family = "tma"
     effects = Effects(proxy=TMA, waits="bulk groups", note="cp.async.bulk.wait_group[.read] 0")
     read_only: bool
+
+
+@dataclass(frozen=True)
+class BulkCommit(Intrinsic):
+    """Close this thread's bulk group of reduces reading `tile`; transform/place_bulk_waits.py puts a
+    BulkWaitRead (and a block barrier) before the next write of `tile` and one before the block exits."""
+    entry = "tc::bulk_commit"
+    family = "tma"
+    operands = (Operand("tile", PTR, READ, ("shared",)),)
+    effects = Effects(proxy=TMA, commits="bulk groups", note="cp.async.bulk.commit_group; the wait is placed later")
+
+
+@dataclass(frozen=True)
+class BulkWaitRead(Intrinsic):
+    """Wait until this thread's bulk groups have read their shared bytes (cp.async.bulk.wait_group.read 0).
+    Its `tile` operand (the tile the reduces read) keeps that tile alive up to here for plan_shared_memory."""
+    entry = "tc::bulk_wait_read"
+    family = "tma"
+    operands = (Operand("tile", PTR, READ, ("shared",)),)
+    effects = Effects(proxy=TMA, waits="bulk groups", note="the tile may be written again")

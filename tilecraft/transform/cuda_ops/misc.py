@@ -70,11 +70,14 @@ def _bulk_reduce(op: AtomicAdd, ctx: Ctx):
         return I.evaluate(I.BulkReduceAdd(bytes=row_bytes), Ref(d.buffer, region_indices(d, ix + [zero])),
                           Ref(v.buffer, region_indices(v, ix + [zero])), span=op.span)
     issue = ctx.strided(rows, row, op.span)
-    # the wait: until the rows are read from shared memory, unless the kernel reads the destination
-    # itself (then until the adds are done, so a later barrier makes them visible)
-    only_added = ctx.only_atomically_added(d.buffer)
-    return seq(I.evaluate(I.FenceProxyAsyncShared()), Sync(), issue,
-               I.evaluate(I.BulkCommitWait(read_only=only_added)), Sync())
+    fenced = seq(I.evaluate(I.FenceProxyAsyncShared()), Sync(), issue)
+    if ctx.only_atomically_added(d.buffer) and ctx.threads == ctx.kernel.num_threads:
+        # nothing in the kernel reads the destination: wait for the shared reads only before the tile is
+        # written again, placed by transform/place_bulk_waits.py (the block computes meanwhile)
+        return seq(fenced, I.evaluate(I.BulkCommit(), Ref(v.buffer, tuple(const(0) for _ in v.buffer.shape))))
+    # the kernel reads the destination (wait until the adds are done, so a later barrier makes them
+    # visible), or a warp-group branch issues it (its barriers are its own): wait here
+    return seq(fenced, I.evaluate(I.BulkCommitWait(read_only=ctx.only_atomically_added(d.buffer))), Sync())
 
 
 @register(Cumsum)

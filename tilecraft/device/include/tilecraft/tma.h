@@ -292,4 +292,18 @@ TC_DEVICE void bulk_commit_wait() {
 #endif
 }
 
+// The deferred form (transform/place_bulk_waits.py): close the group after the rows are issued, and wait
+// for their shared-memory reads only before the tile is written again (and before the block exits), so
+// the TMA unit reads and sends the rows while the block computes.
+TC_DEVICE void bulk_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+TC_DEVICE void bulk_wait_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+
 }  // namespace tc

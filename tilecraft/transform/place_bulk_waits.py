@@ -1,0 +1,81 @@
+"""Place the waits of deferred bulk reduces (CUDA, sm_90+).
+
+Before: `T.atomic_add` of a shared tile into global memory lowered to its TMA bulk reduce-adds
+(cuda_ops/misc.py::_bulk_reduce) closed by a `BulkCommit(tile)` and no wait: the TMA unit may still
+be reading the tile's rows from shared memory.  After: a `BulkWaitRead(tile)` and a block barrier
+before every statement that writes the tile again (the issuing threads wait for their reads, the
+barrier holds the writers back until then), and a `BulkWaitRead` before the block exits (its shared
+memory must outlive the reads).  In FlashAttention's backward the dQ tile is rewritten one loop
+iteration later, so its rows travel to L2 while the next iteration's gemms run.
+
+The wait goes before the outermost statement that writes the tile without issuing its reduce (a
+whole lowered copy loop, not each store).  A statement that both writes the tile and issues its
+reduce (the loop body holding both) is entered instead; inside it the write precedes the reduce in
+program order, and in the next iteration it follows the previous one's commit.  A redundant wait
+(before the first reduce) returns at once.  Kernels with warp-group branches keep the immediate
+wait (the lowering does not defer there).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import Kernel, Mutator, Ref, Store, Sync, collect, const, seq
+from ..ir import intrinsics as I
+from ..ir.func import PrimFunc
+from ..ir.intrinsics import ATOMIC, PTR, READ_WRITE, WRITE, IntrinsicCall
+
+_WRITES = (WRITE, READ_WRITE, ATOMIC)
+
+
+def _sources(node) -> set:
+    return {c.args[0].buffer for c in collect(node, lambda n: isinstance(n, IntrinsicCall)
+                                              and isinstance(n.intrinsic, I.BulkCommit))}
+
+
+def _writes(node, tiles: set) -> set:
+    """The tiles of `tiles` that `node` writes (stores, or intrinsics writing through a pointer)."""
+    out = {s.buffer for s in collect(node, lambda n: isinstance(n, Store) and n.buffer in tiles)}
+    for c in collect(node, lambda n: isinstance(n, IntrinsicCall)):
+        for decl, a in c.operand_args():
+            if decl is not None and decl.kind == PTR and decl.access in _WRITES and isinstance(a, Ref) \
+                    and a.buffer in tiles:
+                out.add(a.buffer)
+    return out
+
+
+def _wait(tile):
+    return I.evaluate(I.BulkWaitRead(), Ref(tile, tuple(const(0) for _ in tile.shape)))
+
+
+class _Place(Mutator):
+    def __init__(self, tiles: set):
+        super().__init__()
+        self.tiles = tiles
+
+    def visit_Seq(self, s):
+        out = []
+        for child in s.stmts:
+            written = _writes(child, self.tiles)
+            if written and not (_sources(child) & written):
+                out.extend(_wait(t) for t in sorted(written, key=lambda b: b.name))
+                out.append(Sync())
+                out.append(child)
+            else:
+                out.append(self.visit(child))
+        return seq(*out)
+
+
+def place_bulk_waits(func: PrimFunc, ctx) -> PrimFunc:
+    kernels = collect(func.body, lambda n: isinstance(n, Kernel))
+    if not any(_sources(k) for k in kernels):
+        return func
+
+    class _Kernels(Mutator):
+        def visit_Kernel(self, k: Kernel):
+            tiles = _sources(k)
+            if not tiles:
+                return k
+            tail = [_wait(t) for t in sorted(tiles, key=lambda b: b.name)]
+            return replace(k, body=seq(_Place(tiles).visit(k.body), *tail))
+
+    return func.with_body(_Kernels().visit(func.body))
