@@ -4,8 +4,9 @@ Before: `T.atomic_add` of a shared tile into global memory lowered to its TMA bu
 (cuda_ops/misc.py::_bulk_reduce) closed by a `BulkCommit(tile)` and no wait: the TMA unit may still
 be reading the tile's rows from shared memory.  After: a `BulkWaitRead(tile)` and a block barrier
 before every statement that writes the tile again (the issuing threads wait for their reads, the
-barrier holds the writers back until then), and a `BulkWaitRead` before the block exits (its shared
-memory must outlive the reads).  In FlashAttention's backward the dQ tile is rewritten one loop
+barrier holds the writers back until then), and a `BulkWaitRead` right after the outermost loop that
+issued the reduces (or right after a commit outside any loop): from there on the tile's bytes are free
+for later buffers (plan_shared_memory) and the block may exit.  In FlashAttention's backward the dQ tile is rewritten one loop
 iteration later, so its rows travel to L2 while the next iteration's gemms run.
 
 The wait goes before the outermost statement that writes the tile without issuing its reduce (a
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Kernel, Mutator, Ref, Store, Sync, collect, const, seq
+from ..ir import Kernel, Mutator, Ref, Seq, Store, Sync, collect, const, seq
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.intrinsics import ATOMIC, PTR, READ_WRITE, WRITE, IntrinsicCall
@@ -51,18 +52,39 @@ class _Place(Mutator):
     def __init__(self, tiles: set):
         super().__init__()
         self.tiles = tiles
+        self.loops = 0   # loops entered
+
+    def _loop(self, node):
+        self.loops += 1
+        try:
+            return Mutator.generic(self, node)
+        finally:
+            self.loops -= 1
+
+    visit_For = _loop
+    visit_While = _loop
 
     def visit_Seq(self, s):
         out = []
         for child in s.stmts:
             written = _writes(child, self.tiles)
             if written and not (_sources(child) & written):
-                out.extend(_wait(t) for t in sorted(written, key=lambda b: b.name))
+                out.extend(_wait(t) for t in _ordered(written))
                 out.append(Sync())
                 out.append(child)
-            else:
-                out.append(self.visit(child))
+                continue
+            out.append(self.visit(child))
+            issued = _sources(child)
+            if issued and self.loops == 0:
+                # the outermost loop holding the commit (or the commit itself, outside any loop) is done:
+                # wait here, so the tile's bytes are free for what comes after (plan_shared_memory may give
+                # them to a later buffer: insert_syncs puts the barrier before its first write)
+                out.extend(_wait(t) for t in _ordered(issued))
         return seq(*out)
+
+
+def _ordered(tiles):
+    return sorted(tiles, key=lambda b: b.name)
 
 
 def place_bulk_waits(func: PrimFunc, ctx) -> PrimFunc:
@@ -75,7 +97,7 @@ def place_bulk_waits(func: PrimFunc, ctx) -> PrimFunc:
             tiles = _sources(k)
             if not tiles:
                 return k
-            tail = [_wait(t) for t in sorted(tiles, key=lambda b: b.name)]
-            return replace(k, body=seq(_Place(tiles).visit(k.body), *tail))
+            body = k.body if isinstance(k.body, Seq) else Seq((k.body,))
+            return replace(k, body=_Place(tiles).visit(body))
 
     return func.with_body(_Kernels().visit(func.body))
