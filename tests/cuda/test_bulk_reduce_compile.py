@@ -66,3 +66,27 @@ def test_element_atomics_where_the_bulk_reduce_does_not_apply(arch, configs, kw)
 def test_the_sass_has_the_bulk_reduce():
     sass = _kernel("sm_90a").get_sass()
     assert "UBLKRED" in sass and "ADD.F32" in sass
+
+
+def test_a_tile_added_in_a_loop_frees_its_bytes_for_later_buffers():
+    """The wait after the loop ends the tile's life there: a larger tile after the loop reuses its bytes
+    (112 KB + 128 KB would not fit sm_90a's 227 KB side by side; TileLang's gqa_bwd_tma_reduce has this
+    shape: dQ added in the loop, dK / dV after it)."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 128, 224), "float32"), W: T.Tensor((4, 128, 256), "float32"),
+             Y: T.Tensor((512, 224), "float32"), Z: T.Tensor((512, 256), "float32")):
+        with T.Kernel(4, threads=256) as b:
+            s = T.alloc_shared((128, 224), "float32")
+            t = T.alloc_shared((128, 256), "float32")
+            for it in T.serial(2):
+                T.copy(X[b, :, :], s)
+                T.atomic_add(Y[b * 128 + it:b * 128 + it + 128, :], s)
+            T.copy(W[b, :, :], t)
+            T.atomic_add(Z[b * 128:(b + 1) * 128, :], t)
+
+    body = _body(tilelang.compile(main, target={"kind": "cuda", "arch": "sm_90a"}))
+    assert body.count("tc::bulk_reduce_add<") == 2
+    loop_end = body.index("tc::bulk_commit()")
+    assert body.index("tc::bulk_wait_read()", loop_end) < body.index("&t[", loop_end)
