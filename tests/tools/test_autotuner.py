@@ -413,8 +413,8 @@ def test_the_cpu_latency_is_a_low_quantile_and_the_runoff_marks_the_noise():
     wide = [_row(0, 1.9), _row(1, 1.6), _row(2, 1.5)]
     wide[0].within_noise, wide[1].within_noise, wide[2].within_noise = False, True, True
     assert tuner_mod.choose_best(wide, cpu).index == 1
-    wide[1].latency = 1.66
-    assert tuner_mod.choose_best(wide, cpu).index == 2, "marked, but more than noise_cap (10%) slower"
+    wide[1].latency = 1.8
+    assert tuner_mod.choose_best(wide, cpu).index == 1, "marked: a tie however far its estimate (20% here)"
     wide[1].latency = 1.6
     wide[1].within_noise = wide[2].within_noise = False
     assert tuner_mod.choose_best(wide, cpu).index == 2, "no marks: the fastest"

@@ -13,8 +13,9 @@
   passed (the fastest 16) is timed again, in 12 interleaved rounds on one worker, where load
   drift falls on all of them alike; within 3% after that is a tie.
 
-Either way, ties (and configs the runoff marks within the noise of the fastest, up to 10% slower) go to
-the first listed config (TileLang keeps the first of equal latencies), so two runs, or two executors, that see the same configs within the noise choose the same one.
+Either way, ties (and configs the runoff marks within the noise of the fastest) go to the first listed
+config (TileLang keeps the first of equal latencies), so two runs, or two executors, that see the same
+configs within the noise choose the same one.
 
 The noise: after the runoff, each leader's ratio to the fastest is bootstrapped over the rounds
 (rounds resampled together for all leaders, so drift cancels in the ratio); a leader whose
@@ -46,7 +47,6 @@ class MeasurePolicy:
     round_share: float           # each round times each leader for this share of the run's rep (ms)
     round_warmup_share: float    # ... after this share of the run's warmup
     tie: float                   # after the runoff, within this fraction of the fastest: the first listed wins
-    noise_cap: float = 0.10      # ... and so do configs marked within the noise, up to this fraction slower
 
     def latency(self, stats: BenchStats) -> float:
         return stats.median if self.quantile is None else stats.quantile(self.quantile)
@@ -78,14 +78,14 @@ def runoff_leaders(measured: Sequence[ConfigResult], policy: MeasurePolicy) -> l
 
 def choose_best(ok: Sequence[ConfigResult], policy: MeasurePolicy) -> ConfigResult:
     """The fastest config; configs within the policy's tie of it tie, and so do those the runoff could not
-    tell apart from it (``within_noise``, when the fastest is itself so marked) up to ``noise_cap`` slower:
-    the first listed of them wins.  Without the second rule a config marked "(within noise)" in the table
-    could lose to a later one by its point estimate alone, and two executors timing the same tie would
-    choose differently; the cap keeps a very noisy measurement from choosing a config far slower by its
-    estimate."""
+    tell apart from it (``within_noise``, when the fastest is itself so marked): the first listed of them wins.
+    Without the second rule a config marked "(within noise)" in the table could lose to a later one by its
+    point estimate alone, and two executors timing the same tie would choose differently.  (A cap on how much
+    slower a marked config may be was tried and dropped: under two busy loops two identical kernels measured
+    18% apart in a Ray runoff, both marked, and the cap made the executors disagree.)"""
     fastest = min(ok, key=lambda r: (r.latency, r.index))
     tied = [r for r in ok if r.latency <= fastest.latency * (1 + policy.tie)
-            or (fastest.within_noise and r.within_noise and r.latency <= fastest.latency * (1 + policy.noise_cap))]
+            or (fastest.within_noise and r.within_noise)]
     return min(tied, key=lambda r: r.index)
 
 
