@@ -6,8 +6,10 @@ be reading the tile's rows from shared memory.  After: a `BulkWaitRead(tile)` an
 before every statement that writes the tile again (the issuing threads wait for their reads, the
 barrier holds the writers back until then), and a `BulkWaitRead` right after the outermost loop that
 issued the reduces (or right after a commit outside any loop): from there on the tile's bytes are free
-for later buffers (plan_shared_memory) and the block may exit.  In FlashAttention's backward the dQ tile is rewritten one loop
-iteration later, so its rows travel to L2 while the next iteration's gemms run.
+for later buffers (plan_shared_memory) and the block may exit.  In FlashAttention's backward the dQ
+tile is rewritten one loop iteration later, so its rows could travel to L2 while the next iteration's
+gemms run; measured on the H200 this gained nothing over waiting at once (the adds' own throughput is
+the cost: benchmarks/results/2026-12-03_h200_s17_attention_bwd.md), and it costs nothing either.
 
 The wait goes before the outermost statement that writes the tile without issuing its reduce (a
 whole lowered copy loop, not each store).  A statement that both writes the tile and issues its
