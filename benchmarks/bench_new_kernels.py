@@ -27,7 +27,7 @@ def g_attention_bwd(rows):
         o_t = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         o, lse = A.flash_attention_fwd_lse(b, h, s, d, causal)(q, k, v)
         flops = 10 * b * h * s * s * d // (2 if causal else 1)   # 5 gemms of 2*s*s*d (FlashAttention-2's count)
-        # the fastest measured on the H200 with dQ added by bulk reduces (session 17, probe_gpu/s17_fabwd.py):
+        # the fastest measured on the H200 with dQ added by bulk reduces (session 17, benchmarks/attention_bwd_probe.py):
         # 128 keys per block halves the dQ adds; D64 fits 128 queries per step (every gemm on wgmma)
         cfg = dict(block_M=128, block_N=128 if d <= 64 else 64, num_stages=2, threads=256) if not _B.on_cpu() \
             else dict(block_M=64, block_N=64, num_stages=2)
