@@ -111,8 +111,11 @@ OLD = [
            dict(block_M=128, block_N=64, num_stages=2, threads=128)]
 
 if __name__ == "__main__":
-    shapes = [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (4, 16, 4096, 64, False), (4, 16, 4096, 64, True)]
-    which = sys.argv[1:] or ["all"]
+    import os
+    # PROBE_CONFIGS / PROBE_SHAPES (JSON lists) replace the defaults: [{"block_M": 128, ...}], [[4, 16, 4096, 128, false]]
+    CONFIGS = json.loads(os.environ.get("PROBE_CONFIGS", "null")) or CONFIGS
+    shapes = [tuple(x) for x in json.loads(os.environ.get("PROBE_SHAPES", "null")) or
+              [(4, 16, 4096, 128, False), (4, 16, 4096, 128, True), (4, 16, 4096, 64, False), (4, 16, 4096, 64, True)]]
     res = []
     torch.manual_seed(0)
     for b, h, s, d, causal in shapes:
@@ -153,5 +156,4 @@ if __name__ == "__main__":
             print(f"{row['shape']:12s} {name:70s} {t:7.3f} ms  ref {t_ref:7.3f}  {t_ref/t:5.2f}x  {flops/t/1e9:6.1f} TF/s  err {err:.1e}  compile {ct:.1f}s", flush=True)
             for l in gemm_lines:
                 print("      ", l.strip()[:160])
-    import os
     json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), "fabwd.json"), "w"), indent=1)

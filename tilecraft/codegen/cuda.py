@@ -384,6 +384,6 @@ def _wgmma_shapes(k: Kernel) -> list:
     from ..ir.intrinsics import GemmRSSm90, GemmRSSm90Async, GemmSSSm90, IntrinsicCall
     ns = set()
     for c in collect(k.body, lambda n: isinstance(n, IntrinsicCall) and isinstance(n.intrinsic, (GemmSSSm90, GemmRSSm90, GemmRSSm90Async))):
-        n = c.intrinsic.n
+        n = c.intrinsic.n // getattr(c.intrinsic, "wg_n", 1)
         ns.update(min(256, n - n0) for n0 in range(0, n, 256))
     return sorted(ns)

@@ -38,11 +38,13 @@ class Mma80Plan:
 
 @dataclass(frozen=True)
 class WgmmaPlan:
-    """wgmma (sm_90a), A and B shared tiles, `warpgroups` warpgroups splitting M."""
+    """wgmma (sm_90a), A and B shared tiles, `warpgroups` warpgroups splitting M, or `wg_n` of them
+    splitting N (a tile of 64 rows over two or more warpgroups: gemm_sm90.h's WGN)."""
     warpgroups: int
+    wg_n: int = 1
 
     def describe(self) -> str:
-        return f"wgmma {self.warpgroups} warpgroup(s)"
+        return f"wgmma {self.warpgroups} warpgroup(s)" + (f", {self.wg_n} along N" if self.wg_n > 1 else "")
 
 
 @dataclass(frozen=True)

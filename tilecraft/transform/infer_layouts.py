@@ -24,6 +24,7 @@ from ..errors import TilecraftError
 from ..ir import Alloc, Buffer, Copy, For, Gemm, Kernel, Load, Mutator, Reduce, Store, Visitor, collect, same_seq, where
 from ..ir.func import PrimFunc
 from ..ir.lowering import Mma80Plan, WgmmaPlan, WgmmaRSPlan
+from ..ir.intrinsics.wgmma import n_split_ok
 from ..ir.semantics import (shared_row_stride, loop_dims, mixed_dims, parallel_anchor, partial_anchor, slice_dims,
                              window_dims, writes_a_projection)
 from .warp_groups import thread_contexts
@@ -134,22 +135,39 @@ def int4_mma_capable(g: Gemm, threads: int) -> bool:
             and warp_partition(m, n, threads // 32, g.policy) is not None)
 
 
-def wgmma_capable(g: Gemm, threads: int) -> bool:
-    """The Hopper path: both operands whole shared tiles with supported row lengths, warpgroups
-    along M (64 rows each at least), fp16/bf16 in, fp32 accumulator."""
+def wgmma_split(g: Gemm, threads: int) -> int | None:
+    """The Hopper path: both operands whole shared tiles with supported row lengths, fp16/bf16 (or
+    K-major fp8) in, fp32 accumulator; warpgroups along M (64 rows each at least) -- returns 1 -- or, where M has
+    too few rows for that, as many along M as it allows and the rest along N (FlashAttention
+    backward's 64-row dQ = dS K over two warpgroups: each 64 x N/2) -- returns the warpgroups along
+    N.  None: no wgmma path."""
     m, n, k = g.mnk
     if threads % 128 or g.a.buffer.scope != "shared" or g.b.buffer.scope != "shared":
-        return False
+        return None
     if not (g.a.covers_whole() and g.b.covers_whole() and g.c.covers_whole()):
-        return False
+        return None
     wg = threads // 128
     if g.a.buffer.dtype.name in FP8_DTYPES:
         if fp8_wgmma_refusal(g) is not None:
-            return False
+            return None
     elif g.a.buffer.dtype.name not in MMA_DTYPES:
-        return False
-    return (g.c.buffer.dtype.name == "float32" and m % (64 * wg) == 0 and n % 8 == 0 and k % 16 == 0 and
-            all(wgmma_row_ok(r.buffer.shape[-1], r.buffer.dtype.bytes) for r in (g.a, g.b)))
+        return None
+    if not (g.c.buffer.dtype.name == "float32" and n % 8 == 0 and k % 16 == 0 and
+            all(wgmma_row_ok(r.buffer.shape[-1], r.buffer.dtype.bytes) for r in (g.a, g.b))):
+        return None
+    if m % (64 * wg) == 0:
+        return 1
+    for wgm in range(wg - 1, 0, -1):  # the most warpgroups along M that M allows, the rest along N
+        if wg % wgm == 0 and m % (64 * wgm) == 0 and n_split_ok(n, wg // wgm, g.trans_b, g.b.buffer.dtype.bytes):
+            return wg // wgm
+    return None
+
+
+def wgmma_capable(g: Gemm, threads: int, along_m: bool = False) -> bool:
+    """wgmma_split found a path (with `along_m`, one with warpgroups along M: an accumulator that
+    feeds a gemm's A operand from registers must be in wgmma's M-split layout)."""
+    split = wgmma_split(g, threads)
+    return split is not None and (split == 1 or not along_m)
 
 
 def fp8_wgmma_refusal(g: Gemm):
@@ -249,10 +267,11 @@ class _Inference:
                          f"T.gemm accumulator on wgmma (line {line})", g.span)
                 continue
             if (self.use_wgmma and g not in veto and (g.c.buffer not in a_from_frag or g.c.buffer in rs_sources)
-                    and wgmma_capable(g, self.threads)):
-                self.plans[g] = WgmmaPlan(self.threads // 128)
-                self._note(g, f"wgmma, {self.threads // 128} warpgroup(s)")
-                self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads),
+                    and wgmma_capable(g, self.threads, along_m=g.c.buffer in rs_sources)):
+                plan = WgmmaPlan(self.threads // 128, wgmma_split(g, self.threads))
+                self.plans[g] = plan
+                self._note(g, plan.describe().replace("wgmma ", "wgmma, ", 1))
+                self.set(g.c.buffer, wgmma_accumulator_layout((m, n), self.threads, plan.wg_n),
                          f"T.gemm accumulator on wgmma (line {g.span.line if g.span else '?'})", g.span)
                 continue
             if not self.tensor_cores:
@@ -447,7 +466,7 @@ class _Inference:
                 continue
             feeding = self._fragment_a_sources(body, [g])
             producers = [h for h in gemms if h.c.buffer in feeding]
-            if producers and all(h not in veto and wgmma_capable(h, self.threads) for h in producers):
+            if producers and all(h not in veto and wgmma_capable(h, self.threads, along_m=True) for h in producers):
                 rs.add(g)
                 sources |= {h.c.buffer for h in producers}
         return rs, sources

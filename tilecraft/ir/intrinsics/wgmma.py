@@ -26,6 +26,15 @@ def _check_rows(g, which: str, rows: int, extent: int, length: int):
             f"{which}_ROWS rows tall")
 
 
+def n_split_ok(n: int, wg_n: int, trans_b: bool, elem_bytes: int) -> bool:
+    """gemm_ss_sm90's WGN: N splits into wg_n pieces of a multiple of 8 columns, and a B stored
+    [K][N] (not transposed) only at its 128-byte column panels (N/wg_n a multiple of 128 bytes)."""
+    if wg_n == 1:
+        return True
+    wn = n // wg_n
+    return n % (8 * wg_n) == 0 and (trans_b or (n * elem_bytes > 128 and (wn * elem_bytes) % 128 == 0))
+
+
 def _resolve_rows(g, field: str, default: int):
     """0 stands for the header's default (the gemm's own extent)."""
     if getattr(g, field) == 0:
@@ -42,7 +51,11 @@ def _check_wgmma(g, fp8_ok: bool = False):
     else:
         require(g.dtype.name in ("float16", "bfloat16"), g, "operands are float16 or bfloat16"
                 + (" (or, with both operands K-major, float8_e4m3fn / float8_e5m2)" if fp8_ok else ""))
-    require(g.wg >= 1 and g.m % (64 * g.wg) == 0, g, "M must be a multiple of 64*WG (m64 tiles per warpgroup)")
+    wg_n = getattr(g, "wg_n", 1)
+    require(g.wg >= 1 and g.wg % wg_n == 0 and g.m % (64 * (g.wg // wg_n)) == 0, g,
+            "M must be a multiple of 64*WG/WGN (m64 tiles per warpgroup)")
+    require(n_split_ok(g.n, wg_n, g.trans_b, g.dtype.bytes), g,
+            "N/WGN must be a multiple of 8, and of B's 128-byte column panels when B is stored [K][N]")
     require(g.n % 8 == 0, g, "N must be a multiple of 8 (wgmma n)")
     require(g.k % 16 == 0, g, "K must be a multiple of 16 (wgmma k16 steps)")
     require(_row_ok(g.k if g.trans_b else g.n, g.dtype.bytes, g.trans_b), g,
@@ -71,6 +84,11 @@ class GemmSSSm90(Intrinsic):
     pending: int = 0
     a_rows: int = 0
     b_rows: int = 0
+    wg_n: int = 1   # warpgroups along N (the header's WGN; left out of the call when 1)
+
+    def params(self) -> tuple:
+        ps = super().params()
+        return ps[:-1] if self.wg_n == 1 else ps
 
     def check(self):
         _check_wgmma(self, fp8_ok=True)

@@ -248,17 +248,19 @@ def warp_partition(m: int, n: int, warps: int, policy: str) -> tuple:
     return min(options, key=lambda o: (abs(m / o[0] - n / o[1]), -o[0]))
 
 
-def wgmma_accumulator_layout(shape, threads: int) -> FragmentLayout:
-    """The wgmma m64nNk16 accumulator over an (M, N) tile, warpgroups (128 threads) along M.
-    Per the PTX ISA: in warpgroup g, warp w, lane l, register e + 2h + 4*(ni + (N/8)*mi) holds
-    row g*M/WG + 64*mi + 16*w + 8*h + l/4 and column 8*ni + 2*(l%4) + e."""
+def wgmma_accumulator_layout(shape, threads: int, wg_n: int = 1) -> FragmentLayout:
+    """The wgmma m64nNk16 accumulator over an (M, N) tile, warpgroups (128 threads) along M, or
+    `wg_n` of them along N (warpgroup g = gn + wg_n * gm owns rows gm*M/WGM.. and columns gn*N/wg_n..).
+    Per the PTX ISA: in warpgroup g, warp w, lane l, register e + 2h + 4*(ni + (N/wg_n/8)*mi) holds
+    row gm*M/WGM + 64*mi + 16*w + 8*h + l/4 and column gn*N/wg_n + 8*ni + 2*(l%4) + e."""
     m, n = shape
     wg = threads // 128
-    per = m // wg
-    tdigits = [Digit("lc", 4), Digit("lr", 8), Digit("w", 4), Digit("g", wg)]
-    rdigits = [Digit("e", 2), Digit("h", 2), Digit("ni", n // 8), Digit("mi", per // 64)]
+    wgm = wg // wg_n
+    per, wn = m // wgm, n // wg_n
+    tdigits = [Digit("lc", 4), Digit("lr", 8), Digit("w", 4), Digit("gn", wg_n), Digit("g", wgm)]
+    rdigits = [Digit("e", 2), Digit("h", 2), Digit("ni", wn // 8), Digit("mi", per // 64)]
     ci = [("lr", 1), ("h", 8), ("w", 16), ("mi", 64), ("g", per)]
-    cj = [("e", 1), ("lc", 2), ("ni", 8)]
+    cj = [("e", 1), ("lc", 2), ("ni", 8), ("gn", wn)]
     keep = {d.name for d in tdigits + rdigits if d.extent > 1}
     return FragmentLayout(tuple(shape), threads, tuple(d for d in tdigits if d.extent > 1),
                           tuple(d for d in rdigits if d.extent > 1),

@@ -40,7 +40,7 @@ def lower_gemm(g: Gemm, ctx: Ctx):
     if isinstance(plan, WgmmaPlan):
         # the tiles' row counts: the height of their column panels (gemm_sm90.h)
         intr = I.GemmSSSm90(m, n, k, plan.warpgroups, g.trans_a, g.trans_b, _elem(g), g.async_groups or 0,
-                            g.a.buffer.shape[-2], g.b.buffer.shape[-2])
+                            g.a.buffer.shape[-2], g.b.buffer.shape[-2], plan.wg_n)
         call_ = I.evaluate(intr, Ref(g.a.buffer, g.a.starts), Ref(g.b.buffer, g.b.starts), Ref(c_reg, (const(0),)),
                            span=g.span)
         if g.tma_fed:  # TMA writes are in the async proxy already, and each thread waited for them

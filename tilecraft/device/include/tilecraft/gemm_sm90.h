@@ -267,8 +267,14 @@ template <> struct Sm90Elem<fp8_e5m2_t> { static constexpr bool F8 = true, E5M2 
 // warpgroup has returned (a block barrier).  C must not be touched until tc::wgmma_drain.
 // A_ROWS / B_ROWS: the row counts of the shared tiles A and B point into (their column panels'
 // height, see the top of this file); by default the gemm's own extents.
+// WGN (default 1): warpgroups along N.  The WG warpgroups form WG/WGN along M by WGN along N (for a
+// tile of 64 rows and two or more warpgroups): warpgroup g = gn + WGN*gm owns rows [gm*M/(WG/WGN), ...)
+// and columns [gn*N/WGN, (gn+1)*N/WGN); C's slots are those above with N -> N/WGN, and
+//     row = gm*M/(WG/WGN) + 64*mi + 16*w + 8*h + lane/4,  col = gn*N/WGN + 8*ni + 2*(lane%4) + e.
+// A B stored N-major in 128-byte panels needs N/WGN a multiple of the panel width (64 halves); one
+// stored N-major without panels cannot be split (its columns share a swizzle row).
 template <int M, int N, int K, int WG, bool TRANS_A, bool TRANS_B, class T, int PENDING = 0,
-          int A_ROWS = (TRANS_A ? K : M), int B_ROWS = (TRANS_B ? N : K)>
+          int A_ROWS = (TRANS_A ? K : M), int B_ROWS = (TRANS_B ? N : K), int WGN = 1>
 TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   using E = detail::Sm90Elem<T>;
   static_assert(E::ok, "");
@@ -277,10 +283,12 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
                 "no transpose for them");
   constexpr int KSTEP = E::F8 ? 32 : 16;  // k per wgmma instruction (32 bytes of a K-major row)
   static_assert(WG >= 1, "tc::gemm_ss_sm90: WG (warpgroups) must be >= 1");
-  static_assert(M % (64 * WG) == 0,
-                "tc::gemm_ss_sm90: M must be a multiple of 64*WG (each warpgroup owns M/WG rows "
+  static_assert(WGN >= 1 && WG % WGN == 0, "tc::gemm_ss_sm90: WGN must divide WG");
+  constexpr int WGM = WG / WGN;
+  static_assert(M % (64 * WGM) == 0,
+                "tc::gemm_ss_sm90: M must be a multiple of 64*WG/WGN (each warpgroup owns M/(WG/WGN) rows "
                 "in m64 tiles)");
-  static_assert(N % 8 == 0, "tc::gemm_ss_sm90: N must be a multiple of 8 (wgmma n)");
+  static_assert(N % (8 * WGN) == 0, "tc::gemm_ss_sm90: N/WGN must be a multiple of 8 (wgmma n)");
   static_assert(K % KSTEP == 0, "tc::gemm_ss_sm90: K must be a multiple of 16 (wgmma k16 steps; 32 for 8-bit)");
   using AOp = detail::Sm90Operand<TRANS_A ? M : K, sizeof(T), !TRANS_A, A_ROWS>;
   using BOp = detail::Sm90Operand<TRANS_B ? K : N, sizeof(T), TRANS_B, B_ROWS>;
@@ -291,7 +299,10 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
                 "tc::gemm_ss_sm90: B's stored row (N halves for B [K][N], K for B [N][K]) must be "
                 "8 (N only), 16, 32, 64 or a multiple of 64 halves: other lengths match no wgmma "
                 "smem layout");
-  constexpr int WM = M / WG, MI = WM / 64, KS = K / KSTEP;
+  constexpr int WM = M / WGM, WN = N / WGN, MI = WM / 64, KS = K / KSTEP;
+  static_assert(WGN == 1 || TRANS_B || (BOp::R::PANELS && WN % BOp::R::W == 0),
+                "tc::gemm_ss_sm90: warpgroups along N with B stored [K][N] need N/WGN a multiple of B's "
+                "64-half column panels");
 #if defined(__CUDA_ARCH__)
 #if defined(TC_HAS_WGMMA)
   constexpr bool BF16 = detail::IsSame<T, bfloat16_t>::value;
@@ -300,9 +311,9 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
   // values live in uniform registers, which HGMMA reads its descriptors from)
   // (modulo WG: a T.ws branch of WG warpgroups starting at a multiple of WG numbers them from 0)
   const int g = __shfl_sync(0xffffffffu, (static_cast<int>(threadIdx.x) >> 7) % WG, 0);
-  const uint64_t da = AOp::desc(smem_addr(A) + static_cast<uint32_t>(g * AOp::offset(WM, 0)));
-  const uint64_t db = BOp::desc(smem_addr(B));
-  detail::wgmma_fence_operands<MI * N / 2>(C);
+  const uint64_t da = AOp::desc(smem_addr(A) + static_cast<uint32_t>((g / WGN) * AOp::offset(WM, 0)));
+  const uint64_t db = BOp::desc(smem_addr(B) + static_cast<uint32_t>((g % WGN) * BOp::offset(WN, 0)));
+  detail::wgmma_fence_operands<MI * WN / 2>(C);
   detail::wgmma_fence();  // orders the earlier register writes of C before the async reads
 #pragma unroll
   for (int kk = 0; kk < KS; ++kk) {
@@ -313,15 +324,15 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
       const uint64_t a = da + static_cast<uint64_t>(AOp::offset(64 * mi, KSTEP * kk) >> 4);
 #if defined(TC_FP8)
       if constexpr (E::F8)
-        detail::wgmma8_n_pieces<N, 0, E::E5M2, E::E5M2, BOp>(C + mi * (N / 2), a, db, KSTEP * kk);
+        detail::wgmma8_n_pieces<WN, 0, E::E5M2, E::E5M2, BOp>(C + mi * (WN / 2), a, db, KSTEP * kk);
       else
 #endif
-        detail::wgmma_n_pieces<N, 0, BF16, TRANS_A, TRANS_B, BOp>(C + mi * (N / 2), a, db, KSTEP * kk);
+        detail::wgmma_n_pieces<WN, 0, BF16, TRANS_A, TRANS_B, BOp>(C + mi * (WN / 2), a, db, KSTEP * kk);
     }
   }
   detail::wgmma_commit_group();
   detail::wgmma_wait_group<PENDING>();
-  detail::wgmma_fence_operands<MI * N / 2>(C);
+  detail::wgmma_fence_operands<MI * WN / 2>(C);
 #else
   static_assert(detail::DependentFalse<T>::value,
                 "tc::gemm_ss_sm90 needs sm_90a (wgmma): compile with "
@@ -329,7 +340,7 @@ TC_DEVICE void gemm_ss_sm90(const T* A, const T* B, float* C) {
                 "and without TC_NO_WGMMA");
 #endif
 #endif  // __CUDA_ARCH__ (the host pass of nvcc sees an empty body)
-  (void)A; (void)B; (void)C; (void)MI; (void)KS;
+  (void)A; (void)B; (void)C; (void)MI; (void)KS; (void)WN;
 }
 
 namespace detail {
