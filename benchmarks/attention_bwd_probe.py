@@ -13,7 +13,7 @@ LOG2E = 1.44269504
 
 @tilelang.jit(pass_configs={"tl.enable_fast_math": True})
 def bwd(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, num_stages=2, threads=128,
-        dq="atomic", dq_policy="square", dtype="float16", accum_dtype="float"):
+        dq="atomic", dq_policy="square", dq_layout="bhsd", dtype="float16", accum_dtype="float"):
     sm_scale = 1.0 / math.sqrt(dim)
     scale = sm_scale * LOG2E
     shape = [batch, seq_len, heads, dim]
@@ -23,7 +23,8 @@ def bwd(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, num
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              dO: T.Tensor(shape, dtype), LSE: T.Tensor(stats, accum_dtype), Delta: T.Tensor(stats, accum_dtype),
-             dQ: T.Tensor(shape, accum_dtype), dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
+             dQ: T.Tensor([batch, heads, seq_len, dim] if dq_layout == "bhsd" else shape, accum_dtype),
+             dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             K_shared = T.alloc_shared([block_M, dim], dtype)
             V_shared = T.alloc_shared([block_M, dim], dtype)
@@ -74,9 +75,11 @@ def bwd(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, num
                         T.copy(dqf, dq_shared)
                     elif dq in ("shared", "nogemm"):
                         T.copy(dqf, dq_shared)
-                        T.atomic_add(dQ[bz, k * block_N:(k + 1) * block_N, by, :], dq_shared)
+                        T.atomic_add(dQ[bz, by, k * block_N:(k + 1) * block_N, :] if dq_layout == "bhsd" else
+                                     dQ[bz, k * block_N:(k + 1) * block_N, by, :], dq_shared)
                     else:
-                        T.atomic_add(dQ[bz, k * block_N:(k + 1) * block_N, by, :], dqf)
+                        T.atomic_add(dQ[bz, by, k * block_N:(k + 1) * block_N, :] if dq_layout == "bhsd" else
+                                     dQ[bz, k * block_N:(k + 1) * block_N, by, :], dqf)
             T.copy(dv, dV[bz, bx * block_M:(bx + 1) * block_M, by, :])
             T.copy(dk, dK[bz, bx * block_M:(bx + 1) * block_M, by, :])
     return main
@@ -139,13 +142,14 @@ if __name__ == "__main__":
                 print(f"D{d} {'causal' if causal else 'full'} {name}: COMPILE {type(e).__name__}: {str(e)[:300]}", flush=True)
                 continue
             ct = time.time() - t0
-            dq_acc = torch.zeros(q.shape, dtype=torch.float32, device="cuda")
+            bhsd = cfg.get("dq_layout", "bhsd") == "bhsd"   # bshd: the accumulator cast by torch (not the postprocess)
+            dq_acc = torch.zeros((b, h, s, d) if bhsd else q.shape, dtype=torch.float32, device="cuda")
             dk, dv = torch.empty_like(k), torch.empty_like(v)
 
             def run():
                 dq_acc.zero_()
                 kern(q, k, v, do, lse, pre(o, do), dq_acc, dk, dv)
-                return post(dq_acc), dk, dv
+                return (post(dq_acc) if bhsd else dq_acc.half()), dk, dv
             got = torch.cat([g.flatten().float() for g in run()])
             err = ((got - ref).abs().max() / ref.abs().max()).item()
             t = bench(run)

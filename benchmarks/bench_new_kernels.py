@@ -37,7 +37,8 @@ def g_attention_bwd(rows):
             pre = A.flash_attention_bwd_preprocess(b, h, s, d)
             bwd = A.flash_attention_bwd(b, h, s, d, causal, **cfg)
             post = A.flash_attention_bwd_postprocess(b, h, s, d)
-            dq_acc, dk, dv = torch.empty(q.shape, dtype=torch.float32, device=q.device), nan_like(k), nan_like(v)
+            dq_acc, dk, dv = (torch.empty(b, h, s, d, dtype=torch.float32, device=q.device), nan_like(k),
+                              nan_like(v))
 
             def run():   # preprocess, backward (dQ zeroed and accumulated atomically), dQ cast
                 dq_acc.zero_()

@@ -37,7 +37,7 @@ def test_forward_lse_and_backward_match_autograd(seq, dim, causal):
 
     delta = cpu(A.flash_attention_bwd_preprocess, b, h, seq, dim)(o, do)
     torch.testing.assert_close(delta, (o.float() * do.float()).sum(-1).transpose(1, 2), rtol=1e-5, atol=1e-4)
-    dq_acc = torch.zeros(q.shape, dtype=torch.float32)
+    dq_acc = torch.zeros(b, h, seq, dim, dtype=torch.float32)   # head-major, the backward's own layout
     dk, dv = (torch.full_like(k, float("nan")) for _ in range(2))   # every element must be written
     # 64-row key blocks, 32-row query blocks: neither divides seq, and causal starts mid-block
     cpu(A.flash_attention_bwd, b, h, seq, dim, causal, block_M=64, block_N=32)(q, k, v, do, lse, delta, dq_acc, dk, dv)

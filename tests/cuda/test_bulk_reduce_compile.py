@@ -32,13 +32,30 @@ def _body(k):
 @pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
 @pytest.mark.parametrize("dtype,row_bytes", [("float32", 256), ("float16", 128), ("bfloat16", 128)])
 def test_a_shared_tile_is_added_by_rows_through_the_tma_unit(arch, dtype, row_bytes):
-    body = _body(_kernel(arch, dtype=dtype))
+    body = _body(_kernel(arch, dtype=dtype, strided=True))
     assert f"tc::bulk_reduce_add<{row_bytes}>(" in body, body
-    assert "tc::atomic_add(" not in body
+    assert "tc::atomic_add(" not in body and "bulk_reduce_add_n" not in body
     fence, issue, commit = (body.index(s) for s in ("tc::fence_proxy_async_shared()", "tc::bulk_reduce_add<",
                                                     "tc::bulk_commit()"))
     assert fence < body.index("__syncthreads()", fence) < issue < commit
     assert "< 120" in body[fence:commit], "rows past the tensor's end are not added"
+    _deferred_wait(body)
+
+
+@pytest.mark.parametrize("dtype,row_bytes", [("float32", 256), ("float16", 128)])
+def test_a_tile_contiguous_in_both_memories_is_one_instruction(dtype, row_bytes):
+    body = _body(_kernel("sm_90a", dtype=dtype))
+    assert "tc::bulk_reduce_add<" not in body and "tc::atomic_add(" not in body
+    assert body.count("tc::bulk_reduce_add_n(") == 1, body
+    call = body[body.index("tc::bulk_reduce_add_n("):]
+    call = call[:call.index(";")]
+    # its bytes: the tile's rows inside the 120-row tensor (none when it starts past the end), row_bytes each
+    assert "120 -" in call and "32" in call and str(row_bytes) in call, call
+    _deferred_wait(body)
+
+
+def _deferred_wait(body):
+    fence = body.index("tc::fence_proxy_async_shared()")
     # deferred: the wait for the rows' shared reads comes before the tile is written again (the next
     # iteration's store, placed ahead of it in the loop body) and before the block exits
     loop = body.index("for (int it")
@@ -87,6 +104,6 @@ def test_a_tile_added_in_a_loop_frees_its_bytes_for_later_buffers():
             T.atomic_add(Z[b * 128:(b + 1) * 128, :], t)
 
     body = _body(tilelang.compile(main, target={"kind": "cuda", "arch": "sm_90a"}))
-    assert body.count("tc::bulk_reduce_add<") == 2
+    assert body.count("tc::bulk_reduce_add_n(") == 2
     loop_end = body.index("tc::bulk_commit()")
     assert body.index("tc::bulk_wait_read()", loop_end) < body.index("&t[", loop_end)

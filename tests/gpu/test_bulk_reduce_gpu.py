@@ -18,17 +18,20 @@ from test_bulk_reduce import TORCH, inputs, reference, scatter_add  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 
+@pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("aligned", [True, False])
-def test_bulk_reduce_adds_every_row_once_on_gpu(dtype, aligned):
+def test_bulk_reduce_adds_every_row_once_on_gpu(dtype, aligned, strided):
     B, R, N, bm, step, iters = 96, 700, 128, 64, 7, 4     # ~9 blocks add into each row
-    x, y = inputs(B, R, N, bm, iters, dtype, seed=int(aligned))
+    x, y = inputs(B, R, N, bm, iters, dtype, seed=int(aligned), strided=strided)
     want = reference(x, y, step)
-    k = tilelang.compile(scatter_add(B, R, N, bm, step, iters, dtype), target="cuda")
+    k = tilelang.compile(scatter_add(B, R, N, bm, step, iters, dtype, strided=strided), target="cuda")
     yd = y.cuda()
     if not aligned:   # a view one element into its storage: 2 or 4 bytes off 16
-        yd = torch.cat([torch.zeros(1, dtype=TORCH[dtype]), y.flatten()]).cuda()[1:].view(R, N)
+        yd = torch.cat([torch.zeros(1, dtype=TORCH[dtype]), y.flatten()]).cuda()[1:].view(y.shape)
         assert yd.data_ptr() % 16
+    body = k.get_kernel_source()
+    assert ("tc::bulk_reduce_add<" in body) == strided and ("tc::bulk_reduce_add_n(" in body) != strided
     k(x.cuda(), yd, torch.zeros(B, bm, N, dtype=TORCH[dtype], device="cuda"))
     assert torch.equal(yd.cpu().double(), want)
 

@@ -7,8 +7,11 @@ Four kernels, the way a training step runs them:
 2. `flash_attention_bwd_preprocess` -- Delta[b, h, s] = rowsum(dO * O).
 3. `flash_attention_bwd` -- one block per (key block, head, batch): recomputes P^T and dP^T for every
    query block the keys see, accumulates dK and dV in registers and adds its share of dQ into an fp32
-   dQ with atomics (the blocks of one head all touch every dQ row).
-4. `flash_attention_bwd_postprocess` -- dQ fp32 -> the input dtype.
+   dQ accumulator (the blocks of one head all touch every dQ row).  The accumulator is head-major,
+   [batch, heads, seq, dim] (private to the backward, as in FlashAttention-2/3): a query block's dQ
+   tile is then one contiguous run, added on sm_90 by one TMA bulk reduce-add instead of one per row.
+4. `flash_attention_bwd_postprocess` -- dQ fp32 [batch, heads, seq, dim] -> the input dtype, [batch,
+   seq, heads, dim].
 
 `flash_attention_backward(...)` chains 2-4 (and `ref_attention_backward` is torch's autograd).
 """
@@ -129,7 +132,8 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              dO: T.Tensor(shape, dtype), LSE: T.Tensor(stats, accum_dtype), Delta: T.Tensor(stats, accum_dtype),
-             dQ: T.Tensor(shape, accum_dtype), dK: T.Tensor(shape, dtype), dV: T.Tensor(shape, dtype)):
+             dQ: T.Tensor([batch, heads, seq_len, dim], accum_dtype), dK: T.Tensor(shape, dtype),
+             dV: T.Tensor(shape, dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             K_shared = T.alloc_shared([block_M, dim], dtype)
             V_shared = T.alloc_shared([block_M, dim], dtype)
@@ -181,10 +185,10 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
                 T.copy(dsT_cast, dsT_shared)
                 T.clear(dq)
                 T.gemm(dsT_shared, K_shared, dq, transpose_A=True)                           # dQ_k = dS K
-                # added from shared memory: on sm_90 one TMA bulk reduce-add per row (cuda_ops/misc.py)
-                # instead of one atomic per element, ~3x the whole kernel's speed on the H200
+                # added from shared memory: on sm_90 one TMA bulk reduce-add for the whole (contiguous)
+                # tile (cuda_ops/misc.py) instead of one atomic per element and thread
                 T.copy(dq, dq_shared)
-                T.atomic_add(dQ[bz, k * block_N:(k + 1) * block_N, by, :], dq_shared)
+                T.atomic_add(dQ[bz, by, k * block_N:(k + 1) * block_N, :], dq_shared)
             T.copy(dv, dV[bz, bx * block_M:(bx + 1) * block_M, by, :])
             T.copy(dk, dK[bz, bx * block_M:(bx + 1) * block_M, by, :])
     return main
@@ -193,14 +197,14 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
 @tilelang.jit(out_idx=[-1])
 def flash_attention_bwd_postprocess(batch: int, heads: int, seq_len: int, dim: int, block_M: int = 64,
                                     threads: int = 128, dtype: str = "float16", accum_dtype: str = "float"):
-    """dQ (fp32 accumulator) -> dQ in the input dtype."""
+    """dQ (the fp32 accumulator, [batch, heads, seq, dim]) -> dQ in the input dtype, [batch, seq, heads, dim]."""
     shape = [batch, seq_len, heads, dim]
 
     @T.prim_func
-    def main(dQ: T.Tensor(shape, accum_dtype), dQ_out: T.Tensor(shape, dtype)):
+    def main(dQ: T.Tensor([batch, heads, seq_len, dim], accum_dtype), dQ_out: T.Tensor(shape, dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             acc = T.alloc_fragment([block_M, dim], accum_dtype)
-            T.copy(dQ[bz, bx * block_M:(bx + 1) * block_M, by, :], acc)
+            T.copy(dQ[bz, by, bx * block_M:(bx + 1) * block_M, :], acc)
             T.copy(acc, dQ_out[bz, bx * block_M:(bx + 1) * block_M, by, :])
     return main
 
@@ -211,7 +215,7 @@ def flash_attention_backward(q, k, v, o, do, lse, is_causal=False, dtype="float1
     import torch
     batch, seq_len, heads, dim = q.shape
     delta = flash_attention_bwd_preprocess(batch, heads, seq_len, dim, dtype=dtype)(o, do)
-    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dq_acc = torch.zeros(batch, heads, seq_len, dim, dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     flash_attention_bwd(batch, heads, seq_len, dim, is_causal, dtype=dtype, **bwd_config)(
         q, k, v, do, lse, delta, dq_acc, dk, dv)

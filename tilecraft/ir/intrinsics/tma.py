@@ -46,6 +46,17 @@ class BulkReduceAdd(Intrinsic):
 
 
 @dataclass(frozen=True)
+class BulkReduceAddN(Intrinsic):
+    """BulkReduceAdd of a whole tile that is one contiguous run in shared and in global memory: `bytes`
+    (a runtime multiple of 16: the in-bounds rows of a ragged tile; nothing when <= 0) in one instruction."""
+    entry = "tc::bulk_reduce_add_n"
+    family = "tma"
+    operands = (Operand("dst", PTR, ATOMIC, ("global",)), Operand("src", PTR, READ, ("shared",)),
+                Operand("bytes", VALUE))
+    effects = Effects(proxy=TMA, note="bulk reduce-add: shared -> global, element-wise atomic")
+
+
+@dataclass(frozen=True)
 class BulkCommitWait(Intrinsic):
     """Close this thread's bulk group and wait for its bulk reduces: until their shared bytes are read
     (`read_only`) or until they complete in global memory."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...errors import TilecraftError
 from ...ir import (AtomicAdd, Buffer, Const, Cumsum, If, Load, Print, Ref, Region, Sync, binary, cast, const, seq)
 from ...ir.expr import is_const
+from ...ir import same
 from ...ir import intrinsics as I
 from ...ir.semantics import region_indices
 from .ctx import Ctx, register, _whole_fragment
@@ -69,7 +70,17 @@ def _bulk_reduce(op: AtomicAdd, ctx: Ctx):
         ix = list(ix) if shape[:-1] else []
         return I.evaluate(I.BulkReduceAdd(bytes=row_bytes), Ref(d.buffer, region_indices(d, ix + [zero])),
                           Ref(v.buffer, region_indices(v, ix + [zero])), span=op.span)
-    issue = ctx.strided(rows, row, op.span)
+    whole = _one_run(v, d) if shape[:-1] else None
+    if whole is not None:
+        # the tile is one contiguous run in both memories (FlashAttention backward's head-major dQ
+        # accumulator): one instruction for its in-bounds rows instead of one per row
+        p, inner = whole
+        inside = binary("max", binary("min", binary("-", sd[p], d.starts[p]), d.extents[p]), 0)
+        issue = If(binary("==", ctx.tid, 0), I.evaluate(
+            I.BulkReduceAddN(), Ref(d.buffer, tuple(d.starts)), Ref(v.buffer, tuple(v.starts)),
+            binary("*", inside, inner * dtype.bytes), span=op.span))
+    else:
+        issue = ctx.strided(rows, row, op.span)
     fenced = seq(I.evaluate(I.FenceProxyAsyncShared()), Sync(), issue)
     if ctx.only_atomically_added(d.buffer) and ctx.threads == ctx.kernel.num_threads:
         # nothing in the kernel reads the destination: wait for the shared reads only before the tile is
@@ -78,6 +89,29 @@ def _bulk_reduce(op: AtomicAdd, ctx: Ctx):
     # the kernel reads the destination (wait until the adds are done, so a later barrier makes them
     # visible), or a warp-group branch issues it (its barriers are its own): wait here
     return seq(fenced, I.evaluate(I.BulkCommitWait(read_only=ctx.only_atomically_added(d.buffer))), Sync())
+
+
+def _one_run(v: Region, d: Region):
+    """(p, inner) when the shared region v and the global region d are each one contiguous run of
+    memory (after their first dimension of extent > 1, every dimension whole from 0): p is d's first
+    such dimension (its rows may run past the tensor's end) and `inner` the elements per index of it."""
+    def first_dim(r):
+        ps = [k for k, e in enumerate(r.extents) if not same(e, 1)]
+        if not ps:
+            return None
+        p = ps[0]
+        for k in range(p + 1, r.buffer.ndim):
+            if not (is_const(r.starts[k], 0) and isinstance(r.buffer.shape[k], int)
+                    and same(r.extents[k], r.buffer.shape[k])):
+                return None
+        return p
+    pv, pd = first_dim(v), first_dim(d)
+    if pv is None or pd is None:
+        return None
+    inner = 1
+    for k in range(pd + 1, d.buffer.ndim):
+        inner *= d.buffer.shape[k]
+    return pd, inner
 
 
 @register(Cumsum)

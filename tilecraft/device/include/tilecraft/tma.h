@@ -278,6 +278,21 @@ TC_DEVICE void bulk_reduce_add(T* dst, const T* src) {
   for (int i = 0; i < BYTES / static_cast<int>(sizeof(T)); ++i) atomic_add(dst + i, src[i]);
 }
 
+// As bulk_reduce_add for a whole tile that is one contiguous run in both memories, `bytes` of it (a
+// multiple of 16; the rows of a ragged last tile that lie inside the tensor; nothing when <= 0): one TMA
+// instruction instead of one per row.
+template <typename T>
+TC_DEVICE void bulk_reduce_add_n(T* dst, const T* src, int bytes) {
+  if (bytes <= 0) return;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if ((reinterpret_cast<unsigned long long>(dst) & 15ull) == 0) {
+    detail::BulkAdd<T>::issue(dst, static_cast<uint32_t>(__cvta_generic_to_shared(src)), static_cast<uint32_t>(bytes));
+    return;
+  }
+#endif
+  for (int i = 0; i < bytes / static_cast<int>(sizeof(T)); ++i) atomic_add(dst + i, src[i]);
+}
+
 // Close this thread's bulk group and wait until its bulk reduces have read their shared bytes
 // (READ_ONLY: the tile may be overwritten; the adds complete in L2 later, before the kernel ends) or
 // until they have completed (the kernel reads the destination afterwards).
