@@ -13,7 +13,7 @@ LOG2E = 1.44269504
 
 @tilelang.jit(pass_configs={"tl.enable_fast_math": True})
 def bwd(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, num_stages=2, threads=128,
-        dq="atomic", dq_policy="square", dq_layout="bhsd", dtype="float16", accum_dtype="float"):
+        dq="atomic", dq_policy="square", dq_layout="bhsd", stagger=False, dtype="float16", accum_dtype="float"):
     sm_scale = 1.0 / math.sqrt(dim)
     scale = sm_scale * LOG2E
     shape = [batch, seq_len, heads, dim]
@@ -47,7 +47,10 @@ def bwd(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, num
             T.clear(dk)
             loop_st = T.floordiv(bx * block_M, block_N) if is_causal else 0
             loop_ed = T.ceildiv(seq_len, block_N)
-            for k in T.Pipelined(loop_st, loop_ed, num_stages=num_stages):
+            for kk in T.Pipelined(loop_st, loop_ed, num_stages=num_stages):
+                # stagger: key block bx starts at query block loop_st + bx (mod the range), so the blocks of one
+                # head running at once add into different dQ tiles
+                k = loop_st + (kk - loop_st + bx) % (loop_ed - loop_st) if stagger else kk
                 T.copy(Q[bz, k * block_N:(k + 1) * block_N, by, :], q)
                 T.clear(qkT)
                 T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
