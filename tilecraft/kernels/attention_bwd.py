@@ -120,9 +120,9 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
     """dK, dV (written) and dQ (fp32, added atomically) for one key block of block_M rows per block,
     walking the query blocks (block_N rows) that attend to it.  The default 64x64 tile with one warpgroup
     puts all five gemms on wgmma on sm_90a (D64: 193 registers; D128: 253, no spill).  Fastest on the
-    H200 (session 17): 128x128/2 with 256 threads for D64 (every gemm on wgmma), 128x64/2/256 for D128
-    (the dQ gemm's 64 rows are below wgmma's 64 per warpgroup: the gemms reading K_shared go to mma.sync,
-    and 128 keys per block still halve the dQ adds, which cost most of the time)."""
+    H200 (session 18): 128x128/2 with 256 threads for D64, 128x64/2/256 for D128 (128x128 does not fit
+    shared memory with two stages); every gemm on wgmma in both (the 64-row dQ gemm splits N over the two
+    warpgroups).  What remains is dQ's staging and adds (benchmarks/results/2026-12-03_h200_s18_attention_bwd.md)."""
     sm_scale = 1.0 / math.sqrt(dim)
     scale = sm_scale * LOG2E
     shape = [batch, seq_len, heads, dim]
