@@ -111,7 +111,8 @@ def g_decode(rows):
     dev = _B.STATE["device"]
     gqa = _B.pick([(1, 32, 8, 65536), (16, 32, 8, 8192), (64, 32, 8, 4096)], [(16, 32, 8, 8192)], [(2, 8, 2, 1024)])
     for batch, heads, kv_heads, seq_kv in gqa:
-        dim, splits = 128, 16 if batch < 16 else 4
+        dim = 128
+        splits = D.decode_splits(kv_heads * batch, seq_kv) if not _B.on_cpu() else 4   # ~4 blocks per SM
         q = _B.rand(batch, heads, dim)
         k, v = (_B.rand(batch, seq_kv, kv_heads, dim) for _ in range(2))
         seqlens = torch.full((batch,), seq_kv, dtype=torch.int32, device=dev)
@@ -146,16 +147,17 @@ def g_decode(rows):
         ref_fn = lambda qcat=qcat, kcat=kcat, vref=vref: F.scaled_dot_product_attention(qcat, kcat, vref)  # noqa: E731
         out = torch.full((batch, heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
         block_H = min(64, heads)
+        splits = D.decode_splits(-(-heads // block_H) * batch, seq_kv) if not _B.on_cpu() else 16
 
         def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, block_H=block_H,
-                  shape=(batch, heads, seq_kv), kv_dtype=kv_dtype):
-            split = D.mla_decode_split(*shape, num_split=16, block_H=block_H, kv_dtype=kv_dtype)
-            combine = D.decode_combine(shape[0], shape[1], 16, 512, dtype="bfloat16")
+                  shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits):
+            split = D.mla_decode_split(*shape, num_split=splits, block_H=block_H, kv_dtype=kv_dtype)
+            combine = D.decode_combine(shape[0], shape[1], splits, 512, dtype="bfloat16")
             s_ = scale if scale is not None else torch.ones(1, device=kv.device)
             run = lambda: combine(*split(q_nope, q_pe, kv, k_pe, s_, seqlens), out)  # noqa: E731
             return run, out
         kv_bytes = kv.numel() * kv.element_size() + k_pe.numel() * 2
-        _B.case(rows, f"mla decode kv {'fp8' if scale is not None else 'bf16'} split 16",
+        _B.case(rows, f"mla decode kv {'fp8' if scale is not None else 'bf16'} split {splits}",
                 f"B{batch} H{heads} KV{seq_kv} 512+64", build,
                 lambda ref_fn=ref_fn, a=(q_nope, q_pe, kv, k_pe, seqlens, scale): (ref_fn, D.ref_mla_decode(*a)),
                 1e-2, bytes_=kv_bytes, ref_name="SDPA bf16 (heads as queries)")

@@ -56,3 +56,29 @@ def test_mla_decode(kv_dtype):
 def test_gqa_decode_refuses_heads_not_a_multiple_of_kv_heads():
     with pytest.raises(ValueError, match="heads=6 is not a multiple of kv_heads=4"):
         D.gqa_decode_split.fn(1, 6, 4, 128, 64)
+
+
+def test_gqa_decode_with_many_splits_and_the_automatic_count():
+    """40 splits (the combine streams them: more than the old all-in-registers form could hold), some empty;
+    and num_split=None, which picks `decode_splits` for the shape (no empty split, >= 2 KV blocks each)."""
+    batch, heads, kv_heads, dim, seq_kv = 2, 4, 1, 32, 1300
+    q = torch.randn(batch, heads, dim).half()
+    k, v = (torch.randn(batch, seq_kv, kv_heads, dim).half() for _ in range(2))
+    seqlens = torch.tensor([1300, 333], dtype=torch.int32)
+    ref = D.ref_gqa_decode(q, k, v, seqlens)
+    with default_target("cpu"):
+        assert rel_err(D.gqa_decode(q, k, v, seqlens, num_split=40, block_N=16), ref) < 2e-3
+        assert rel_err(D.gqa_decode(q, k, v, seqlens, block_N=32), ref) < 2e-3
+
+
+@pytest.mark.parametrize("blocks_per_split,seq_kv,sms,want", [
+    (8, 65536, 132, 64),     # B1 H32/8: 66 wanted -> 16 KV blocks each -> 64 splits
+    (2, 32768, 132, 256),    # MLA B1 H128 (2 head blocks): 264 wanted, at most 512 / 2 = 256
+    (128, 8192, 132, 5),     # B16 H32/8: 5 splits of 26 blocks (the last 24)
+    (512, 4096, 132, 2),     # B64 H32/8: 512 blocks, just under 4 per SM: 2 splits
+    (8, 100, 132, 1)])       # two KV blocks: one split
+def test_decode_splits(blocks_per_split, seq_kv, sms, want):
+    n = D.decode_splits(blocks_per_split, seq_kv, 64, sms)
+    assert n == want
+    per = -(-(-(-seq_kv // 64)) // n)
+    assert (n - 1) * per < -(-seq_kv // 64), "no empty split"

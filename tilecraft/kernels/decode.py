@@ -118,7 +118,8 @@ def gqa_decode_split(batch: int, heads: int, kv_heads: int, seq_kv: int, dim: in
 @tilelang.jit(out_idx=[-1])
 def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: int = 128,
                    dtype: str = "float16", accum_dtype: str = "float"):
-    """O[b, h, :] from the splits' partial outputs and log2-sum-exps."""
+    """O[b, h, :] from the splits' partial outputs and log2-sum-exps.  The partial outputs are streamed
+    split by split (any number of splits: registers hold one row of `dim`, not num_split of them)."""
     @T.prim_func
     def main(O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
              LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype), O: T.Tensor([batch, heads, dim], dtype)):
@@ -126,22 +127,40 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
             lse = T.alloc_fragment([num_split], accum_dtype)
             lse_max = T.alloc_fragment([1], accum_dtype)
             weight = T.alloc_fragment([num_split], accum_dtype)
+            weight_shared = T.alloc_shared([num_split], accum_dtype)
             w_sum = T.alloc_fragment([1], accum_dtype)
-            part = T.alloc_fragment([num_split, dim], accum_dtype)
             out = T.alloc_fragment([dim], accum_dtype)
             T.copy(LSE_partial[bz, hid, :], lse)
-            T.copy(O_partial[bz, hid, :, :], part)
             T.reduce_max(lse, lse_max, dim=0)
             for s in T.Parallel(num_split):
                 weight[s] = T.exp2(lse[s] - lse_max[0])
             T.reduce_sum(weight, w_sum, dim=0)
-            for s, j in T.Parallel(num_split, dim):
-                part[s, j] = part[s, j] * weight[s]
-            T.reduce_sum(part, out, dim=0)
+            T.copy(weight, weight_shared)
+            T.clear(out)
+            for s in T.unroll(num_split) if num_split <= 16 else T.serial(num_split):
+                for j in T.Parallel(dim):
+                    out[j] += O_partial[bz, hid, s, j] * weight_shared[s]
             for j in T.Parallel(dim):
                 out[j] = out[j] / w_sum[0]
             T.copy(out, O[bz, hid, :])
     return main
+
+
+def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: int | None = None) -> int:
+    """The number of KV splits that gives the GPU about four blocks per SM (`blocks_per_split`: the grid's
+    blocks for one split, e.g. kv_heads * batch), each split at least two KV blocks long, and no empty
+    split (a whole number of blocks each).  `sms`: the device's SM count (the current CUDA device's, else 132)."""
+    if sms is None:
+        try:
+            import torch
+            sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count \
+                if torch.cuda.is_available() else 132
+        except Exception:  # noqa: BLE001 - no CUDA runtime: the H100/H200 count
+            sms = 132
+    blocks = -(-seq_kv // block_N)
+    want = max(1, min(-(-4 * sms // max(1, blocks_per_split)), blocks // 2))
+    per = -(-blocks // want)            # KV blocks per split
+    return -(-blocks // per)            # splits with no empty one
 
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
@@ -224,8 +243,9 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
     return main
 
 
-def gqa_decode(q, k, v, seqlens, block_table=None, num_split=4, **config):
-    """O [batch, heads, dim] of one decode step (both kernels).  Paged when block_table is given."""
+def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
+    """O [batch, heads, dim] of one decode step (both kernels).  Paged when block_table is given.
+    num_split None: `decode_splits` for this shape and device."""
     import torch
     batch, heads, dim = q.shape
     if block_table is None:
@@ -236,16 +256,20 @@ def gqa_decode(q, k, v, seqlens, block_table=None, num_split=4, **config):
         num_pages, page_size, kv_heads, _ = k.shape
         seq_kv = block_table.shape[1] * page_size
         paging = dict(page_size=page_size, num_pages=num_pages)
+    if num_split is None:
+        num_split = decode_splits(kv_heads * batch, seq_kv, config.get("block_N", 64))
     dtype = str(q.dtype).replace("torch.", "")
     o_part, lse_part = gqa_decode_split(batch, heads, kv_heads, seq_kv, dim, num_split, dtype=dtype,
                                         **paging, **config)(q, k, v, seqlens, block_table)
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 
 
-def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=4, **config):
+def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, **config):
     import torch
     batch, heads, dim = q_nope.shape
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
+    if num_split is None:
+        num_split = decode_splits(-(-heads // config.get("block_H", 64)) * batch, seq_kv, config.get("block_N", 64))
     if kv_scale is None:
         kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
     dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))
