@@ -1,9 +1,8 @@
 """Compile-only (no GPU): issue 25's reference kernels generated and compiled for sm_90a, and the path
 each gemm takes, read from the plan and the SASS: FlashAttention backward (all five gemms on wgmma, the
 dQ accumulation as global reductions), FP8 GEMMs (wgmma's k32 e4m3/e5m2 form: QGMMA in the SASS; off wgmma
-mma.sync m16n8k32, QMMA on sm_89; a layout neither can read falls back with the reason in the plan), decode attention (GQA split-KV, MLA bf16 and fp8 KV on mma.sync: wgmma for it is a known gap, the combine) and the grouped
-GEMM (wgmma, the group found by a scan).  The GPU twin is tests/gpu/test_new_kernels_gpu.py; none of
-these kernels has run on a GPU yet."""
+mma.sync m16n8k32, QMMA on sm_89; a layout neither can read falls back with the reason in the plan), decode attention (GQA split-KV; MLA bf16 and fp8 KV on wgmma with the warpgroups along N; the combine) and
+the grouped GEMM (wgmma, the group found by a scan).  The GPU twin is tests/gpu/test_new_kernels_gpu.py.""" 
 from __future__ import annotations
 
 import re
@@ -18,9 +17,7 @@ from tilecraft.kernels import grouped_gemm as GG
 
 pytestmark = pytest.mark.cuda_compile
 SM90 = {"kind": "cuda", "arch": "sm_90a"}
-WGMMA_SPLIT_N_GAP = ("compiler gap: a 64-row gemm in a kernel of two warpgroups cannot go on wgmma (infer_layouts."
-                     "wgmma_capable needs M % (64 * warpgroups) == 0: the warpgroups split M only, never N), so "
-                     "MLA decode's 64 heads x 512 on 256 threads run on mma.sync")
+
 
 
 def sm90(factory, *args, **kwargs):
@@ -122,8 +119,11 @@ def test_fp8_gemm_on_sm89_takes_mma_sync_k32(dtype, sass):
 
 
 def test_fp8_gemm_off_wgmma_on_sm90a_takes_mma_sync():
+    plan = sm90(G.fp8_matmul, 256, 256, 384, block_M=32, threads=128).get_plan()
+    assert "T.gemm 32x128x128 on mma.sync, 1x4 warps" in plan, plan   # fewer than wgmma's 64 rows
+    assert "block_M a multiple of 64" in plan, plan
     plan = sm90(G.fp8_matmul, 256, 256, 384, block_M=64, threads=256).get_plan()
-    assert "T.gemm 64x128x128 on mma.sync, 2x4 warps" in plan, plan   # 64 rows cannot split over two warpgroups
+    assert "T.gemm 64x128x128 on wgmma, 2 warpgroup(s), 2 along N" in plan, plan   # 64 rows: the warpgroups split N
 
 
 def test_fp8_gemm_on_sm80_says_it_has_no_fp8_tensor_cores():
@@ -150,16 +150,12 @@ def test_gqa_decode_split_compiles_on_tensor_cores(paging):
 
 
 @pytest.mark.parametrize("kv_dtype", ["bfloat16", "float8_e4m3fn"])
-def test_mla_decode_compiles_on_tensor_cores(kv_dtype):
-    plan = sm90(D.mla_decode_split, 2, 128, 4096, kv_dtype=kv_dtype).get_plan()
-    assert plan.count("on mma.sync, 4x2 warps") == 3 and "scalar" not in plan, plan
-    assert "block_M a multiple of 64 per warpgroup" in plan, plan   # the gap below, named in the plan
-
-
-@pytest.mark.xfail(strict=True, reason=WGMMA_SPLIT_N_GAP)
-def test_mla_decode_on_wgmma():
-    plan = sm90(D.mla_decode_split, 2, 128, 4096).get_plan()
-    assert plan.count("on wgmma") == 3, plan
+def test_mla_decode_on_wgmma(kv_dtype):
+    """64 heads on two warpgroups: every gemm on wgmma with the warpgroups along N (P through shared memory)."""
+    k = sm90(D.mla_decode_split, 2, 128, 4096, kv_dtype=kv_dtype)
+    plan = k.get_plan()
+    assert plan.count("on wgmma, 2 warpgroup(s), 2 along N") == 3 and "mma.sync" not in plan, plan
+    no_spills(k)
 
 
 # ---- grouped GEMM ---------------------------------------------------------------------------------

@@ -186,7 +186,10 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
             KV_shared = T.alloc_shared([block_N, dim], dtype)
             Kpe_shared = T.alloc_shared([block_N, pe_dim], dtype)
             acc_s = T.alloc_fragment([block_H, block_N], accum_dtype)
-            acc_s_cast = T.alloc_fragment([block_H, block_N], dtype)
+            # P goes through shared memory (as TileLang's MLA example does): with 64 heads on two warpgroups
+            # every gemm takes wgmma on sm_90a, its warpgroups along N; from registers, P's gemm would need
+            # the scores' accumulator split along M, which 64 rows on two warpgroups cannot be
+            S_shared = T.alloc_shared([block_H, block_N], dtype)
             acc_o = T.alloc_fragment([block_H, dim], accum_dtype)
             m_prev = T.alloc_fragment([block_H], accum_dtype)
             m_cur = T.alloc_fragment([block_H], accum_dtype)
@@ -232,8 +235,8 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
                     logsum[i] = logsum[i] * alpha[i] + p_sum[i]
                 for i, j in T.Parallel(block_H, dim):
                     acc_o[i, j] = acc_o[i, j] * alpha[i]
-                T.copy(acc_s, acc_s_cast)
-                T.gemm(acc_s_cast, KV_shared, acc_o, policy=T.GemmWarpPolicy.FullCol)
+                T.copy(acc_s, S_shared)
+                T.gemm(S_shared, KV_shared, acc_o, policy=T.GemmWarpPolicy.FullCol)
             for i, j in T.Parallel(block_H, dim):
                 acc_o[i, j] = T.if_then_else(logsum[i] > 0, acc_o[i, j] * kv_scale / logsum[i], 0.0)
             T.copy(acc_o, O_partial[bz, hb * block_H:(hb + 1) * block_H, sid, :])

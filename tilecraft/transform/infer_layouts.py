@@ -301,7 +301,7 @@ class _Inference:
                            "of this kernel reads too (wgmma would store it in column panels)" if g in veto else
                            "; tc.use_wgmma: its accumulator feeds a gemm's register operand that cannot be on wgmma"
                            if g.c.buffer in a_from_frag else
-                           "; tc.use_wgmma: needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, "
+                           "; tc.use_wgmma: needs threads % 128 == 0, block_M a multiple of 64 (warpgroups beyond block_M / 64 split N), "
                            "whole shared A/B tiles with rows of 32/64/128 bytes or a multiple of 128")
             self._note(g, f"mma.sync, {wm}x{wn} warps" + why_not)
             self.set(g.c.buffer, mma_accumulator_layout((m, n), self.threads, wm, wn),
@@ -341,7 +341,7 @@ class _Inference:
             return "mma.sync m16n8k32: " + (why or "tiles that split into 16x8 warp tiles are needed")
         if why is None and g in self._veto:
             why = "it reads a shared tile with rows over 128 bytes that an mma.sync gemm of this kernel reads too"
-        return "wgmma: " + (why or "needs threads % 128 == 0, block_M a multiple of 64 per warpgroup, a float32 "
+        return "wgmma: " + (why or "needs threads % 128 == 0, block_M a multiple of 64 (warpgroups beyond block_M / 64 split N), a float32 "
                             "accumulator, whole shared A/B tiles with rows of 32/64/128 bytes or a multiple of 128")
 
     def _uniformly_indexed(self, nests, ops) -> set:
