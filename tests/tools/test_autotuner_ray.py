@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from tuning_fakes import FakeJit
+from tuning_fakes import FakeJit, use_virtual_clock
 
 from tilecraft.autotuner import AutoTuner, autotune
 from tilecraft.autotuner.result import COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, TIMEOUT
@@ -75,14 +75,18 @@ def isolated(tmp_path, monkeypatch):
 
 
 def make_factory():
-    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False, threads=0, nice=None):
+    def matmul(M, N, K, chunk=1, bug=False, launch_fail=False, hang=0.0, crash=False, threads=0, nice=None,
+               virtual_clock=False):
         if crash and os.getpid() != DRIVER:
             os._exit(3)  # a compiler crash that takes the worker process with it
         if hang and os.getpid() != DRIVER:
             time.sleep(hang)
         if chunk <= 0:
             raise ValueError(f"chunk must be positive, got {chunk}")
-        return dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail, threads=threads, nice=nice)
+        spec = dict(M=M, N=N, K=K, chunk=chunk, bug=bug, launch_fail=launch_fail, threads=threads, nice=nice)
+        if virtual_clock:  # timed on VirtualClock in the Ray workers (tuning_fakes.make_matmul_kernel)
+            spec["virtual_clock_off_pid"] = DRIVER
+        return spec
 
     return FakeJit(matmul)
 
@@ -156,10 +160,16 @@ def test_the_runoff_times_the_leaders_in_one_benchmark_task(ray_cluster, monkeyp
 def test_the_executors_agree_when_one_config_is_clearly_best_and_two_tie(ray_cluster, monkeypatch):
     """Both executors choose the clearly fastest config, and, when two configs tie (the same kernel,
     listed twice), the first listed of the two: the tie is timed again in a runoff on each executor
-    (in this process / in one Ray task) and marked within the noise in the table."""
+    (in this process / in one Ray task) and marked within the noise in the table.  Timed on the virtual
+    clock (tuning_fakes.VirtualClock) in both processes: two identical kernels measured on a loaded
+    machine can differ by 10-18 % for as long as a runoff lasts (make test under two busy loops, sessions
+    17 and 18), so with real time this is a timing assertion; measure.py's rules on real noise are
+    tested with recorded samples (tests/tools/test_autotuner.py)."""
     monkeypatch.setenv("TILECRAFT_AUTO_TUNING_DISABLE_CACHE", "1")
-    clear = [{"chunk": 2}, {"chunk": 32}, {"chunk": 4}]
-    tie = [{"chunk": 2}, {"chunk": 32, "bug": False}, {"chunk": 32}, {"chunk": 4}]
+    use_virtual_clock(monkeypatch)
+    v = {"virtual_clock": True}
+    clear = [{"chunk": 2, **v}, {"chunk": 32, **v}, {"chunk": 4, **v}]
+    tie = [{"chunk": 2, **v}, {"chunk": 32, "bug": False, **v}, {"chunk": 32, **v}, {"chunk": 4, **v}]
     for configs, best in ((clear, 1), (tie, 1)):  # rep=40: the runoff's 12 rounds take ~40 samples each
         local = tuner(configs, rep=40).run(executor="local")
         remote = tuner(configs, rep=40).run(executor="ray")

@@ -75,6 +75,15 @@ def use_virtual_clock(monkeypatch):
                                                              sleep=time.sleep))
 
 
+def _virtual_clock_in_this_worker():
+    """use_virtual_clock for the rest of this process's life: in a Ray worker, which the test's cluster
+    fixture shuts down with the module (the driver's own tests patch with monkeypatch instead)."""
+    import types
+
+    from tilecraft.profiler import bench
+    bench.time = types.SimpleNamespace(perf_counter=VirtualClock.perf_counter, sleep=time.sleep)
+
+
 def chunked_matmul(chunk: int) -> Callable:
     """C = A @ B computed in row chunks of ``chunk``: small chunks are slower.
 
@@ -133,10 +142,15 @@ class FakeJit:
 
 def make_matmul_kernel(spec: dict) -> FakeKernel:
     """spec: M, N, K, chunk (speed), bug (wrong answers), launch_fail (raises when called), threads
-    (raises when called with another torch thread count: a kernel timed on the wrong number of cores)."""
+    (raises when called with another torch thread count: a kernel timed on the wrong number of cores);
+    virtual_clock_off_pid: called in any other process (a Ray worker timing it), the kernel puts the
+    virtual clock in that process's profiler first, so its timings there are the configs' own."""
     run = chunked_matmul(spec["chunk"])
 
     def kernel(a, b):
+        driver = spec.get("virtual_clock_off_pid")
+        if driver is not None and os.getpid() != driver:
+            _virtual_clock_in_this_worker()
         if spec.get("launch_fail"):
             raise RuntimeError("illegal memory access (simulated)")
         if spec.get("threads") and torch.get_num_threads() != spec["threads"]:
