@@ -147,7 +147,7 @@ def g_decode(rows):
         ref_fn = lambda qcat=qcat, kcat=kcat, vref=vref: F.scaled_dot_product_attention(qcat, kcat, vref)  # noqa: E731
         out = torch.full((batch, heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
         block_H = min(64, heads)
-        splits = D.decode_splits(-(-heads // block_H) * batch, seq_kv) if not _B.on_cpu() else 16
+        splits = D.decode_splits(-(-heads // block_H) * batch, seq_kv, blocks_per_sm=1) if not _B.on_cpu() else 16
 
         def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, block_H=block_H,
                   shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits):

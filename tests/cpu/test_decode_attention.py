@@ -79,6 +79,18 @@ def test_gqa_decode_with_many_splits_and_the_automatic_count():
     (8, 100, 132, 1)])       # two KV blocks: one split
 def test_decode_splits(blocks_per_split, seq_kv, sms, want):
     n = D.decode_splits(blocks_per_split, seq_kv, 64, sms)
+    _no_empty_split(n, seq_kv)
     assert n == want
-    per = -(-(-(-seq_kv // 64)) // n)
-    assert (n - 1) * per < -(-seq_kv // 64), "no empty split"
+
+
+@pytest.mark.parametrize("blocks_per_split,seq_kv,want", [(2, 32768, 64), (64, 8192, 3)])
+def test_decode_splits_for_mla_fill_one_wave(blocks_per_split, seq_kv, want):
+    n = D.decode_splits(blocks_per_split, seq_kv, 64, 132, blocks_per_sm=1)
+    _no_empty_split(n, seq_kv)
+    assert n == want
+
+
+def _no_empty_split(n, seq_kv):
+    blocks = -(-seq_kv // 64)
+    per = -(-blocks // n)
+    assert (n - 1) * per < blocks, "no empty split"

@@ -96,9 +96,10 @@ def test_mla_fp8_shape_on_cpu_matches_torch():
 @pytest.mark.cuda_compile
 @pytest.mark.parametrize("arch,dim", [("sm_90a", 512), ("sm_80", 336)])
 def test_over_budget_reductions_fit_with_compact_shared_scratch(arch, dim):
-    # at some dims the row-vector scale reads acc_o's rows in another layout: the remapped reads, tc.remapped_fragment_reads
+    # at some dims the row-vector scale reads acc_o's rows in another layout: the remapped reads, tc.remapped_fragment_reads;
+    # mma.sync's FullCol warps (on sm_90a wgmma splits the 64 rows' N over the two warpgroups instead: below)
     k = tilelang.compile(mla_fp8(1, 64, 256, dim, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": arch},
-                         pass_configs={"tc.remapped_fragment_reads": True})
+                         pass_configs={"tc.remapped_fragment_reads": True, "tc.use_wgmma": False})
     src = k.get_kernel_source()
     limit = {"sm_90a": 232448, "sm_80": 166912}[arch]
     assert k.artifact.meta["smem_bytes"] <= limit
@@ -109,9 +110,19 @@ def test_over_budget_reductions_fit_with_compact_shared_scratch(arch, dim):
 @pytest.mark.cuda_compile
 def test_within_budget_keeps_per_thread_scratch():
     """Kernels that fit keep the measured code: one scratch value per thread and register."""
-    k = tilelang.compile(mla_fp8(1, 64, 256, 128, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+    k = tilelang.compile(mla_fp8(1, 64, 256, 128, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"},
+                         pass_configs={"tc.use_wgmma": False})
     src = k.get_kernel_source()
     assert "red_smem" in src and "(tc_tid * 8)" in src and "(tc_tid & 3) == 0" not in src
+
+
+@pytest.mark.cuda_compile
+def test_on_wgmma_the_row_reductions_cross_two_warpgroups_within_budget():
+    """sm_90a's default: the 64-row gemms on wgmma with the warpgroups along N (each 64 x N/2), so a row's
+    partial maxima and sums meet across the two warpgroups; the kernel fits without compacting."""
+    k = tilelang.compile(mla_fp8(1, 64, 256, 512, 64, 64, 64), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
+    assert k.get_plan().count("on wgmma, 2 warpgroup(s), 2 along N") == 3, k.get_plan()
+    assert k.artifact.meta["smem_bytes"] <= 232448
 
 
 @pytest.mark.cuda_compile

@@ -146,10 +146,14 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
     return main
 
 
-def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: int | None = None) -> int:
-    """The number of KV splits that gives the GPU about four blocks per SM (`blocks_per_split`: the grid's
-    blocks for one split, e.g. kv_heads * batch), each split at least two KV blocks long, and no empty
-    split (a whole number of blocks each).  `sms`: the device's SM count (the current CUDA device's, else 132)."""
+def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: int | None = None,
+                  blocks_per_sm: int = 4) -> int:
+    """The number of KV splits that gives the GPU about `blocks_per_sm` blocks per SM (`blocks_per_split`: the
+    grid's blocks for one split, e.g. kv_heads * batch), each split at least two KV blocks long, and no empty
+    split (a whole number of blocks each).  `sms`: the device's SM count (the current CUDA device's, else 132).
+    Measured on the H200 (session 18): GQA decode wants ~4 (B1 H32/8 KV64K: 64 splits 0.90x SDPA, 16 splits
+    0.52x); MLA decode ~1, its combine reading heads x 512 floats per split (B1 H128 KV32K: split kernel +
+    combine 69 us at 64 splits, 86 at 32, 176 at 256)."""
     if sms is None:
         try:
             import torch
@@ -158,7 +162,7 @@ def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: in
         except Exception:  # noqa: BLE001 - no CUDA runtime: the H100/H200 count
             sms = 132
     blocks = -(-seq_kv // block_N)
-    want = max(1, min(-(-4 * sms // max(1, blocks_per_split)), blocks // 2))
+    want = max(1, min(-(-blocks_per_sm * sms // max(1, blocks_per_split)), blocks // 2))
     per = -(-blocks // want)            # KV blocks per split
     return -(-blocks // per)            # splits with no empty one
 
@@ -272,7 +276,8 @@ def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, *
     batch, heads, dim = q_nope.shape
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
     if num_split is None:
-        num_split = decode_splits(-(-heads // config.get("block_H", 64)) * batch, seq_kv, config.get("block_N", 64))
+        num_split = decode_splits(-(-heads // config.get("block_H", 64)) * batch, seq_kv, config.get("block_N", 64),
+                                  blocks_per_sm=1)
     if kv_scale is None:
         kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
     dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))
