@@ -99,6 +99,12 @@ def _compiler_frame(e: BaseException) -> str | None:
     return f"{os.path.relpath(inner.filename, os.path.dirname(pkg))}:{inner.lineno} ({inner.name})"
 
 
+# CPython (3.11.7 here) keeps the AST constructor's recursion depth in state the threads share, so two threads
+# parsing at once can fail with "SystemError: AST constructor recursion depth mismatch" (seen once in make test
+# under load: tests/runtime/test_threads.py's 8 compiling threads, session 18): parses take turns
+_AST_LOCK = threading.Lock()
+
+
 def _function_ast(fn):
     try:
         lines, _ = inspect.getsourcelines(fn)
@@ -107,7 +113,8 @@ def _function_ast(fn):
         raise TilecraftError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}; "
                              f"@T.prim_func needs the function's source file") from None
     source = textwrap.dedent("".join(lines))
-    tree = ast.parse(source)
+    with _AST_LOCK:
+        tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     return node, file, fn.__code__.co_firstlineno - 1, source
 
