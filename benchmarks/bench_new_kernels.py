@@ -93,7 +93,7 @@ def g_fp8_gemm(rows):
             _B.case(rows, "fp8 gemm per-tensor e4m3 -> bf16 128x256x128/3/256", f"{s}^3", build_wide,
                     lambda fast_fn=fast_fn, qa=qa, qb=qb, sa=sa, sb=sb: (fast_fn, G.ref_fp8_matmul(qa, qb, sa, sb)),
                     1e-2, flops=2 * s ** 3, ref_name="torch._scaled_mm per-tensor fast_accum", peak_scale=2.0)
-        ba, bsa = G.quantize_fp8_blocks(a, 1)
+        ba, bsa = G.quantize_fp8_activations(a)
         bb, bsb = G.quantize_fp8_blocks(b, 128)
 
         def build_bs(s=s, ba=ba, bb=bb, bsa=bsa, bsb=bsb, c=c):
@@ -147,7 +147,7 @@ def g_decode(rows):
         ref_fn = lambda qcat=qcat, kcat=kcat, vref=vref: F.scaled_dot_product_attention(qcat, kcat, vref)  # noqa: E731
         out = torch.full((batch, heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
         block_H = min(64, heads)
-        splits = D.decode_splits(-(-heads // block_H) * batch, seq_kv, blocks_per_sm=1) if not _B.on_cpu() else 16
+        splits = D.mla_decode_splits(batch, heads, seq_kv, block_H) if not _B.on_cpu() else 16
 
         def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, block_H=block_H,
                   shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits):

@@ -83,9 +83,12 @@ def test_decode_splits(blocks_per_split, seq_kv, sms, want):
     assert n == want
 
 
-@pytest.mark.parametrize("blocks_per_split,seq_kv,want", [(2, 32768, 64), (64, 8192, 3)])
-def test_decode_splits_for_mla_fill_one_wave(blocks_per_split, seq_kv, want):
-    n = D.decode_splits(blocks_per_split, seq_kv, 64, 132, blocks_per_sm=1)
+@pytest.mark.parametrize("batch,heads,seq_kv,want", [
+    (1, 128, 32768, 64),    # 2 head blocks: 66 wanted -> 8 KV blocks each -> 64 splits, 128 blocks (97 % of a wave)
+    (64, 16, 8192, 4),      # 64 head blocks: 3 splits would be 1.45 waves (last 45 % full); 4: 256 blocks, 97 %
+    (1, 64, 256, 2)])       # 4 KV blocks: at most 2 splits
+def test_mla_decode_splits_fill_their_waves(batch, heads, seq_kv, want):
+    n = D.mla_decode_splits(batch, heads, seq_kv, min(64, heads), 64, 132)
     _no_empty_split(n, seq_kv)
     assert n == want
 

@@ -82,6 +82,24 @@ def test_fp8_per_tensor_loads_by_tma():
     assert "TMA tile loads" in plan and "one wgmma group kept in flight" in plan, plan
 
 
+def test_fp8_block_scaled_loads_its_scale_row_by_tma():
+    """The k-major activation scales make a k-block's scales for the tile's rows one contiguous run: the
+    plain (unswizzled) 1-D scale tile is a TMA box beside the two wgmma operand tiles."""
+    k = sm90(G.fp8_matmul_blockscaled, 1000, 256, 384)
+    assert "TMA tile loads" in k.get_plan() and "not loaded by TMA" not in k.get_plan(), k.get_plan()
+    src = k.get_kernel_source()
+    assert len(re.findall(r"tc::tma_load_tile\(\(&sa_shared\[", src)) >= 1, "the scale row is a TMA box"
+    rows_of_2_bytes = sm90(G.fp8_matmul_blockscaled, 1002, 256, 384).get_plan()   # 4008-byte scale rows: no map
+    assert "Scales_A's rows are 4008 bytes, not a multiple of 16" in rows_of_2_bytes, rows_of_2_bytes
+
+
+def test_tma_asked_on_sm80_says_sm80_has_none():
+    from tilecraft.kernels import gemm
+    k = tilelang.compile(gemm.matmul.fn(256, 256, 256), out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"},
+                         pass_configs={"tc.use_tma": True})
+    assert "tc.use_tma: sm_80 has no TMA (sm_90 and later)" in k.get_plan(), k.get_plan()
+
+
 def _fp8_gemm(trans_b: bool, a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn", K=128, target=SM90):
     import tilecraft.language as T
     M = N = 128

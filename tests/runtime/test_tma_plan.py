@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tilecraft.ir.layout.tma import box_offset, sm90_tile_boxes
+from tilecraft.ir.layout.tma import box_offset, plain_tile_boxes, sm90_tile_boxes
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
 from gemm_sm90_src import swizzle_offset_sm90  # noqa: E402
@@ -42,6 +42,32 @@ def test_tiles_without_a_plan_are_refused():
         sm90_tile_boxes(64, 48, 2)   # 96-byte rows
     with pytest.raises(ValueError, match="no TMA box plan"):
         sm90_tile_boxes(12, 128, 2)  # atoms need whole 8-row groups
+
+
+@pytest.mark.parametrize("shape, eb", [((128,), 4), ((256,), 2), ((4, 64), 4), ((300, 8), 4), ((512, 16), 2)])
+def test_plain_boxes_fill_a_row_major_tile_exactly(shape, eb):
+    """A tile no tensor-core gemm reads (per-row scales, say) stays row-major: unswizzled boxes of whole rows."""
+    rows, cols = (1, shape[0]) if len(shape) == 1 else shape
+    if rows > 256 and rows % 256:
+        with pytest.raises(ValueError, match="no TMA box plan"):
+            plain_tile_boxes(shape, eb)
+        return
+    swizzle, boxes = plain_tile_boxes(shape, eb)
+    assert swizzle == 0
+    seen = []
+    for off, r0, c0, br, bc in boxes:
+        assert 1 <= br <= 256 and bc == cols and c0 == 0 and (bc * eb) % 16 == 0
+        seen += [off + box_offset(0, eb, bc, r, c) for r in range(br) for c in range(bc)]
+        assert [off + box_offset(0, eb, bc, r, c) for r in range(br) for c in range(bc)] == \
+            [(r0 + r) * cols + c for r in range(br) for c in range(bc)]
+    assert sorted(seen) == list(range(rows * cols))
+
+
+def test_plain_tiles_without_a_plan_are_refused():
+    with pytest.raises(ValueError, match="no TMA box plan"):
+        plain_tile_boxes((6,), 2)        # 12-byte rows
+    with pytest.raises(ValueError, match="no TMA box plan"):
+        plain_tile_boxes((2, 512), 4)    # rows of 512 elements: over one box dim
 
 
 def test_tensor_map_encoding_passes_the_bindings_type_checks(monkeypatch):

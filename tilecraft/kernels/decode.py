@@ -147,13 +147,17 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
 
 
 def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: int | None = None,
-                  blocks_per_sm: int = 4) -> int:
+                  blocks_per_sm: int = 4, wave_fill: float = 0.0) -> int:
     """The number of KV splits that gives the GPU about `blocks_per_sm` blocks per SM (`blocks_per_split`: the
     grid's blocks for one split, e.g. kv_heads * batch), each split at least two KV blocks long, and no empty
     split (a whole number of blocks each).  `sms`: the device's SM count (the current CUDA device's, else 132).
+    `wave_fill` > 0: the smallest such count (from the one above, up to twice it) whose blocks fill their last
+    wave of `blocks_per_sm * sms` to at least this fraction, else the best filled (long blocks at one per SM:
+    1.45 waves of work take two).
     Measured on the H200 (session 18): GQA decode wants ~4 (B1 H32/8 KV64K: 64 splits 0.90x SDPA, 16 splits
     0.52x); MLA decode ~1, its combine reading heads x 512 floats per split (B1 H128 KV32K: split kernel +
-    combine 69 us at 64 splits, 86 at 32, 176 at 256)."""
+    combine 69 us at 64 splits, 86 at 32, 176 at 256); session 19: MLA B64 H16 KV8K at 3 splits (192 blocks,
+    1.45 waves) 0.358 ms against 0.217 at 4 (256 blocks, 1.94 waves) -- hence `wave_fill` (`mla_decode_splits`)."""
     if sms is None:
         try:
             import torch
@@ -162,9 +166,29 @@ def decode_splits(blocks_per_split: int, seq_kv: int, block_N: int = 64, sms: in
         except Exception:  # noqa: BLE001 - no CUDA runtime: the H100/H200 count
             sms = 132
     blocks = -(-seq_kv // block_N)
-    want = max(1, min(-(-blocks_per_sm * sms // max(1, blocks_per_split)), blocks // 2))
-    per = -(-blocks // want)            # KV blocks per split
-    return -(-blocks // per)            # splits with no empty one
+    most = max(1, blocks // 2)
+
+    def whole(n):                        # splits with no empty one, about n of them
+        per = -(-blocks // n)            # KV blocks per split
+        return -(-blocks // per)
+
+    want = whole(max(1, min(-(-blocks_per_sm * sms // max(1, blocks_per_split)), most)))
+    if wave_fill <= 0:
+        return want
+    slots = blocks_per_sm * sms
+
+    def fill(n):
+        grid = n * blocks_per_split
+        return grid / (-(-grid // slots) * slots)
+    tried = sorted({whole(n) for n in range(want, min(2 * want, most) + 1)})
+    good = [n for n in tried if fill(n) >= wave_fill]
+    return good[0] if good else max(tried, key=lambda n: (fill(n), -n))
+
+
+def mla_decode_splits(batch: int, heads: int, seq_kv: int, block_H: int = 64, block_N: int = 64,
+                      sms: int | None = None) -> int:
+    """`decode_splits` for `mla_decode_split`: about one block per SM, the last wave at least 90 % full."""
+    return decode_splits(-(-heads // block_H) * batch, seq_kv, block_N, sms, blocks_per_sm=1, wave_fill=0.9)
 
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
@@ -276,8 +300,7 @@ def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, *
     batch, heads, dim = q_nope.shape
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
     if num_split is None:
-        num_split = decode_splits(-(-heads // config.get("block_H", 64)) * batch, seq_kv, config.get("block_N", 64),
-                                  blocks_per_sm=1)
+        num_split = mla_decode_splits(batch, heads, seq_kv, config.get("block_H", 64), config.get("block_N", 64))
     if kv_scale is None:
         kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
     dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))

@@ -34,7 +34,7 @@ from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP
 from ..ir.loop_plan import CpAsync, CpSync, Persistent, TileWalk, Tma, TmaLoad, WarpSpecialized, WgmmaAsync
 from ..ir.lowering import SWIZZLE_SM90, Mma80Plan, WgmmaPlan
-from ..ir.layout.tma import sm90_tile_boxes, tma_copy_problem, tma_tensor_ok
+from ..ir.layout.tma import tile_boxes, tma_copy_problem, tma_tensor_ok
 from ..ir.oob import out_of_bounds
 from ..options import TriState
 from .pipelining.overlap import overlap_parts, ring_split
@@ -70,6 +70,7 @@ class _Planner(Mutator):
         super().__init__()
         self.sw = switches
         self.smem_limit = target.max_shared_memory   # bytes of shared memory one block may use
+        self.no_tma = None if target.has("tma") else f"{target.arch} has no TMA (sm_90 and later)"
         self.num_sms = target.num_sms
         self.layouts, self.smem_layouts = layouts, smem_layouts
         self.params = {id(b) for b in params}   # TMA maps are built from the kernel's parameters only
@@ -153,7 +154,7 @@ class _Planner(Mutator):
         """The unsplit form of a loop body `rest` fed by `prods`."""
         g = rest[0] if len(rest) == 1 and isinstance(rest[0], Gemm) else None
         plan = g.plan if g is not None else None
-        loads = self._loads(prods) if self.sw.tma else None
+        loads = self._loads(prods) if self.sw.tma and not self.no_tma else None
         if self.sw.wgmma_async and isinstance(plan, WgmmaPlan):
             if loads is not None:
                 return Tma(stages, loads, True)
@@ -172,21 +173,25 @@ class _Planner(Mutator):
         return None if any(x is None for x in loads) else loads
 
     def _tma_load(self, c):
-        """How c's 2-D shared tile is filled by TMA from its tensor of 2 to 5 dims, or None.  The copied
-        region must be the tile: extent 1 in every tensor dim but the last (the tile's columns,
-        contiguous) and one other (the `row dim`, the tile's rows)."""
+        """How c's shared tile is filled by TMA from its tensor of 2 to 5 dims, or None.  The tile is in the
+        wgmma layout (2-D, swizzled) or plain (1-D or 2-D, row-major: a tile no tensor-core gemm reads).
+        The copied region must be the tile: extent 1 in every tensor dim but the last (the tile's columns,
+        contiguous) and, for a 2-D tile, one other (the `row dim`, the tile's rows)."""
         src, b, d = c.src, c.src.buffer, c.dst.buffer
+        layout = self.smem_layouts.get(d)
+        swizzled = layout == SWIZZLE_SM90
         if (id(b) not in self.params  # a view (T.Tensor(shape, dtype, X.data)) has no tensor to map
-                or self.smem_layouts.get(d) != SWIZZLE_SM90 or not tma_tensor_ok(b, d)
+                or layout not in (None, SWIZZLE_SM90) or not tma_tensor_ok(b, d, swizzled)
                 or not self.oob.zero_fill_ok(d, b)):  # TMA reads past the tensor as zeros
             return None
         ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
         outer = [i for i in range(b.ndim - 1) if ext[i] != 1]
         row_dim = outer[0] if len(outer) == 1 else b.ndim - 2 if not outer else None
-        if row_dim is None or (ext[row_dim], ext[-1]) != tuple(d.shape):
+        shape = tuple(d.shape) if d.ndim == 2 else (1,) + tuple(d.shape)
+        if row_dim is None or (ext[row_dim], ext[-1]) != shape:
             return None
         try:
-            swizzle, boxes = sm90_tile_boxes(d.shape[0], d.shape[1], d.dtype.bytes)
+            swizzle, boxes = tile_boxes(tuple(d.shape), d.dtype.bytes, swizzled)
         except ValueError:
             return None
         return TmaLoad(swizzle, tuple(boxes), row_dim)
@@ -195,10 +200,12 @@ class _Planner(Mutator):
         """Why a loop asked to use TMA does not (for the plan notes)."""
         if not self.sw.tma:
             return ()
+        if self.no_tma:
+            return (f"; tc.use_tma: {self.no_tma}",)
         if not async_form:
             return ("; tc.use_tma: only the asynchronous wgmma loop (tc.use_wgmma + tc.wgmma_async) loads by TMA",)
         bad = [(c.src.buffer.name, tma_copy_problem(c, id(c.src.buffer) in self.params,
-                                                      self.smem_layouts.get(c.dst.buffer) == SWIZZLE_SM90,
+                                                      self.smem_layouts.get(c.dst.buffer),
                                                       self.oob.zero_fill_ok(c.dst.buffer, c.src.buffer)))
                for c in prods if self._tma_load(c) is None]
         return ("; tc.use_tma: " + "; ".join(f"{name} is not loaded by TMA: {why}" for name, why in bad),)

@@ -1,8 +1,11 @@
 """Which TMA boxes fill a shared tile in the layout the wgmma descriptors read
-(tc::swizzle_offset_sm90, device/include/tilecraft/gemm_sm90.h), and where a box's elements land.
+(tc::swizzle_offset_sm90, device/include/tilecraft/gemm_sm90.h) or a plain row-major one (a tile no
+tensor-core gemm reads: per-row scales, a bias), and where a box's elements land.
 Used by the TMA loop forms (transform/plan_pipelines.py, transform/pipelining/) and checked element by element in
 tests/runtime/test_tma_plan.py."""
 from __future__ import annotations
+
+from ..lowering import SWIZZLE_SM90
 
 
 def _box_swizzle_chunk(swizzle: int, row: int) -> int:
@@ -18,19 +21,30 @@ def box_offset(swizzle: int, elem_bytes: int, box_cols: int, row: int, col: int)
     return row * box_cols + ((col // epc) ^ _box_swizzle_chunk(swizzle, row)) * epc + col % epc
 
 
-def tma_tensor_ok(tensor, tile) -> bool:
-    """Whether `tensor` (a global buffer) can have a tensor map that loads the 2-D shared `tile`:
-    2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements (or 8-bit floats) of the tile's type, rows a multiple of 16 bytes, and a
-    box plan for the tile's shape (the copied region and the tile's layout are checked apart)."""
-    return tma_tensor_problem(tensor, tile) is None
+def tma_tensor_ok(tensor, tile, swizzled: bool = True) -> bool:
+    """Whether `tensor` (a global buffer) can have a tensor map that loads the shared `tile`:
+    2 to 5 static dims each under 2^31 (TMA coordinates are int32), 2- or 4-byte elements (or 8-bit floats) of
+    the tile's type, rows a multiple of 16 bytes, and a box plan for the tile's shape (`swizzled`: a 2-D tile in
+    the wgmma layout, `sm90_tile_boxes`; else a plain row-major tile of 1 or 2 dims, `plain_tile_boxes`).
+    The copied region and the tile's layout are checked apart."""
+    return tma_tensor_problem(tensor, tile, swizzled) is None
 
 
-def tma_tensor_problem(tensor, tile) -> str | None:
+def tile_boxes(shape, elem_bytes: int, swizzled: bool) -> tuple[int, list]:
+    """`sm90_tile_boxes` for a tile in the wgmma layout, else `plain_tile_boxes` (a 1-D tile is one row)."""
+    if swizzled:
+        if len(shape) != 2:
+            raise ValueError(f"a wgmma operand tile is 2-D, this one is {len(shape)}-D")
+        return sm90_tile_boxes(shape[0], shape[1], elem_bytes)
+    return plain_tile_boxes(shape, elem_bytes)
+
+
+def tma_tensor_problem(tensor, tile, swizzled: bool = True) -> str | None:
     """The first condition of `tma_tensor_ok` that fails, in words, or None."""
     if not 2 <= tensor.ndim <= 5:
         return f"{tensor.name} has {tensor.ndim} dims (TMA maps tensors of 2 to 5)"
-    if tile.ndim != 2:
-        return f"the tile {tile.name} is {tile.ndim}-D (TMA fills 2-D tiles here)"
+    if tile.ndim not in ((2,) if swizzled else (1, 2)):
+        return f"the tile {tile.name} is {tile.ndim}-D (TMA fills {'2-D' if swizzled else '1-D and 2-D'} tiles here)"
     if not all(isinstance(x, int) for x in tensor.shape):
         return f"{tensor.name} has a symbolic shape (its tensor map is made once, for a static shape)"
     if tensor.dtype != tile.dtype:
@@ -43,31 +57,32 @@ def tma_tensor_problem(tensor, tile) -> str | None:
     if any(x >= 2 ** 31 for x in tensor.shape):
         return f"{tensor.name} {tuple(tensor.shape)} has a dimension of 2^31 or more (TMA coordinates are int32)"
     try:
-        sm90_tile_boxes(tile.shape[0], tile.shape[1], tile.dtype.bytes)
+        tile_boxes(tuple(tile.shape), tile.dtype.bytes, swizzled)
     except ValueError as e:
         return f"the tile {tile.name} {tuple(tile.shape)}: {e}"
     return None
 
 
-def tma_copy_problem(c, own_tensor: bool, wgmma_layout: bool, zero_fill_ok: bool = True) -> str:
+def tma_copy_problem(c, own_tensor: bool, layout: str | None, zero_fill_ok: bool = True) -> str:
     """Why the tile copy `c` is not loaded by TMA: the first failing condition, in words (for the plan
     notes).  `own_tensor`: its source is a kernel parameter (a view has no tensor map of its own);
-    `wgmma_layout`: its tile is in the layout wgmma reads; `zero_fill_ok`: elements past the tensor may
-    read as 0 (no non-zero safe value is asked for)."""
+    `layout`: its tile's shared layout (SWIZZLE_SM90: the wgmma one, None: plain row-major, else a swizzle
+    TMA does not write); `zero_fill_ok`: elements past the tensor may read as 0 (no non-zero safe value is
+    asked for)."""
     src, b, d = c.src, c.src.buffer, c.dst.buffer
     if not own_tensor:
         return f"{b.name} is a view of another tensor's storage, which has no tensor map of its own"
-    if not wgmma_layout:
-        return f"the tile {d.name} is not in the wgmma layout (no wgmma gemm reads it)"
-    problem = tma_tensor_problem(b, d)
+    if layout not in (None, SWIZZLE_SM90):
+        return f"the tile {d.name} is in the mma.sync swizzle (an mma.sync gemm reads it), which TMA does not write"
+    problem = tma_tensor_problem(b, d, layout == SWIZZLE_SM90)
     if problem:
         return problem
     if not zero_fill_ok:
         return (f"its out-of-range elements must read as a non-zero T.annotate_safe_value / T.annotate_padding, "
                 f"and TMA reads them as 0")
     ext = [int(e.value) if hasattr(e, "value") else e for e in src.extents]
-    if len([i for i in range(b.ndim - 1) if ext[i] != 1]) > 1:
-        return f"the copied region {tuple(ext)} spans more than one dimension besides the last"
+    if len([i for i in range(b.ndim - 1) if ext[i] != 1]) > (1 if d.ndim == 2 else 0):
+        return f"the copied region {tuple(ext)} spans more than {'one dimension' if d.ndim == 2 else 'its last dimension'} besides the last"
     return f"the copied region {tuple(ext)} is not the whole tile {d.name} {tuple(d.shape)}"
 
 
@@ -88,3 +103,16 @@ def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:
     w = 128 // elem_bytes
     return 128, [(p * rows * w + r0 * w, r0, p * w, min(256, rows - r0), w)
                  for p in range(cols // w) for r0 in range(0, rows, 256)]
+
+
+def plain_tile_boxes(shape, elem_bytes: int) -> tuple[int, list]:
+    """How TMA fills a plain row-major shared tile of 1 or 2 dims (a 1-D tile is one row) without a
+    swizzle: (0, [(smem element offset, row0, col0, box_rows, box_cols), ...]), boxes of up to 256
+    whole rows.  A row must be 16 to 4096 bytes, a multiple of 16, and at most 256 elements (one box dim)."""
+    rows, cols = (1, shape[0]) if len(shape) == 1 else tuple(shape)
+    rb = cols * elem_bytes
+    if rb % 16 or cols > 256 or (rows > 256 and rows % 256):
+        raise ValueError(f"TMA: a plain [{rows}][{cols}] tile of {elem_bytes}-byte elements has no TMA box plan "
+                         f"(rows of {rb} bytes: need a multiple of 16 bytes and at most 256 elements; "
+                         f"over 256 rows, a multiple of 256)")
+    return 0, [(r0 * cols, r0, 0, min(256, rows - r0), cols) for r0 in range(0, rows, 256)]

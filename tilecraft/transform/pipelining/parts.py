@@ -147,7 +147,7 @@ def tma_issue(lp: LoopParts, loads, bar, t, subst=None) -> Stmt:
     calls = [call(I.TmaExpect(), full, const(nbytes))]
     for c, boxes, desc, row_dim in loads:
         starts = substitute(c.src, {lp.ko: t} if subst is None else subst).starts
-        base = Ref(lp.staged[c.dst.buffer], (stage, const(0), const(0)))
+        base = Ref(lp.staged[c.dst.buffer], (stage,) + (const(0),) * c.dst.buffer.ndim)
         for off, r0, c0, _, _ in boxes:
             at = list(starts)
             at[row_dim], at[-1] = binary("+", at[row_dim], r0), binary("+", at[-1], c0)
