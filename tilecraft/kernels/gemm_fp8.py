@@ -71,8 +71,8 @@ def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: 
                 T.copy(A[by * block_M, ko * block_K], A_shared)
                 T.copy(B[bx * block_N, ko * block_K], B_shared)
                 T.copy(Scales_A[ko, by * block_M:(by + 1) * block_M], sa_shared)  # rows past M read as 0
+                sb = Scales_B[bx * block_N // GROUP, ko]   # read before the gemm: its latency hides under the wgmma
                 T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
-                sb = Scales_B[bx * block_N // GROUP, ko]
                 for i, j in T.Parallel(block_M, block_N):
                     C_local[i, j] += C_part[i, j] * (sa_shared[i] * sb)
             T.copy(C_local, C[by * block_M, bx * block_N])

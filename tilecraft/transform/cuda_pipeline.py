@@ -2,6 +2,7 @@
 invariants `run_pipeline` checks after some of them (transform/pipeline.py)."""
 from .check_regions import check_regions
 from .infer_layouts import infer_layouts
+from .inline_copy_lets import inline_copy_lets
 from .invariants import no_tile_ops, plans_built, shared_buffers_placed
 from .insert_syncs import insert_syncs
 from .hoist_invariants import hoist_invariants
@@ -48,6 +49,9 @@ CUDA_PIPELINE = [
     stage_epilogue,
     # Gemms decide which shared tiles they need swizzled, before anything addresses them.
     plan_shared_layouts,
+    # A pipelined loop's copies at a position the body names (`pos = k * block_N`) take the name's
+    # expression, so the planner below can issue them for later iterations.
+    inline_copy_lets,
     # T.Pipelined: each loop's form (cp.async, TMA, warp-specialized, persistent) decided once, as a
     # plan on the loop; needs the gemm plans and the shared tiles' swizzles (TMA boxes follow them).
     plan_pipelines,
