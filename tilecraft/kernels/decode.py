@@ -28,12 +28,14 @@ def _split_len(seq_kv: int, splits: int, block_N: int) -> int:
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
 def gqa_decode_split(batch: int, heads: int, kv_heads: int, seq_kv: int, dim: int, num_split: int = 4,
-                     block_N: int = 64, block_H: int = 16, num_stages: int = 2, threads: int = 128,
+                     block_N: int = 64, block_H: int = 16, num_stages: int = 1, threads: int = 128,
                      page_size: int = 0, num_pages: int = 0, dtype: str = "float16",
                      accum_dtype: str = "float"):
     """page_size > 0: the paged layout (page_size a multiple of block_N; Block_table maps a sequence's
     logical page to a physical one).  Outputs O_partial [batch, heads, num_split, dim] (fp32) and
-    LSE_partial [batch, heads, num_split] (fp32, log2 units)."""
+    LSE_partial [batch, heads, num_split] (fp32, log2 units).  num_stages 1: its KV loads synchronous, ~4 blocks
+    an SM hiding each other's latency; two stages (cp.async) measured slower on the H200 (session 19: B1 H32/8
+    KV64K 0.75x SDPA against 0.90x; B16 / B64 0.92x / 0.96x against 0.95x / 0.94x)."""
     group = heads // kv_heads
     if heads % kv_heads:
         raise ValueError(f"gqa_decode_split: heads={heads} is not a multiple of kv_heads={kv_heads}")
@@ -120,6 +122,8 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
                    dtype: str = "float16", accum_dtype: str = "float"):
     """O[b, h, :] from the splits' partial outputs and log2-sum-exps.  The partial outputs are streamed
     split by split (any number of splits: registers hold one row of `dim`, not num_split of them)."""
+    unroll = num_split if num_split <= 16 else 8
+
     @T.prim_func
     def main(O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
              LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype), O: T.Tensor([batch, heads, dim], dtype)):
@@ -137,9 +141,16 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
             T.reduce_sum(weight, w_sum, dim=0)
             T.copy(weight, weight_shared)
             T.clear(out)
-            for s in T.unroll(num_split) if num_split <= 16 else T.serial(num_split):
+            # split by split in order, UNROLL at a time: a thread's loads of UNROLL splits issue back to back
+            # (one split per iteration left a 64-split combine waiting on each load in turn: 23 us for B1 H128)
+            for s0 in T.serial(num_split // unroll):
+                for s1 in T.unroll(unroll):
+                    for j in T.Parallel(dim):
+                        out[j] += O_partial[bz, hid, s0 * unroll + s1, j] * weight_shared[s0 * unroll + s1]
+            for s1 in T.unroll(num_split % unroll):
                 for j in T.Parallel(dim):
-                    out[j] += O_partial[bz, hid, s, j] * weight_shared[s]
+                    out[j] += O_partial[bz, hid, num_split - num_split % unroll + s1, j] * \
+                        weight_shared[num_split - num_split % unroll + s1]
             for j in T.Parallel(dim):
                 out[j] = out[j] / w_sum[0]
             T.copy(out, O[bz, hid, :])
@@ -193,11 +204,14 @@ def mla_decode_splits(batch: int, heads: int, seq_kv: int, block_H: int = 64, bl
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
 def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
-                     block_N: int = 64, block_H: int = 64, num_stages: int = 1, threads: int = 256,
+                     block_N: int = 64, block_H: int = 64, num_stages: int = 2, threads: int = 256,
                      dtype: str = "bfloat16", kv_dtype: str = "bfloat16", accum_dtype: str = "float"):
     """Q_nope [batch, heads, dim], Q_pe [batch, heads, pe_dim]; KV [batch, seq_kv, dim] (kv_dtype: bf16,
     or float8_e4m3fn scaled by KV_scale[0]), K_pe [batch, seq_kv, pe_dim] (dtype); Seqlens [batch].
-    Outputs as `gqa_decode_split`'s (the value is KV itself: O has `dim` columns)."""
+    Outputs as `gqa_decode_split`'s (the value is KV itself: O has `dim` columns).  Two stages: at 64 heads a
+    block the KV loads go by TMA from a producer warpgroup (H200, session 19, split kernel alone: B1 H128 KV32K
+    46 -> 32 us; B64 H16 KV8K, cp.async at 16 heads a block, 206 -> 157 us); block_N=32 at 16 heads ran 35x
+    slower than 64 (5.7 ms), not understood yet."""
     fp8 = kv_dtype != dtype
     chunk = _split_len(seq_kv, num_split, block_N)
     sm_scale = 1.0 / math.sqrt(dim + pe_dim)

@@ -14,18 +14,7 @@ from typing import Any
 
 from .cuda_driver import _drv, _init_driver, check
 
-# torch dtype name -> (CUtensorMapDataType member, element bytes)
-_DTYPES = {
-    "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 2),
-    "bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 2),
-    "float32": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4),
-    "int32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),
-    "uint8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
-    "int8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
-    # 8-bit floats: TMA copies bytes (no conversion, no out-of-bounds value but 0, which is +0.0)
-    "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
-    "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
-}
+from ..ir.layout.tma import TMA_DTYPES as _DTYPES   # dtype name -> (CUtensorMapDataType member, element bytes)
 _SWIZZLES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
              64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}
 DESC_BYTES = 128

@@ -7,6 +7,23 @@ from __future__ import annotations
 
 from ..lowering import SWIZZLE_SM90
 
+# element type -> (CUtensorMapDataType member, bytes): what a tensor map can describe (runtime/tma.py builds them).
+# Integers map to the unsigned type of their width and 8-bit floats to bytes: TMA copies bits, and its
+# out-of-range fill (0) is the same bits either way.
+TMA_DTYPES = {
+    "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 2),
+    "bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 2),
+    "float32": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", 4),
+    "int32": ("CU_TENSOR_MAP_DATA_TYPE_INT32", 4),
+    "uint32": ("CU_TENSOR_MAP_DATA_TYPE_UINT32", 4),
+    "int16": ("CU_TENSOR_MAP_DATA_TYPE_UINT16", 2),
+    "uint16": ("CU_TENSOR_MAP_DATA_TYPE_UINT16", 2),
+    "uint8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+    "int8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+    "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+    "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 1),
+}
+
 
 def _box_swizzle_chunk(swizzle: int, row: int) -> int:
     """The XOR the TMA applies to a 16-byte chunk index in row `row` of a box (rows of `swizzle`
@@ -49,8 +66,10 @@ def tma_tensor_problem(tensor, tile, swizzled: bool = True) -> str | None:
         return f"{tensor.name} has a symbolic shape (its tensor map is made once, for a static shape)"
     if tensor.dtype != tile.dtype:
         return f"{tensor.name} is {tensor.dtype} but {tile.name} is {tile.dtype} (TMA copies bytes: no type change)"
-    if tensor.dtype.bytes not in (2, 4) and tensor.dtype.name not in ("float8_e4m3fn", "float8_e5m2"):
-        return f"{tensor.name} has {tensor.dtype.bytes}-byte elements (2 or 4 here, or an 8-bit float)"
+    if (tensor.dtype.bytes not in (2, 4) and tensor.dtype.name not in ("float8_e4m3fn", "float8_e5m2")) \
+            or tensor.dtype.name not in TMA_DTYPES:
+        return (f"{tensor.name} has {tensor.dtype.name} elements (a tensor map here: "
+                f"{', '.join(n for n, (_, b) in TMA_DTYPES.items() if b > 1)} or an 8-bit float)")
     if (tensor.shape[-1] * tensor.dtype.bytes) % 16:
         return (f"{tensor.name}'s rows are {tensor.shape[-1] * tensor.dtype.bytes} bytes, not a multiple of 16 "
                 f"(a tensor map's strides are)")
