@@ -122,8 +122,6 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
                    dtype: str = "float16", accum_dtype: str = "float"):
     """O[b, h, :] from the splits' partial outputs and log2-sum-exps.  The partial outputs are streamed
     split by split (any number of splits: registers hold one row of `dim`, not num_split of them)."""
-    unroll = num_split if num_split <= 16 else 8
-
     @T.prim_func
     def main(O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
              LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype), O: T.Tensor([batch, heads, dim], dtype)):
@@ -141,16 +139,9 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
             T.reduce_sum(weight, w_sum, dim=0)
             T.copy(weight, weight_shared)
             T.clear(out)
-            # split by split in order, UNROLL at a time: a thread's loads of UNROLL splits issue back to back
-            # (one split per iteration left a 64-split combine waiting on each load in turn: 23 us for B1 H128)
-            for s0 in T.serial(num_split // unroll):
-                for s1 in T.unroll(unroll):
-                    for j in T.Parallel(dim):
-                        out[j] += O_partial[bz, hid, s0 * unroll + s1, j] * weight_shared[s0 * unroll + s1]
-            for s1 in T.unroll(num_split % unroll):
+            for s in T.unroll(num_split) if num_split <= 16 else T.serial(num_split):
                 for j in T.Parallel(dim):
-                    out[j] += O_partial[bz, hid, num_split - num_split % unroll + s1, j] * \
-                        weight_shared[num_split - num_split % unroll + s1]
+                    out[j] += O_partial[bz, hid, s, j] * weight_shared[s]
             for j in T.Parallel(dim):
                 out[j] = out[j] / w_sum[0]
             T.copy(out, O[bz, hid, :])
@@ -211,7 +202,7 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
     Outputs as `gqa_decode_split`'s (the value is KV itself: O has `dim` columns).  Two stages: at 64 heads a
     block the KV loads go by TMA from a producer warpgroup (H200, session 19, split kernel alone: B1 H128 KV32K
     46 -> 32 us; B64 H16 KV8K, cp.async at 16 heads a block, 206 -> 157 us); block_N=32 at 16 heads ran 35x
-    slower than 64 (5.7 ms), not understood yet."""
+    slower than 64 (5.7 ms): 16x32 score tiles on 8 warps have no mma.sync split (scalar dot products; see the plan)."""
     fp8 = kv_dtype != dtype
     chunk = _split_len(seq_kv, num_split, block_N)
     sm_scale = 1.0 / math.sqrt(dim + pe_dim)
