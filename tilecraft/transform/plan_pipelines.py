@@ -261,7 +261,8 @@ class _Planner(Mutator):
                    "it splits only as two blocks per SM, for one consumer warpgroup of 128 accumulator registers a "
                    "thread with room for a 4-stage ring (128x128 fp16: 0.94x / 0.97x split, 0.94x / 0.98x unsplit)")
         else:
-            why = "two blocks fit on an SM, and the split would keep one (FlashAttention D64: 0.94x SDPA against 0.83x)"
+            why = ("two blocks' shared memory fits on an SM (registers are not counted), and the split would keep one "
+                   "(FlashAttention D64: 0.94x SDPA against 0.83x)")
         # worded without "warp-specialized", which the notes of split loops (and tests) look for
         return f"; no producer warpgroup (tc.warp_specialize \"auto\": {why}; True splits it)"
 
