@@ -19,6 +19,7 @@ from tilecraft.kernels.gemm import matmul
 from tilecraft.target import Target
 from tilecraft.transform.cuda_pipeline import CUDA_PIPELINE
 from tilecraft.transform.infer_layouts import infer_layouts
+from tilecraft.transform.inline_copy_lets import inline_copy_lets
 from tilecraft.transform.lower_cuda import lower_cuda
 from tilecraft.transform.lower_manual_sync_cuda import lower_manual_sync_cuda
 from tilecraft.transform.pipeline import PassContext
@@ -308,6 +309,41 @@ def test_plan_shared_memory_places_every_shared_buffer_aligned_within_the_total(
     assert after.lowering.smem_bytes >= max(offsets[b] + b.nbytes for b in shared)
     a, b = buffer_named(after, "A_shared"), buffer_named(after, "B_shared")   # both live in the loop
     assert offsets[a] + a.nbytes <= offsets[b] or offsets[b] + b.nbytes <= offsets[a]
+
+
+# ---- inline_copy_lets ---------------------------------------------------------------------------
+
+def named_position_tir(stages: int, read_offsets: bool = False):
+    @T.prim_func
+    def main(X: T.Tensor((16, 512), "float32"), Offsets: T.Tensor((8,), "int32"), Out: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            X_s = T.alloc_shared((16, 64), "float32")
+            acc = T.alloc_fragment((16, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(8, num_stages=stages):
+                pos = Offsets[k] if read_offsets else k * 64
+                end = pos + 64
+                T.copy(X[0:16, pos:end], X_s)
+                for i, j in T.Parallel(16, 64):
+                    acc[i, j] += X_s[i, j]
+            T.copy(acc, Out)
+    return main
+
+
+def test_inline_copy_lets_puts_a_pure_named_position_into_the_copy():
+    from tilecraft.ir import Let, Var
+    before, after = around(named_position_tir(2), SM80, inline_copy_lets)
+    lets = {n.var for n in nodes(after, Let)}
+    (c_before,), (c_after,) = ([c for c in nodes(f, Copy) if c.src.buffer.name == "X"] for f in (before, after))
+    assert {v for v in collect(c_before.src, lambda n: isinstance(n, Var))} & lets     # pos, end
+    assert not {v for v in collect(c_after.src, lambda n: isinstance(n, Var))} & lets  # k only
+    assert len(nodes(after, Let)) == len(nodes(before, Let))                            # the Lets stay
+
+
+@pytest.mark.parametrize("stages,read_offsets", [(1, False), (2, True)])
+def test_inline_copy_lets_leaves_unpipelined_loops_and_positions_read_from_memory(stages, read_offsets):
+    before, after = around(named_position_tir(stages, read_offsets), SM80, inline_copy_lets)
+    assert after is before
 
 
 # ---- coverage -----------------------------------------------------------------------------------
