@@ -228,6 +228,44 @@ def test_stage_gemm_operands_leaves_shared_operands_alone():
     assert after.body is before.body
 
 
+def copied_operand(write_between: bool = False):
+    """TileLang's attention idiom: S_s copied whole into the fragment the gemm reads (warps along N, so
+    the fragment cannot be A in registers: 8 warps over 64 rows)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            S_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            S_f = T.alloc_fragment((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, S_s)
+            T.copy(B, B_s)
+            T.copy(S_s, S_f)
+            if write_between:
+                T.fill(S_s, 0)
+            T.clear(acc)
+            T.gemm(S_f, B_s, acc, policy=T.GemmWarpPolicy.FullCol)
+            T.copy(acc, C)
+    return main
+
+
+@pytest.mark.parametrize("target", [SM80, SM90], ids=["sm_80", "sm_90a"])
+def test_stage_gemm_operands_reads_the_shared_tile_a_fragment_operand_was_copied_from(target):
+    before, after = around(copied_operand(), target, stage_gemm_operands)
+    (g_before,), (g_after,) = nodes(before, Gemm), nodes(after, Gemm)
+    assert g_before.a.buffer.name == "S_f"
+    assert g_after.a.buffer is buffer_named(before, "S_s") and g_after.a.covers_whole()
+    assert g_after.plan == g_before.plan
+    assert not [a for a in nodes(after, Alloc) if a.buffer.name.endswith("_smem")]   # no staging tile
+    assert [c for c in nodes(after, Copy) if c.dst.buffer.name == "S_f"]             # the fragment still filled
+
+
+def test_stage_gemm_operands_stages_a_fragment_whose_shared_source_changed_after_the_copy():
+    _, after = around(copied_operand(write_between=True), SM80, stage_gemm_operands)
+    (g,) = nodes(after, Gemm)
+    assert g.a.buffer.name == "S_f_smem" and g.a.buffer.scope == "shared"
+
+
 # ---- stage_epilogue ---------------------------------------------------------------------------
 
 def test_stage_epilogue_stores_the_accumulator_through_a_padded_shared_tile():
@@ -309,6 +347,78 @@ def test_plan_shared_memory_places_every_shared_buffer_aligned_within_the_total(
     assert after.lowering.smem_bytes >= max(offsets[b] + b.nbytes for b in shared)
     a, b = buffer_named(after, "A_shared"), buffer_named(after, "B_shared")   # both live in the loop
     assert offsets[a] + a.nbytes <= offsets[b] or offsets[b] + b.nbytes <= offsets[a]
+
+
+def two_reductions_in_a_branch():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), M: T.Tensor((2, 64), "float32"),
+             n: T.int32):
+        with T.Kernel(1, threads=256) as _:
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            mx = T.alloc_fragment((64,), "float32")
+            sm = T.alloc_fragment((64,), "float32")
+            for k in T.serial(2):
+                if n > k:
+                    T.copy(A, A_s)
+                    T.copy(B, B_s)
+                    T.clear(acc)
+                    T.gemm(A_s, B_s, acc, policy=T.GemmWarpPolicy.FullCol)
+                    T.reduce_max(acc, mx, dim=1)
+                    T.reduce_sum(acc, sm, dim=1)
+                    T.copy(mx, M[0, :])
+                    T.copy(sm, M[1, :])
+    return main
+
+
+def reductions_in_two_warp_group_branches():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), M: T.Tensor((2, 64), "float32"), n: T.int32):
+        with T.Kernel(1, threads=256) as _:
+            A_s = T.alloc_shared((64, 64), "float32")
+            x0 = T.alloc_fragment((64, 64), "float32")
+            x1 = T.alloc_fragment((64, 64), "float32")
+            r0 = T.alloc_fragment((64,), "float32")
+            r1 = T.alloc_fragment((64,), "float32")
+            T.copy(A, A_s)
+            for k in T.serial(2):
+                if n > k:
+                    with T.ws(0):
+                        T.copy(A_s, x0)
+                        T.reduce_max(x0, r0, dim=0)
+                        T.copy(r0, M[0, :])
+                    with T.ws(1):
+                        T.copy(A_s, x1)
+                        T.reduce_sum(x1, r1, dim=0)
+                        T.copy(r1, M[1, :])
+    return main
+
+
+def test_plan_shared_memory_keeps_apart_the_scratch_of_warp_group_branches_that_run_together():
+    from tilecraft.ir import Kernel
+    from tilecraft.transform.plan_shared_memory import plan_kernel
+    before, _ = around(reductions_in_two_warp_group_branches(), SM90, plan_shared_memory)
+    scratch = before.lowering.scratch_smem
+    assert len(scratch) >= 2
+    (k,) = nodes(before, Kernel)
+    _, tight, _ = plan_kernel(k, before.lowering.smem_layouts, scratch, limit=1)
+    spans = sorted((o, o + b.nbytes) for b, o in tight.items() if b in scratch)
+    assert all(e <= o for (_, e), (o, _) in zip(spans, spans[1:])), spans
+
+
+def test_plan_shared_memory_over_the_limit_lets_reduction_scratch_in_an_if_body_share_bytes():
+    from tilecraft.ir import Kernel
+    from tilecraft.transform.plan_shared_memory import plan_kernel
+    before, after = around(two_reductions_in_a_branch(), SM90, plan_shared_memory)
+    scratch = before.lowering.scratch_smem
+    assert len(scratch) >= 2                      # one cross-warp scratch per reduction
+    (k,) = nodes(before, Kernel)
+    _, plain, _ = plan_kernel(k, before.lowering.smem_layouts, scratch, limit=1 << 30)
+    _, tight, _ = plan_kernel(k, before.lowering.smem_layouts, scratch, limit=1)   # every fallback
+    offsets = {b.name: o for b, o in tight.items() if b in scratch}
+    assert len(set(offsets.values())) == 1, offsets       # the two reductions, one after the other, share
+    assert len({o for b, o in plain.items() if b in scratch}) == len(scratch)   # within the limit: apart
 
 
 # ---- inline_copy_lets ---------------------------------------------------------------------------

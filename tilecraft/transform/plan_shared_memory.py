@@ -25,7 +25,7 @@ buffer, its size and the total listed.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, For, Kernel, Load, Ref, Seq, Store, View, WarpSpecialize, While, collect, seq
+from ..ir import Alloc, For, If, Kernel, Load, Ref, Seq, Store, View, WarpSpecialize, While, collect, seq
 from ..ir.func import PrimFunc
 from ..ir.hopper import WarpGroupScope
 from ..ir.lowering import SWIZZLE_SM90
@@ -77,11 +77,23 @@ def _lifetimes(k: Kernel, bufs, alias) -> dict:
 
 
 def _leaves(s) -> list:
-    """`s` as its innermost statements in program order (sequences and loop bodies opened)."""
+    """`s` as its innermost statements in program order: sequences, loop bodies and the body of an `if`
+    without `else` opened; consecutive warp-group branches (their threads run them at the same time)
+    stay one statement, as does an `if` with an `else` (a branch on the thread index runs both)."""
     if isinstance(s, Seq):
-        return [x for c in s.stmts for x in _leaves(c)]
+        out, branch = [], False
+        for c in s.stmts:
+            if isinstance(c, WarpGroupScope):
+                out[-1:] = [seq(out[-1], c)] if branch else out[-1:] + [c]
+                branch = True
+            else:
+                out.extend(_leaves(c))
+                branch = False
+        return out
     if isinstance(s, (For, While)):
         return _leaves(s.body)
+    if isinstance(s, If) and s.orelse is None:
+        return _leaves(s.then)
     return [s]
 
 
