@@ -53,6 +53,26 @@ def test_mla_decode(kv_dtype):
     assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
 
 
+@pytest.mark.parametrize("num_split,dim,dtype,kw", [
+    (64, 512, "bfloat16", {}),                                # MLA: 64 threads x 8 columns, 4 chunks of 16
+    (40, 128, "float16", {}),                                 # chunks of 10
+    (7, 64, "float16", {}),                                   # a prime count: chunks of 7
+    (64, 512, "bfloat16", {"block_D": 128, "threads": 32, "chunk": 8}),   # the dim split over blocks
+    (16, 96, "float32", {})])                                 # 4-column stores, dim not a power of two
+def test_decode_combine_against_torch(num_split, dim, dtype, kw):
+    batch, heads = 2, 3
+    g = torch.Generator().manual_seed(num_split + dim)
+    o_part = torch.randn(batch, heads, num_split, dim, generator=g)
+    lse = torch.randn(batch, heads, num_split, generator=g) * 4
+    lse[0, 0, 1:] = -1e30                                     # every split but the first empty
+    w = torch.softmax(lse * torch.log(torch.tensor(2.0)), dim=-1)
+    ref = (w.unsqueeze(-1) * o_part).sum(2)
+    with default_target("cpu"):
+        o = D.decode_combine(batch, heads, num_split, dim, dtype=dtype, **kw)(o_part, lse)
+    assert o.dtype == getattr(torch, dtype)
+    assert rel_err(o, ref) < 5e-3
+
+
 def test_gqa_decode_refuses_heads_not_a_multiple_of_kv_heads():
     with pytest.raises(ValueError, match="heads=6 is not a multiple of kv_heads=4"):
         D.gqa_decode_split.fn(1, 6, 4, 128, 64)
