@@ -1,8 +1,10 @@
 """The CPU target's `T.gemm` computes the documented chain bit for bit (README "The CPU target"): each
-C element is its products summed in k order in float32, every product and sum rounded to float32.
-With 16- and 8-bit inputs the products are exact in float32, so the micro-kernel forms each step
-with one fused multiply-add; the bits must not change.  Reference: the same chain in torch, one k
-at a time (elementwise float32 ops, no fusion)."""
+C element is its products summed in k order in float32, each step a fused multiply-add rounded to
+float32 (the chain the CUDA target's fallback gemm runs as FFMA).  Both CPU paths: the micro-kernel
+(tiles) and the scalar loops (an operand straight from global memory).  Reference: the chain one k at
+a time in float64, rounded to float32 after each step -- a * b is exact in float64 and a * b + c is
+rounded twice there (to float64, then float32), which matches the one rounding except when the float64
+result lands exactly on a float32 tie (about 2^-29 per step: not hit by these inputs)."""
 from __future__ import annotations
 
 import pytest
@@ -29,12 +31,27 @@ def gemm_kernel(M, N, K, in_dtype, trans_b):
 
 
 def chain(a, b):
-    """sum over k in k order, float32, each product and sum rounded"""
-    a, b = a.float(), b.float()
-    c = torch.zeros(a.shape[0], b.shape[1])
+    """sum over k in k order, each step a * b + c rounded once to float32"""
+    a, b = a.double(), b.double()
+    c = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
     for k in range(a.shape[1]):
-        c = c + a[:, k:k + 1] * b[k:k + 1, :]
+        c = (c.double() + a[:, k:k + 1] * b[k:k + 1, :]).float()
     return c
+
+
+def self_product_kernel(N, K, in_dtype):
+    """S @ S^T with both operands the same tile: the scalar loops, not the micro-kernel (which wants three
+    distinct buffers)"""
+    @T.prim_func
+    def main(A: T.Tensor((N, K), in_dtype), C: T.Tensor((N, N), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            S = T.alloc_shared((N, K), in_dtype)
+            acc = T.alloc_fragment((N, N), "float32")
+            T.copy(A, S)
+            T.clear(acc)
+            T.gemm(S, S, acc, transpose_B=True)
+            T.copy(acc, C)
+    return main
 
 
 def inputs(shape, dtype, g):
@@ -55,3 +72,12 @@ def test_gemm_is_the_documented_chain_bit_for_bit(dtype, M, N, K, trans_b):
     tilelang.compile(gemm_kernel(M, N, K, dtype, trans_b), target="cpu")(a, b, c)
     ref = chain(a, b.T if trans_b else b)
     assert torch.equal(c, ref), (c - ref).abs().max()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_the_scalar_gemm_loops_are_the_same_chain(dtype):
+    g = torch.Generator().manual_seed(11)
+    a = inputs((24, 40), dtype, g)
+    c = torch.empty(24, 24)
+    tilelang.compile(self_product_kernel(24, 40, dtype), target="cpu")(a, c)
+    assert torch.equal(c, chain(a, a.T)), (c - chain(a, a.T)).abs().max()

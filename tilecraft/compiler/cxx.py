@@ -23,7 +23,8 @@ tuning for recent Intel cores stops at 256-bit vectors; with 512 the softmax ker
 0.61-0.63x torch and FlashAttention 0.35-0.47x -> 0.50-0.53x, thread CPU time, session 20; each lane
 computes what it did, and the reductions' lane order is fixed in the header, so results do not change); `-ffp-contract=off` (no fused
 multiply-adds the program did not write: a*b+c rounds twice, as on every machine, so results do
-not depend on the host's FMA units); `-fno-trapping-math` (floating-point exceptions are never
+not depend on the host's FMA units; T.gemm's chain is fused on purpose, through tc::fma and the
+micro-kernel's vfmadd, which give the same bits with or without FMA units); `-fno-trapping-math` (floating-point exceptions are never
 observed, so a loop with a select on a comparison -- a clamp, a NaN test, 16-bit conversions --
 can be if-converted and vectorized; values are unchanged); `-fno-strict-aliasing` (a T.view names a tile's bytes with
 another element type, and the CPU target's reference semantics must hold for it as on the GPU).

@@ -421,6 +421,8 @@ MATH_FUNCS = {
     # the rest of TVM's float math set (TileLang's T.sinh, ...)
     "sinh": 1, "cosh": 1, "asin": 1, "acos": 1, "atan": 1, "asinh": 1, "acosh": 1, "atanh": 1,
     "nearbyint": 1, "hypot": 2, "copysign": 2, "nextafter": 2,
+    # a * b + c rounded once (the CPU target's gemm loops: CUDA contracts the same chain into FFMA)
+    "fma": 3,
     # integer bit counts (32- and 64-bit integers; the result is int32)
     "clz": 1, "popcount": 1,
 }

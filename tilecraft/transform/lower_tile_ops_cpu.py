@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
                   Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, View, Visitor, binary,
-                  cast, collect, const, seq, dtype as dt)
+                  call, cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..registry import Registry
@@ -60,7 +60,8 @@ def _operand(region: Region, row, col, transposed):
 @register(Gemm)
 def lower_gemm(op: Gemm, names):
     """`C += op(A) @ op(B)`: for each C element, the products summed in k order in the accumulator
-    type (float32 for any float C but float64), each product and sum rounded to it, and C rounded
+    type (float32 for any float C but float64), each step a fused multiply-add rounded to it (the
+    CUDA target's fallback is this chain: NVRTC contracts its `acc + a * b` into FFMA), and C rounded
     once per T.gemm call -- a float16 / bfloat16 C is not rounded after every multiply-add (the
     CUDA target's fallback rounds once per call too; a tensor core once per k16 step).  The
     float32 cases run as one call of the CPU micro-kernel (`tc::gemm_f32acc`, same semantics)."""
@@ -89,7 +90,7 @@ def _gemm_loops(op: Gemm, c: Region, acc_t, names):
     c_idx = region_indices(c, [i, j])
     a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
     b = cast(_b_operand(op, kk, j), acc_t)
-    update = Store(c.buffer, c_idx, cast(binary("+", cast(Load(c.buffer, c_idx), acc_t), binary("*", a, b)), c.buffer.dtype))
+    update = Store(c.buffer, c_idx, cast(call("fma", a, b, cast(Load(c.buffer, c_idx), acc_t)), c.buffer.dtype))
     return For(i, const(0), const(m), "serial",
                For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
 

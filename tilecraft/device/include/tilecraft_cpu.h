@@ -420,6 +420,9 @@ TC_MATH2(hypot, std::hypot)
 TC_MATH2(copysign, std::copysign)
 TC_MATH2(nextafter, std::nextafter)
 #undef TC_MATH2
+// a * b + c rounded once (vfmadd with -march=native; libm's exact fma elsewhere)
+static inline float fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
 // T.clz / T.popcount on 32- and 64-bit integers (clz of 0 is the width, as CUDA's __clz)
 static inline int clz(uint32_t x) { return x ? __builtin_clz(x) : 32; }
 static inline int clz(int32_t x) { return clz((uint32_t)x); }

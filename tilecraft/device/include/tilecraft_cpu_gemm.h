@@ -2,10 +2,11 @@
 //
 // Semantics (the reference every other path is held to; codegen/cpp.py emits the call for a
 // T.gemm whose accumulator type is float32, transform/lower_tile_ops_cpu.py):
-//   for each (i, j):  acc = float(C[i, j]);  for k = 0 .. K-1 in order:  acc = acc + a(i,k) * b(k,j);
+//   for each (i, j):  acc = float(C[i, j]);  for k = 0 .. K-1 in order:  acc = fma(a(i,k), b(k,j), acc);
 //                     C[i, j] = TC(acc)
-// each product and each sum rounded to float32 (no fused multiply-add: -ffp-contract=off), and C
-// rounded once per call: a float32 C is bitwise what the scalar triple loop gives; a float16 /
+// each step a fused multiply-add rounded to float32 (the CUDA target's fallback gemm is this chain:
+// NVRTC contracts its acc + a * b into FFMA), and C rounded once per call: a float32 C is bitwise
+// what the scalar triple loop of lower_tile_ops_cpu.py gives (tc::fma); a float16 /
 // bfloat16 / fp8 C is rounded once per T.gemm call, as the CUDA target's fallback does (not per
 // multiply-add).
 //
@@ -53,24 +54,25 @@ static inline GemmScratch& gemm_scratch(int which) {
   return s[which];
 }
 
-// c + a * b rounded once (vfmadd where the machine has it).  Used only where a * b is exact in float32
-// (16- and 8-bit inputs: at most 11 + 11 significand bits), so it gives the bits of c + (a * b) rounded
-// twice -- the documented chain -- at one instruction instead of two (half the micro-kernel's work).
+// c + a * b rounded once, lane by lane: vfmadd where the machine has it, libm's exact fma elsewhere.
+// Each step of the chain is a fused multiply-add, as the CUDA target's fallback gemm (NVRTC contracts its
+// `acc + a * b` into FFMA); with 16- and 8-bit inputs the products are exact, so fused or not is the same bits.
 static inline f32xv gemm_fma(f32xv a, f32xv b, f32xv c) {
 #if defined(__AVX512F__)
   return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4);
 #elif defined(__FMA__)
   return __builtin_ia32_vfmaddps256(a, b, c);
 #else
-  return c + a * b;
+  f32xv r;
+  for (int i = 0; i < GEMM_VW; ++i) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  return r;
 #endif
 }
 
 // one MR x NR tile of C over all K (MR rows, at most GEMM_MR): A's element (r, k) at
 // a[r * lda + k * ka], bp = K x NR (k-major), C's element (r, c) at ct[r * ldc + c]; the loops over
-// rows and vectors are unrolled, so the accumulators live in registers.  EXACT: every product is exact
-// in float32 (gemm_exact_products), so each step is one fused multiply-add.
-template <int MR, bool EXACT>
+// rows and vectors are unrolled, so the accumulators live in registers
+template <int MR>
 static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t lda, int64_t ka,
                               const float* __restrict__ bp, float* __restrict__ ct, int64_t ldc) {
   f32xv c[MR][GEMM_NV];
@@ -87,10 +89,7 @@ static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t ld
     for (int r = 0; r < MR; ++r) {
       const f32xv ar = a[r * lda + o] - (f32xv){};  // a broadcast (x - 0 is x, -0 included)
 #pragma GCC unroll 4
-      for (int v = 0; v < GEMM_NV; ++v) {
-        if (EXACT) c[r][v] = gemm_fma(ar, b[v], c[r][v]);
-        else c[r][v] += ar * b[v];
-      }
+      for (int v = 0; v < GEMM_NV; ++v) c[r][v] = gemm_fma(ar, b[v], c[r][v]);
     }
   }
 #pragma GCC unroll 16
@@ -103,14 +102,7 @@ static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t ld
 // B (b(k, j) at B[k * brs + j * bcs]); the strides fold T.gemm's transposes and regions in.
 template <class T> struct gemm_is_f32 { static constexpr bool value = false; };
 template <> struct gemm_is_f32<float> { static constexpr bool value = true; };
-// inputs whose products are exact in float32 (significands of at most 11 bits, exponents that keep a
-// product inside float32's normal range: float16 and fp8 always; bfloat16 products below 2^-126 are
-// the one exception, README "The CPU target")
-template <class T> struct gemm_narrow { static constexpr bool value = false; };
-template <> struct gemm_narrow<half_t> { static constexpr bool value = true; };
-template <> struct gemm_narrow<bfloat16_t> { static constexpr bool value = true; };
-template <> struct gemm_narrow<fp8_e4m3_t> { static constexpr bool value = true; };
-template <> struct gemm_narrow<fp8_e5m2_t> { static constexpr bool value = true; };
+
 
 // n contiguous elements as float (a loop that vectorizes)
 template <class T> static inline void gemm_to_f32(const T* __restrict__ s, float* __restrict__ d, int64_t n) {
@@ -144,7 +136,6 @@ template <class TA, class TB, class TC>
 static void gemm_f32acc(int64_t M, int64_t N, int64_t K, const TA* A, int64_t ars, int64_t acs,
                         const TB* B, int64_t brs, int64_t bcs, TC* C, int64_t crs, int64_t ccs) {
   const int64_t mb = (M + GEMM_MR - 1) / GEMM_MR, nb = (N + GEMM_NR - 1) / GEMM_NR;
-  constexpr bool kExact = gemm_narrow<TA>::value && gemm_narrow<TB>::value;
   // A as float: element (i, k) at af[i * lda + k * ka]
   const float* af;
   int64_t lda, ka;
@@ -193,16 +184,16 @@ static void gemm_f32acc(int64_t M, int64_t N, int64_t K, const TA* A, int64_t ar
       const int64_t mr = M - ib * GEMM_MR < GEMM_MR ? M - ib * GEMM_MR : GEMM_MR;
       TC* c0 = C + ib * GEMM_MR * crs + jb * GEMM_NR * ccs;
       if (gemm_is_f32<TC>::value && ccs == 1 && mr == GEMM_MR && nc == GEMM_NR) {  // a whole float32 tile in place
-        gemm_micro<GEMM_MR, kExact>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, (float*)(void*)c0, crs);
+        gemm_micro<GEMM_MR>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, (float*)(void*)c0, crs);
         continue;
       }
       for (int r = 0; r < GEMM_MR; ++r)
         for (int c = 0; c < GEMM_NR; ++c)
           ct[r * GEMM_NR + c] = (r < mr && c < nc) ? (float)c0[r * crs + c * ccs] : 0.0f;
       if (GEMM_MR > 4 && mr <= 4)  // a short last tile (a decode's few rows): half the work
-        gemm_micro<4, kExact>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct, GEMM_NR);
+        gemm_micro<4>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct, GEMM_NR);
       else
-        gemm_micro<GEMM_MR, kExact>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct, GEMM_NR);
+        gemm_micro<GEMM_MR>(K, af + ib * GEMM_MR * lda, lda, ka, bp + jb * K * GEMM_NR, ct, GEMM_NR);
       for (int64_t r = 0; r < mr; ++r)
         for (int64_t c = 0; c < nc; ++c) c0[r * crs + c * ccs] = TC(ct[r * GEMM_NR + c]);
     }

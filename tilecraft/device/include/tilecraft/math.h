@@ -67,6 +67,8 @@ TC_BINARY_FLOAT_FN(hypot, hypotf, ::hypot)
 TC_BINARY_FLOAT_FN(copysign, copysignf, ::copysign)
 TC_BINARY_FLOAT_FN(nextafter, nextafterf, ::nextafter)
 #undef TC_BINARY_FLOAT_FN
+TC_DEVICE float fma(float a, float b, float c) { return fmaf(a, b, c); }
+TC_DEVICE double fma(double a, double b, double c) { return ::fma(a, b, c); }
 // T.clz / T.popcount on 32- and 64-bit integers (__clz(0) is 32, __clzll(0) 64)
 TC_DEVICE int clz(int x) { return __clz(x); }
 TC_DEVICE int clz(unsigned x) { return __clz(static_cast<int>(x)); }
