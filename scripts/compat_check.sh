@@ -10,7 +10,8 @@
 #   --also-compile ARCH (or ALSO_COMPILE=sm_90a; implies --cpu): every kernel is also compiled for ARCH.
 #   PATTERN: only programs whose path contains it.   EX_TIMEOUT=300 seconds per program.
 #   JOBS=N: run N programs at once (default: 1 on a GPU, the core count in CPU mode; the timings are then
-#   not benchmark numbers); on a GPU, one that ran out of memory beside the others runs again alone.
+#   not benchmark numbers); one that ran out of memory beside the others (on a GPU: CUDA's out-of-memory
+#   error; in CPU mode: killed by signal 9) runs again alone.
 #   NICE=N: run the programs under `nice -n N`.
 #   TAG=name: the result file is <RESULTS_DIR>/<date>_compat_<TAG>.md (default: <corpus>_<GPU name or cpu>);
 #   RESULTS_DIR (default benchmarks/results); LOGDIR (default: a fresh temp dir) keeps the logs;
@@ -103,6 +104,16 @@ else
       if grep -q '"ok": false' "$d/results.jsonl" 2>/dev/null && grep -qE 'OutOfMemoryError|CUDA out of memory|CUDA error: out of memory' "$d"/*.log; then
         f=$(sed -n 's/.*"example": "\([^"]*\)".*/\1/p' "$d/results.jsonl")
         echo "again, alone (out of GPU memory beside the others): $f"
+        rm -rf "$d"; LOGDIR="$d" "$corpus/run.sh" "$f"
+      fi
+    done
+  else
+    # in CPU mode a program killed by the host (signal 9, rc 137: the out-of-memory killer) beside the
+    # others runs again alone: two large programs at once can need more memory than one
+    for d in "$logs"/examples_*; do
+      if grep -q '"rc": 137' "$d/results.jsonl" 2>/dev/null; then
+        f=$(sed -n 's/.*"example": "\([^"]*\)".*/\1/p' "$d/results.jsonl")
+        echo "again, alone (killed beside the others): $f"
         rm -rf "$d"; LOGDIR="$d" "$corpus/run.sh" "$f"
       fi
     done
