@@ -22,13 +22,20 @@
 
 namespace tc {
 
-// The micro-kernel's vectors: 16 floats where AVX-512 is there (one zmm register per row of a
-// tile, 8 rows: 8 accumulators, measured 1.2-1.25x the AVX2 form on FlashAttention's 64x64x128
-// tiles), else 8 (two per row, 4 rows).  The tile is GEMM_NR = 16 columns either way; each element
-// of C is the same chain of float32 products and sums in k order, so the results do not depend on
+// The micro-kernel's vectors: 16 floats where AVX-512 is there (two zmm registers per row of a
+// tile, 8 rows: 16 accumulators; one per row measured 1.2-1.25x the AVX2 form on FlashAttention's
+// 64x64x128 tiles), else 8 (two per row, 4 rows).  The tile is GEMM_NR = 32 / 16 columns; each element
+// of C is the same chain of fused multiply-adds in k order, so the results do not depend on
 // the form.
 #if defined(__AVX512F__)
-constexpr int GEMM_VW = 16, GEMM_NV = 1, GEMM_MR = 8;
+// two zmm vectors per row (an 8 x 32 tile, 16 accumulators): each broadcast of A feeds two fused
+// multiply-adds.  Session 20, one thread, thread CPU time, beside the one-vector form: FlashAttention
+// 64-66 -> 50-52 ms, GEMM fp32 512^3 4.6-5.0 -> 3.5-3.7 ms, fp16 4.2-6.3 -> 3.4 ms
+// (-DTC_GEMM_NV512=1 builds the one-vector form, for such comparisons)
+#ifndef TC_GEMM_NV512
+#define TC_GEMM_NV512 2
+#endif
+constexpr int GEMM_VW = 16, GEMM_NV = TC_GEMM_NV512, GEMM_MR = 8;
 #else
 constexpr int GEMM_VW = 8, GEMM_NV = 2, GEMM_MR = 4;
 #endif
