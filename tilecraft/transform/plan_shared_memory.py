@@ -84,7 +84,10 @@ def _leaves(s) -> list:
         out, branch = [], False
         for c in s.stmts:
             if isinstance(c, WarpGroupScope):
-                out[-1:] = [seq(out[-1], c)] if branch else out[-1:] + [c]
+                if branch:
+                    out[-1] = seq(out[-1], c)     # runs beside the branch before it
+                else:
+                    out.append(c)
                 branch = True
             else:
                 out.extend(_leaves(c))
