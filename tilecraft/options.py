@@ -104,6 +104,7 @@ class PassConfigKey(str, enum.Enum):
     TC_STAGE_EPILOGUE = "tc.stage_epilogue"
     TC_OVERLAP_GEMMS = "tc.overlap_gemms"
     TC_OVERLAP_PINGPONG = "tc.overlap_pingpong"
+    TC_OVERLAP_INDEPENDENT_GEMMS = "tc.overlap_independent_gemms"
     TC_WIDEN_K_TILES = "tc.widen_k_tiles"
     TC_PERSISTENT_TILES = "tc.persistent_tiles"
     TC_CPU_THREADS = "tc.cpu_threads"
@@ -181,6 +182,10 @@ class Options:
                                "the previous iteration's second gemm (two rings of stages, or one with 3+ stages)")
     overlap_pingpong: bool = _opt("tc.overlap_pingpong", True, bool, "transform/plan_pipelines.py",
                                   "in that loop, consumer warpgroups issue their gemms in turns (ping-pong)")
+    overlap_independent_gemms: bool = _opt(
+        "tc.overlap_independent_gemms", True, bool, "transform/overlap_independent_gemms.py",
+        "sm_90a: two independent wgmma gemms in a row issue back to back, the first one's result used while the "
+        "second runs (the same instructions; only the waits move)", status=_cuda_only)
     widen_k_tiles: bool = _opt("tc.widen_k_tiles", True, bool, "transform/widen_k_tiles.py",
                                "a TMA + wgmma main loop of k-tiles under 128 bytes (block_K=32 halves) runs with "
                                "128-byte ones (fewer, deeper stages; the same sums in the same order)")

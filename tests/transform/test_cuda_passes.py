@@ -13,6 +13,7 @@ from tilecraft.compiler.build import effective_pass_configs
 from tilecraft.errors import TilecraftError
 from tilecraft.ir import Alloc, Annotate, AnnotationKey, Copy, For, Gemm, TileOp, collect
 from tilecraft.ir.hopper import BarrierArrive, BarrierInit, BarrierWait, WarpGroupScope
+from tilecraft.ir.intrinsics import WgmmaWait
 from tilecraft.ir.intrinsics.base import IntrinsicCall
 from tilecraft.ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, Mma80Plan, WgmmaPlan
 from tilecraft.kernels.gemm import matmul
@@ -22,6 +23,7 @@ from tilecraft.transform.infer_layouts import infer_layouts
 from tilecraft.transform.inline_copy_lets import inline_copy_lets
 from tilecraft.transform.lower_cuda import lower_cuda
 from tilecraft.transform.lower_manual_sync_cuda import lower_manual_sync_cuda
+from tilecraft.transform.overlap_independent_gemms import overlap_independent_gemms
 from tilecraft.transform.pipeline import PassContext
 from tilecraft.transform.pipeline_copies import pipeline_copies
 from tilecraft.transform.plan_shared_layouts import plan_shared_layouts
@@ -488,3 +490,76 @@ def test_plan_shared_layouts_honours_an_explicit_swizzle_request():
     for request in (True, False):   # no gemm reads S: only the request swizzles it
         _, after = around(copy_through(request), SM80, plan_shared_layouts)
         assert after.lowering.smem_layouts.get(buffer_named(after, "S")) == (SWIZZLE_SM80 if request else None)
+
+
+# ---- overlap_independent_gemms ----------------------------------------------------------------
+
+def two_gemms(dependent: bool = False, between_write_shared: bool = False):
+    """P0 = A0 B0; P1 = A1 B1 (or P0 += A1 B1 when `dependent`); C = P0 + 2 P1, 128x128x64 fp16."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            A0 = T.alloc_shared((128, 64), "float16")
+            B0 = T.alloc_shared((64, 128), "float16")
+            A1 = T.alloc_shared((128, 64), "float16")
+            B1 = T.alloc_shared((64, 128), "float16")
+            S = T.alloc_shared((128, 128), "float32")
+            P0 = T.alloc_fragment((128, 128), "float32")
+            P1 = T.alloc_fragment((128, 128), "float32")
+            T.copy(A[0, 0], A0)
+            T.copy(B[0, 0], B0)
+            T.copy(A[0, 64], A1)
+            T.copy(B[64, 0], B1)
+            T.gemm(A0, B0, P0, clear_accum=True)
+            T.gemm(A1, B1, P0 if dependent else P1, clear_accum=not dependent)
+            for i, j in T.Parallel(128, 128):
+                P0[i, j] = P0[i, j] * 0.5
+            if between_write_shared:
+                T.copy(P0, S)
+            for i, j in T.Parallel(128, 128):
+                P1[i, j] = P0[i, j] + 2.0 * P1[i, j]
+            T.copy(P1, C)
+    return main
+
+
+def waits(node) -> list:
+    calls = collect(node, lambda n: isinstance(n, IntrinsicCall) and isinstance(n.intrinsic, WgmmaWait))
+    return [(c.intrinsic.pending, c.args[0].buffer.name) for c in calls]
+
+
+def gemm_seq(func) -> list:
+    """The statements of the list that holds the gemms."""
+    (s,) = collect(func.body, lambda n: hasattr(n, "stmts") and any(isinstance(x, Gemm) for x in n.stmts))
+    return list(s.stmts)
+
+
+def test_independent_gemms_issue_together_and_wait_where_used():
+    before, after = around(two_gemms(), SM90, overlap_independent_gemms)
+    assert [g.async_groups for g in nodes(before, Gemm)] == [0, 0]
+    assert [g.async_groups for g in nodes(after, Gemm)] == [1, 1]
+    # P0 readable after one group is left; P1 before the statement that reads it (the second loop)
+    assert waits(after.body) == [(1, "P0"), (0, "P1")]
+    stmts = gemm_seq(after)
+    kinds = [("gemm" if isinstance(s, Gemm) else "wait" if waits(s) else "for" if isinstance(s, For) else "")
+             for s in stmts]
+    g = kinds.index("gemm")
+    assert kinds[g:g + 6] == ["gemm", "gemm", "wait", "for", "wait", "for"], kinds
+
+
+def test_a_shared_write_before_the_second_use_takes_the_wait_before_it():
+    _, after = around(two_gemms(between_write_shared=True), SM90, overlap_independent_gemms)
+    stmts = gemm_seq(after)
+    i_wait0 = next(i for i, s in enumerate(stmts) if waits(s) == [(0, "P1")])
+    i_copy = max(i for i, s in enumerate(stmts) if isinstance(s, Copy) and s.dst.buffer.name == "S")
+    assert waits(after.body) == [(1, "P0"), (0, "P1")] and i_wait0 < i_copy
+
+
+def test_gemms_into_one_accumulator_stay_in_order():
+    before, after = around(two_gemms(dependent=True), SM90, overlap_independent_gemms)
+    assert after is before
+
+
+def test_the_switch_turns_it_off():
+    before, after = around(two_gemms(), SM90, overlap_independent_gemms, {"tc.overlap_independent_gemms": False})
+    assert after is before

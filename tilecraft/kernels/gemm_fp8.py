@@ -46,13 +46,16 @@ def fp8_matmul(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, b
 @tilelang.jit(out_idx=[-1], pass_configs={"tc.warp_specialize": True})
 def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128,
                            num_stages: int = 3, threads: int = 256, out_dtype: str = "bfloat16",
-                           in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float"):
-    """block_K is the scale group (128); block_N must divide 128 so that one B scale covers a block's columns.
-    256 threads: two accumulators (C_part, C_local) of 128x128 fp32 on wgmma are 128 registers a thread
-    on two warpgroups, but 256 on one (255 registers and a stack frame on sm_90a at 128 threads)."""
-    block_K = GROUP
+                           in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float", k_blocks: int = 1):
+    """block_N must divide 128 so that one B scale covers a block's columns.  Each pipeline stage holds
+    `k_blocks` scale groups (128 deep each), multiplied into as many partial accumulators and folded in
+    order.  256 threads: two accumulators (C_part, C_local) of 128x128 fp32 on wgmma are 128 registers a
+    thread on two warpgroups, but 256 on one (255 registers and a stack frame on sm_90a at 128 threads)."""
     if GROUP % block_N:
         raise ValueError(f"fp8_matmul_blockscaled: block_N={block_N} must divide {GROUP} (one weight scale per block)")
+    if k_blocks not in (1, 2):
+        raise ValueError(f"fp8_matmul_blockscaled: k_blocks={k_blocks} must be 1 or 2 (scale groups per stage)")
+    block_K = GROUP * k_blocks
     KB, NB = -(-K // GROUP), -(-N // GROUP)
 
     @T.prim_func
@@ -60,21 +63,40 @@ def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: 
              Scales_A: T.Tensor((KB, M), "float32"), Scales_B: T.Tensor((NB, KB), "float32"),
              C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_shared = T.alloc_shared((block_M, block_K), in_dtype)
-            B_shared = T.alloc_shared((block_N, block_K), in_dtype)
-            sa_shared = T.alloc_shared((block_M,), "float32")
+            A_shared = T.alloc_shared((block_M, GROUP), in_dtype)
+            B_shared = T.alloc_shared((block_N, GROUP), in_dtype)
+            sa_shared = T.alloc_shared((k_blocks, block_M), "float32")
             C_part = T.alloc_fragment((block_M, block_N), accum_dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            if k_blocks == 2:   # the second scale group's tiles and partial accumulator
+                A2_shared = T.alloc_shared((block_M, GROUP), in_dtype)
+                B2_shared = T.alloc_shared((block_N, GROUP), in_dtype)
+                C_part2 = T.alloc_fragment((block_M, block_N), accum_dtype)
             T.use_swizzle(panel_size=10)
             T.clear(C_local)
-            for ko in T.Pipelined(KB, num_stages=num_stages):
+            for ko in T.Pipelined(T.ceildiv(KB, k_blocks), num_stages=num_stages):
                 T.copy(A[by * block_M, ko * block_K], A_shared)
                 T.copy(B[bx * block_N, ko * block_K], B_shared)
-                T.copy(Scales_A[ko, by * block_M:(by + 1) * block_M], sa_shared)  # rows past M read as 0
-                sb = Scales_B[bx * block_N // GROUP, ko]   # read before the gemm: its latency hides under the wgmma
-                T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
-                for i, j in T.Parallel(block_M, block_N):
-                    C_local[i, j] += C_part[i, j] * (sa_shared[i] * sb)
+                if k_blocks == 2:
+                    T.copy(A[by * block_M, ko * block_K + GROUP], A2_shared)
+                    T.copy(B[bx * block_N, ko * block_K + GROUP], B2_shared)
+                # rows past M (and a second scale group past K) read as 0
+                T.copy(Scales_A[ko * k_blocks:(ko + 1) * k_blocks, by * block_M:(by + 1) * block_M], sa_shared)
+                if k_blocks == 1:
+                    sb = Scales_B[bx * block_N // GROUP, ko]   # read before the gemm: its latency hides under it
+                    T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
+                    for i, j in T.Parallel(block_M, block_N):
+                        C_local[i, j] += C_part[i, j] * (sa_shared[0, i] * sb)
+                else:
+                    sb0 = Scales_B[bx * block_N // GROUP, ko * 2]
+                    sb1 = T.if_then_else(ko * 2 + 1 < KB, Scales_B[bx * block_N // GROUP, T.min(ko * 2 + 1, KB - 1)], 0.0)
+                    # two independent gemms: the compiler issues both before waiting for the first
+                    T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
+                    T.gemm(A2_shared, B2_shared, C_part2, transpose_B=True, clear_accum=True)
+                    for i, j in T.Parallel(block_M, block_N):
+                        C_local[i, j] += C_part[i, j] * (sa_shared[0, i] * sb0)
+                    for i, j in T.Parallel(block_M, block_N):
+                        C_local[i, j] += C_part2[i, j] * (sa_shared[1, i] * sb1)
             T.copy(C_local, C[by * block_M, bx * block_N])
     return main
 

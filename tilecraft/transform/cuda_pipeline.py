@@ -9,6 +9,7 @@ from .hoist_invariants import hoist_invariants
 from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
 from .lower_manual_sync_cuda import lower_manual_sync_cuda
+from .overlap_independent_gemms import overlap_independent_gemms
 from .plan_shared_layouts import plan_shared_layouts
 from .place_bulk_waits import place_bulk_waits
 from .plan_shared_memory import plan_shared_memory
@@ -57,6 +58,9 @@ CUDA_PIPELINE = [
     plan_pipelines,
     # Each planned loop rewritten from its plan: its shared tiles multi-buffered, its copies issued ahead.
     pipeline_copies,
+    # Two independent wgmma gemms in a row issue back to back, each waited for where its accumulator is
+    # next used; after the loops' own forms (which keep their groups in flight), on tile ops.
+    overlap_independent_gemms,
     # Tile ops and parallel loops become per-thread code over registers and shared memory.
     lower_cuda,
     # Deferred bulk reduces (T.atomic_add of a shared tile, sm_90+): their waits before the tile is
