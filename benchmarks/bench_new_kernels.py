@@ -100,7 +100,7 @@ def g_fp8_gemm(rows):
             kern = G.fp8_matmul_blockscaled(s, s, s, out_dtype="bfloat16")
             c.fill_(float("nan"))
             return (lambda: kern(ba, bb, bsa, bsb, c)), c
-        _B.case(rows, "fp8 gemm 1x128/128x128 block scales -> bf16 128x128x128/3/256", f"{s}^3", build_bs,
+        _B.case(rows, "fp8 gemm 1x128/128x128 block scales -> bf16 128x128x(2x128)/3/256", f"{s}^3", build_bs,
                 lambda ref_fn=ref_fn, ba=ba, bb=bb, bsa=bsa, bsb=bsb: (
                     ref_fn, G.ref_fp8_matmul_blockscaled(ba, bb, bsa, bsb)),
                 1e-2, flops=2 * s ** 3, ref_name="torch._scaled_mm per-tensor", peak_scale=2.0)

@@ -160,9 +160,14 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
             loop_ed = T.ceildiv(seq_len, block_N)
             for k in T.Pipelined(loop_st, loop_ed, num_stages=num_stages):
                 T.copy(Q[bz, k * block_N:(k + 1) * block_N, by, :], q)
-                T.clear(qkT)
-                T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(dO[bz, k * block_N:(k + 1) * block_N, by, :], do)
                 T.copy(LSE[bz, by, k * block_N:(k + 1) * block_N], lse_shared)
+                T.copy(Delta[bz, by, k * block_N:(k + 1) * block_N], delta_shared)
+                # S^T and dP^T side by side: independent, so on sm_90a both wgmma groups are issued before
+                # the first is waited for, and P^T is computed while dP^T runs (overlap_independent_gemms)
+                T.gemm(K_shared, q, qkT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow, clear_accum=True)
+                T.gemm(V_shared, do, dsT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow,  # dP^T = V dO^T
+                       clear_accum=True)
                 # P^T[i, j] = exp(S[j, i] - LSE[j]); masked (causal, or rows past the end) to 0
                 for i, j in T.Parallel(block_M, block_N):
                     qkT[i, j] = T.exp2(qkT[i, j] * scale - lse_shared[j] * LOG2E)
@@ -173,12 +178,8 @@ def flash_attention_bwd(batch: int, heads: int, seq_len: int, dim: int, is_causa
                     for i, j in T.Parallel(block_M, block_N):
                         qkT[i, j] = T.if_then_else((k * block_N + j < seq_len) & (bx * block_M + i < seq_len),
                                                    qkT[i, j], 0)
-                T.copy(dO[bz, k * block_N:(k + 1) * block_N, by, :], do)
-                T.clear(dsT)
-                T.gemm(V_shared, do, dsT, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)  # dP^T = V dO^T
                 T.copy(qkT, qkT_cast)
                 T.gemm(qkT_cast, do, dv, policy=T.GemmWarpPolicy.FullRow)                   # dV += P^T dO
-                T.copy(Delta[bz, by, k * block_N:(k + 1) * block_N], delta_shared)
                 for i, j in T.Parallel(block_M, block_N):                                     # dS^T
                     dsT_cast[i, j] = qkT[i, j] * (dsT[i, j] - delta_shared[j]) * sm_scale
                 T.gemm(dsT_cast, q, dk, policy=T.GemmWarpPolicy.FullRow)                    # dK += dS^T Q

@@ -127,14 +127,16 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
                    chunk: int | None = None):
     """O[b, h, :] from the splits' partial outputs and log2-sum-exps.  Each block (one warp by default)
     combines `block_D` columns of one head (grid: dim / block_D x heads x batch, so a batch-1 decode still
-    fills the GPU), reading `chunk` splits at a time (that many independent loads in flight; any number of
-    splits: registers hold the block's columns, not the splits).
+    fills the GPU), copying `chunk` splits' rows at a time into registers (16-byte loads) and then adding
+    them (any number of splits: registers hold the block's columns and one chunk, not all the splits).
     Measured on the H200, B1 H128 MLA at 64 splits (16.8 MB of fp32 partials): one 128-thread block per head
     streaming the splits one at a time 28-31 us; 512 columns on 64 threads in chunks of 8 / 16 / 32: 24 /
-    29 / 31 us; 256 or 128 columns on one warp, chunks of 16: 15.5 us (1.1 TB/s) -- the default."""
+    29 / 31 us; 256 or 128 columns on one warp, chunks of 16, loads inside the sum (scalar, 4-byte): 15.5
+    us in the decode, 8.1 us alone; the chunk copied first (float4 loads), chunks of 4: 6.2 us alone (2.7
+    TB/s; session 21, benchmarks/results/2026-12-03_h200_s21_gpu.md)."""
     block_D = block_D or (min(dim, 128) if dim % min(dim, 128) == 0 else dim)
     threads = threads or 32
-    chunk = chunk or _largest_divisor(num_split, 16)
+    chunk = chunk or _largest_divisor(num_split, 4)
     assert dim % block_D == 0 and num_split % chunk == 0, (dim, block_D, num_split, chunk)
 
     @T.prim_func
@@ -147,6 +149,7 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
             weight_shared = T.alloc_shared([num_split], accum_dtype)
             w_sum = T.alloc_fragment([1], accum_dtype)
             out = T.alloc_fragment([block_D], accum_dtype)
+            part = T.alloc_fragment([chunk, block_D], accum_dtype)
             T.copy(LSE_partial[bz, hid, :], lse)
             T.reduce_max(lse, lse_max, dim=0)
             for s in T.Parallel(num_split):
@@ -155,9 +158,10 @@ def decode_combine(batch: int, heads: int, num_split: int, dim: int, threads: in
             T.copy(weight, weight_shared)
             T.clear(out)
             for c in T.serial(num_split // chunk):
-                for j in T.Parallel(block_D):
-                    for s in T.unroll(chunk):
-                        out[j] += O_partial[bz, hid, c * chunk + s, dx * block_D + j] * weight_shared[c * chunk + s]
+                T.copy(O_partial[bz, hid, c * chunk:(c + 1) * chunk, dx * block_D:(dx + 1) * block_D], part)
+                for s in T.unroll(chunk):
+                    for j in T.Parallel(block_D):
+                        out[j] += part[s, j] * weight_shared[c * chunk + s]
             for j in T.Parallel(block_D):
                 out[j] = out[j] / w_sum[0]
             T.copy(out, O[bz, hid, dx * block_D:(dx + 1) * block_D])
