@@ -9,9 +9,10 @@ import torch
 
 import tilecraft.testing.fuzz_ref as fuzz_ref
 from tilecraft.testing.fuzz import main
-from tilecraft.testing.fuzz_build import build_cpu
+from tilecraft.target import Target
+from tilecraft.testing.fuzz_build import build_cpu, compile_batches, cpu_meta, lower_all
 from tilecraft.testing.fuzz_gen import NAMES, random_spec, render
-from tilecraft.testing.fuzz_run import load_module, mismatch, run_and_compare
+from tilecraft.testing.fuzz_run import Program, load_module, mismatch, run_and_compare
 from tilecraft.testing.fuzz_shrink import PLAIN_NAMES
 
 
@@ -69,3 +70,24 @@ def test_an_integer_meeting_a_float_computes_in_the_float():
               ["ite", ["gtc", "r", 0.5], ["leaf", "lj"], ["leaf", "r"]]):
         k, t, d = p.print(e)
         assert d == "float32" and "int32" not in k and "torch.int32" not in t, (k, t)
+
+
+def test_cpu_programs_compile_in_one_library_per_batch(tmp_path):
+    """The CPU tier compiles its programs a batch per g++ run; a batch that fails falls back to one
+    compile a program, which passes too and hid that every batch failed once the programs exported
+    `tc_error_text` (the export is renamed per program, like the entry, and the meta names both)."""
+    import ctypes
+    progs = [Program(1001, i, str(tmp_path)) for i in range(8)]
+    funcs = [(p.name, p.func) for p in progs if p.func is not None]
+    _, lowered = lower_all(funcs, Target.resolve("cpu"), {})
+    built = compile_batches("cpu", lowered, "fuzz", {})
+    alone = {n: str(b)[:300] if not ok else "compiled alone" for n, (ok, b, pos) in built.items() if not ok or pos is None}
+    assert built and not alone, alone
+    lib_path = tmp_path / "batch.so"
+    lib_path.write_bytes(next(iter(built.values()))[1])
+    lib = ctypes.CDLL(str(lib_path))
+    exports = [n for n in lowered if "tc_error_text(" in lowered[n][0]]
+    assert exports, "no program of the batch exports tc_error_text: pick programs that do"
+    for n in exports:
+        meta = cpu_meta(built[n][2])
+        assert hasattr(lib, meta["entry"]) and hasattr(lib, meta["error_text"]), (n, meta)

@@ -24,6 +24,7 @@ class _CpuLauncher:
         self.lib = ctypes.CDLL(artifact.binary_path)
         configure(self.lib)
         self.fn = getattr(self.lib, artifact.meta["entry"])
+        self.error_text = artifact.meta.get("error_text", "tc_error_text")  # renamed in a batch (testing/fuzz_build.py)
         self.fn.restype = ctypes.c_int
         # No argtypes: the two ctypes arrays are passed as pointers to their storage (what the
         # entry's `void**, int64_t*` parameters take) without per-call argument conversion.  Both
@@ -48,7 +49,7 @@ class _CpuLauncher:
     def failed(self, rc, kernel_name):
         """A kernel that explains its failure exports `tc_error_text(rc)` (a wait on an mbarrier
         that the CPU's program order cannot satisfy names the user's line, codegen/cpp_manual_sync.py)."""
-        text = getattr(self.lib, "tc_error_text", None)
+        text = getattr(self.lib, self.error_text, None)
         if text is not None:
             text.restype = ctypes.c_char_p
             msg = text(ctypes.c_int(rc))

@@ -2,7 +2,8 @@
 compiles many programs at once, because each compile pays mostly for parsing the headers.
 
 Each program's generated source goes into its own C++ namespace inside one translation unit;
-the CPU entry points are renamed apart (`tc_entry_<n>`), CUDA kernels already have unique names
+the CPU entry points are renamed apart (`tc_entry_<n>`, and a program's `tc_error_text` export
+`tc_error_text_<n>`: the artifact's meta names both), CUDA kernels already have unique names
 (each program's function name is unique).  When a batch fails, its programs are compiled one by
 one so the failure lands on the right program.  The lowering itself (passes + printer) is the
 one `compiler.build` runs; only the compile step is shared.
@@ -98,8 +99,9 @@ def _batch_source(sources: list, cpu: bool) -> str:
         inc, defs, body = _split(src)
         includes += [i for i in inc if i not in includes]
         defines.append(defs)
-        if cpu:
+        if cpu:   # extern "C" names must differ between the programs of one library
             body = re.sub(r"\btc_entry\(", f"tc_entry_{n}(", body)
+            body = re.sub(r"\btc_error_text\(", f"tc_error_text_{n}(", body)
         bodies.append(f"namespace tcfz_{n} {{\n{body}\n}}  // namespace tcfz_{n}")
     head = [f"#define {d}" for d in _wgmma_defines(defines)] + includes
     return "\n".join(head) + "\n\n" + "\n\n".join(bodies) + "\n"
@@ -199,6 +201,13 @@ def compile_batches(kind: str, lowered: dict, where: str, configs: dict) -> dict
     return out
 
 
+def cpu_meta(pos) -> dict:
+    """The artifact meta of a CPU program compiled alone (`pos` None) or at `pos` in a batch."""
+    if pos is None:
+        return {"entry": "tc_entry", "binary_name": "kernel.so"}
+    return {"entry": f"tc_entry_{pos}", "error_text": f"tc_error_text_{pos}", "binary_name": "kernel.so"}
+
+
 def build_cpu(funcs: list, workdir: str) -> dict:
     """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)]."""
     from ..runtime.kernel import JITKernel
@@ -215,8 +224,7 @@ def build_cpu(funcs: list, workdir: str) -> dict:
             path = libs[id(binary)] = os.path.join(workdir, f"fuzz_{os.getpid()}_{next(_SERIAL)}.so")
             with open(path, "wb") as f:
                 f.write(binary)
-        entry = "tc_entry" if pos is None else f"tc_entry_{pos}"
-        art = Artifact(target, lowered[name][0], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
+        art = Artifact(target, lowered[name][0], cpu_meta(pos), binary_path=path)
         outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
     return outcomes
 

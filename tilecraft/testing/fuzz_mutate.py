@@ -607,8 +607,8 @@ def _run_cpu(p, lowered, binary, pos, wd, compare, expected_of, inputs_of, run_o
     path = os.path.join(wd, f"lib_{os.getpid()}_{_LIBS[0]}_{p.index}.so")   # a fresh file per library
     with open(path, "wb") as f:
         f.write(binary)
-    entry = "tc_entry" if pos is None else f"tc_entry_{pos}"
-    art = Artifact(Target.resolve("cpu"), lowered[0], {"entry": entry, "binary_name": "kernel.so"}, binary_path=path)
+    from .fuzz_build import cpu_meta
+    art = Artifact(Target.resolve("cpu"), lowered[0], cpu_meta(pos), binary_path=path)
     kernel = JITKernel(p.mod.FZ_FUNC, art)
     args, why = run_once(kernel, p.mod, p.data_seed)
     if why:
