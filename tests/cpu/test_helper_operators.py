@@ -307,3 +307,55 @@ def test_python_only_operators_written_in_the_kernel_body_name_the_kernels_line(
                 for i in T.Parallel(N):
                     Y[i] = X[i] * int(X[i])
     assert info.value.span.file == __file__ and "int(X[i])" in info.value.span.source_line
+
+
+@tilelang.jit(out_idx=[-1])
+def buffers_indexed_in_a_helper():
+    """TileLang's buffers index in a plain Python helper too: an element (a load, with a kernel-value or
+    a T.alloc_var index) and a slice (a region, here the source of a T.copy)."""
+    def pick(buf, row, col):
+        return buf[row, col]
+
+    def bias(buf, j):
+        return buf[T.min(j + 1, N - 1)] - buf[j]
+
+    def first_rows(buf):
+        return buf[0:2, :]
+
+    @T.prim_func
+    def main(X: T.Tensor((4, N), "float32"), B: T.Tensor((N,), "float32"), Y: T.Tensor((4, N), "float32")):
+        with T.Kernel(1, threads=N) as bx:
+            S = T.alloc_shared((2, N), "float32")
+            r = T.alloc_var("int32")
+            r = 3
+            T.copy(first_rows(X), S)
+            for i in T.Parallel(N):
+                Y[0, i] = pick(X, r, i) + bias(B, i)
+                Y[1, i] = pick(S, 1, N - 1 - i)
+                Y[2, i] = S[0, i] * 2.0
+                Y[3, i] = pick(X, 2, i)
+    return main
+
+
+def test_buffers_index_in_a_helper(build, device):
+    x = torch.randn(4, N, device=device)
+    b = torch.randn(N, device=device)
+    y = build(buffers_indexed_in_a_helper)(x, b)
+    shifted = torch.cat([b[1:], b[-1:]])
+    torch.testing.assert_close(y[0], x[3] + (shifted - b))
+    torch.testing.assert_close(y[1], x[1].flip(0))
+    torch.testing.assert_close(y[2], x[0] * 2)
+    torch.testing.assert_close(y[3], x[2])
+
+
+def test_a_helper_indexing_a_buffer_wrongly_is_an_error_at_its_line():
+    def bad(buf, i):
+        return buf[i, 0, 1]   # X has two dimensions
+
+    with pytest.raises(TilecraftError, match=r"X has 2 dimension\(s\) but is indexed with 3") as e:
+        @T.prim_func
+        def main(X: T.Tensor((4, N), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=N) as bx:
+                for i in T.Parallel(N):
+                    Y[i] = bad(X, i)
+    assert "return buf[i, 0, 1]" in str(e.value), str(e.value)   # the helper's line

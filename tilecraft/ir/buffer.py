@@ -82,6 +82,51 @@ class Buffer(Node):
         """The element of a `T.alloc_var` scalar, as an expression."""
         return Load(self, (const(0),))
 
+    def __getitem__(self, key):
+        """`buf[i, j]` / `buf[i, a:b]` in a plain Python helper called from a kernel body (TileLang's
+        buffers index so there too): one element as a Load, or a Region when an index is a slice (its
+        extent a compile-time constant).  The kernel body's own subscripts are parsed
+        (language/parse_expr.py) and give the same nodes."""
+        from ..errors import TilecraftError as _Error
+        from .analysis import static_difference
+        from .pyops import _span, user_frame
+        span = _span(user_frame(2))   # the helper's line
+
+        def TilecraftError(msg, hint=None):  # noqa: N802 - the error at the helper's line
+            return _Error(msg, span, hint=hint)
+        items = key if isinstance(key, tuple) else (key,)
+        if len(items) > self.ndim:
+            raise TilecraftError(f"{self.name} has {self.ndim} dimension(s) but is indexed with {len(items)}")
+        starts, extents, region = [], [], False
+        for d, it in enumerate(items):
+            if isinstance(it, slice):
+                region = True
+                if it.step not in (None, 1):
+                    raise TilecraftError(f"slices of {self.name} must have step 1")
+                lo = 0 if it.start is None else it.start
+                hi = self.shape[d] if it.stop is None else it.stop
+                lo, hi = (x.value() if isinstance(x, Buffer) and x.scope == "var" else x for x in (lo, hi))
+                ext = static_difference(hi, lo, exact_division=True)
+                if ext is None or ext <= 0:
+                    raise TilecraftError(f"the slice {lo}:{hi} of {self.name} (dimension {d}) must have a positive "
+                                         f"compile-time extent", "write it as start:start + EXTENT")
+                starts.append(as_expr(lo))
+                extents.append(ext)
+                continue
+            if isinstance(it, Buffer) and it.scope == "var":
+                it = it.value()
+            if isinstance(it, bool) or not (isinstance(it, int) or isinstance(it, Expr) and it.dtype.is_int):
+                raise TilecraftError(f"index {it!r} of {self.name} must be an integer")
+            starts.append(as_expr(it))
+            extents.append(1)
+        for d in range(len(items), self.ndim):
+            region = True
+            starts.append(const(0))
+            extents.append(self.shape[d])
+        if region:
+            return Region(self, tuple(starts), tuple(extents), span=span)
+        return Load(self, tuple(starts), span=span)
+
     def __repr__(self) -> str:
         shape = ", ".join(str(s.name) if isinstance(s, Var) else str(s) for s in self.shape)
         return f"{self.name}: {self.scope} {self.dtype}[{shape}]"
