@@ -359,3 +359,22 @@ def test_a_helper_indexing_a_buffer_wrongly_is_an_error_at_its_line():
                 for i in T.Parallel(N):
                     Y[i] = bad(X, i)
     assert "return buf[i, 0, 1]" in str(e.value), str(e.value)   # the helper's line
+
+
+@tilelang.jit(out_idx=[-1])
+def comprehension_of_reads():
+    """A comprehension over a compile-time range that reads buffers builds one kernel expression per item
+    (as TileLang's parser does); a range over a kernel value stays an error (tests/language/test_validation.py)."""
+    @T.prim_func
+    def main(X: T.Tensor((4, N), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as bx:
+            for i in T.Parallel(N):
+                rows = [X[r, i] * (r + 1) for r in range(4)]
+                Y[i] = sum(rows) + max(2.0, 1.0)
+    return main
+
+
+def test_a_comprehension_of_buffer_reads(build, device):
+    x = torch.randn(4, N, device=device)
+    want = x[0] + 2 * x[1] + 3 * x[2] + 4 * x[3] + 2.0
+    torch.testing.assert_close(build(comprehension_of_reads)(x), want)

@@ -24,6 +24,7 @@ _PYOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator
 _PYTHON_ONLY = {ast.ListComp: "a list comprehension", ast.SetComp: "a set comprehension",
                 ast.DictComp: "a dict comprehension", ast.GeneratorExp: "a generator expression",
                 ast.Lambda: "a lambda"}
+_EVAL_FRAMES = ("<module>", "<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>", "<lambda>")
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
 
@@ -52,7 +53,11 @@ class ExprMixin:
             env.update(scope)
         try:
             return eval(compile(ast.Expression(node), self.file, "eval"), env)
-        except TilecraftError:
+        except TilecraftError as e:
+            if e.span is not None and e.span.file == self.file and e.span.func in _EVAL_FRAMES:
+                # raised in the evaluated expression's own frames, whose line numbers are the kernel
+                # source's, not the file's: report it at the expression
+                raise type(e)(e.message, self.span(node), hint=e.hint) from None
             raise
         except Exception as e:  # noqa: BLE001 - reported at the user's line
             kind = _PYTHON_ONLY.get(type(node))
