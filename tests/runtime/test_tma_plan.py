@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tilecraft.ir.layout.tma import box_offset, plain_tile_boxes, sm90_tile_boxes
+from tilecraft.ir.layout.tma import box_offset, plain_tile_boxes, row_split, sm90_tile_boxes
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
 from gemm_sm90_src import swizzle_offset_sm90  # noqa: E402
@@ -67,29 +67,38 @@ def test_plain_tiles_without_a_plan_are_refused():
     with pytest.raises(ValueError, match="no TMA box plan"):
         plain_tile_boxes((6,), 2)        # 12-byte rows
     with pytest.raises(ValueError, match="no TMA box plan"):
-        plain_tile_boxes((2, 512), 4)    # rows of 512 elements: over one box dim
+        plain_tile_boxes((2, 257 * 4), 4)    # 1028 elements: no piece of <= 256 in <= 256 pieces of 16-byte multiples
+    assert row_split(257 * 4, 4) == 0
 
 
-def test_tensor_map_encoding_passes_the_bindings_type_checks(monkeypatch):
-    """cuTensorMapEncodeTiled through cuda-bindings takes cuuint32_t / cuuint64_t wrappers, not
-    Python ints: with ints every TMA kernel failed on its first launch (TypeError inside the
-    bindings).  Without a driver the call must get past argument conversion to the driver itself."""
-    driver = pytest.importorskip("cuda.bindings.driver")
-    from tilecraft.runtime import tma
+@pytest.mark.parametrize("cols, eb, split", [(512, 1, 256), (512, 4, 256), (576, 2, 192), (65536, 1, 256), (300, 4, 100), (258, 2, 0)])
+def test_a_long_plain_row_splits_into_box_pieces(cols, eb, split):
+    """A plain row over 256 elements (an fp8 KV row of 512): the tensor map views the last dim as
+    [cols / s][s] (runtime: tensor.unflatten(-1, ...)), s the largest piece that keeps both box dims <= 256
+    and the piece a multiple of 16 bytes."""
+    assert row_split(cols, eb) == split
+    if split:
+        assert cols % split == 0 and split <= 256 and cols // split <= 256 and (split * eb) % 16 == 0
+        assert not any(cols % s == 0 and (s * eb) % 16 == 0 and cols // s <= 256 for s in range(split + 1, 257))
+        assert plain_tile_boxes((3, cols), eb)[1] == [(0, 0, 0, 3, cols)]
 
-    calls = []
-    real = driver.cuTensorMapEncodeTiled
 
-    def spy(*args):
-        calls.append(args)
-        try:
-            return real(*args)
-        except TypeError:
-            raise
-        except Exception:  # no driver library here: the arguments were converted, that is the point
-            return (driver.CUresult.CUDA_SUCCESS, type("Map", (), {"opaque": [0] * 16})())
-
-    monkeypatch.setattr(driver, "cuTensorMapEncodeTiled", spy)
-    monkeypatch.setattr(tma, "_init_driver", lambda: driver)
-    raw = tma.tma_desc_2d_raw(0x10000, "float16", (64, 256), 512, (64, 64), 128)
-    assert len(raw) == tma.DESC_BYTES and len(calls) == 1
+def test_the_kv_tile_of_fp8_mla_decode_loads_by_tma_with_a_split_row():
+    """MLA decode with fp8 KV: its [64][512] fp8 KV tile is one TMA box of the [batch][seq][2][256] view,
+    the loop then warp-specialized (session 20: cp.async, no producer warpgroup); the box checked against
+    cuTensorMapEncodeTiled's rules as the launcher builds it."""
+    import tilecraft as tilelang
+    from tilecraft.kernels import decode as D
+    from tilecraft.runtime.tma import check_tma
+    f = D.mla_decode_split
+    k = tilelang.compile(f.fn(64, 16, 8192, num_split=4, kv_dtype="float8_e4m3fn"), out_idx=[-2, -1],
+                         target={"kind": "cuda", "arch": "sm_90a"}, pass_configs=f.compile_kwargs["pass_configs"])
+    assert "warp-specialized" in k.get_plan() and "not loaded by TMA" not in k.get_plan(), k.get_plan()
+    kv = next(d for d in k.artifact.meta["tma"] if d["param"] == 2)   # KV, the third parameter
+    assert kv == {"param": 2, "box": [1, 64, 2, 256], "swizzle": 0, "split": 256}, kv
+    assert "tc::tma_load_tile((&KV_fp8[(k_load % 2) * 32768]), 0, tc_tma_0, (&tma_full[(k_load % 2)]), 0, 0, " \
+        in k.get_kernel_source()
+    # the launcher's view of a [64, 8192, 512] fp8 tensor: [64, 8192, 2, 256], strides 4 MiB / 512 / 256 bytes
+    check_tma(0, "float8_e4m3fn", (64, 8192, 2, 256), (8192 * 512, 512, 256), tuple(kv["box"]), 0)
+    with pytest.raises(ValueError, match="box dims must be in"):
+        check_tma(0, "float8_e4m3fn", (64, 8192, 512), (8192 * 512, 512), (1, 64, 512), 0)

@@ -74,10 +74,13 @@ class WgmmaAsync:
 @dataclass(frozen=True)
 class TmaLoad:
     """How one producer copy is loaded: the swizzle mode, the boxes
-    (shared offset, row, column, box rows, box columns) and the tensor dim the tile's rows run along."""
+    (shared offset, row, column, box rows, box columns), the tensor dim the tile's rows run along and
+    `split`: a row longer than one box dim is mapped as [cols / split][split] (ir/layout/tma.py::row_split;
+    0: not split)."""
     swizzle: int
     boxes: tuple
     row_dim: int
+    split: int = 0
 
 
 @dataclass(frozen=True)

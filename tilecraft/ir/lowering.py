@@ -72,9 +72,13 @@ class TmaDescriptor:
     box: tuple
     swizzle: int
     tensor: str = ""
+    split: int = 0   # the tensor's last dim viewed as [n / split][split] (a plain row over 256 elements)
 
     def to_meta(self) -> dict:
-        return {"param": self.param, "box": list(self.box), "swizzle": self.swizzle}
+        meta = {"param": self.param, "box": list(self.box), "swizzle": self.swizzle}
+        if self.split:
+            meta["split"] = self.split
+        return meta
 
 
 @dataclass(frozen=True)

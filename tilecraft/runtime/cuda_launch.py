@@ -218,7 +218,9 @@ class CudaLauncher:
             if desc is None:
                 from .tma import tma_desc
                 try:
-                    desc = tma_desc(t, tuple(spec["box"]), spec["swizzle"])
+                    split = spec.get("split", 0)   # the last dim mapped as [n / split][split] (a long plain row)
+                    desc = tma_desc(t.unflatten(-1, (t.shape[-1] // split, split)) if split else t,
+                                    tuple(spec["box"]), spec["swizzle"])
                 except ValueError as e:
                     raise CudaError(f"kernel '{self.name}': parameter {self._param_names[spec['param']]} cannot be "
                                     f"loaded by TMA: {e} (compile without pass_configs tc.use_tma)") from None

@@ -31,7 +31,7 @@ class _Pipeline(Mutator):
         self.layouts = layouts
         self.smem_layouts = smem_layouts  # shared buffer -> swizzle kind; staged tiles are added
         self.ctx = None
-        self.tma_descs: list = []  # (global buffer, box, swizzle) per kernel parameter
+        self.tma_descs: list = []  # (global buffer, box, swizzle, split) per kernel parameter
         self.allocs: dict = {}  # old shared buffer -> staged buffer
         self.finals: list = []  # per pipelined loop: (its old tile -> staged tile, the stage its last iteration used)
 
@@ -128,6 +128,6 @@ def pipeline_copies(func: PrimFunc, ctx) -> PrimFunc:
         return func.with_body(body)
     body = _ReplaceAllocs(p.allocs).visit(body)
     index = {id(b): i for i, b in enumerate(func.params)}
-    descs = tuple(TmaDescriptor(index[id(b)], tuple(box), sw, b.name) for b, box, sw in p.tma_descs)
+    descs = tuple(TmaDescriptor(index[id(b)], tuple(box), sw, b.name, split) for b, box, sw, split in p.tma_descs)
     smem_layouts = {b: k for b, k in p.smem_layouts.items() if b not in p.allocs}  # the staged tiles replace theirs
     return func.with_body(body).with_lowering(smem_layouts=smem_layouts, tma_descs=st.tma_descs + descs)

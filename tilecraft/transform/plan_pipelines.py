@@ -34,7 +34,7 @@ from ..ir.func import PrimFunc
 from ..ir.hopper import WARP_GROUP
 from ..ir.loop_plan import CpAsync, CpSync, Persistent, TileWalk, Tma, TmaLoad, WarpSpecialized, WgmmaAsync
 from ..ir.lowering import SWIZZLE_SM90, Mma80Plan, WgmmaPlan
-from ..ir.layout.tma import tile_boxes, tma_copy_problem, tma_tensor_ok
+from ..ir.layout.tma import row_split, tile_boxes, tma_copy_problem, tma_tensor_ok
 from ..ir.oob import out_of_bounds
 from ..options import TriState
 from .pipelining.overlap import overlap_parts, ring_split
@@ -194,7 +194,10 @@ class _Planner(Mutator):
             swizzle, boxes = tile_boxes(tuple(d.shape), d.dtype.bytes, swizzled)
         except ValueError:
             return None
-        return TmaLoad(swizzle, tuple(boxes), row_dim)
+        split = 0 if swizzled else row_split(d.shape[-1], d.dtype.bytes)
+        if split and not (b.ndim <= 4 and b.shape[-1] == d.shape[-1] and isinstance(src.starts[-1], Const) and src.starts[-1].value == 0):
+            return None   # a split row must be the tensor's whole row (tma_tensor_problem says so)
+        return TmaLoad(swizzle, tuple(boxes), row_dim, split)
 
     def _tma_refusal(self, prods, async_form: bool) -> tuple:
         """Why a loop asked to use TMA does not (for the plan notes)."""

@@ -79,6 +79,13 @@ def tma_tensor_problem(tensor, tile, swizzled: bool = True) -> str | None:
         tile_boxes(tuple(tile.shape), tile.dtype.bytes, swizzled)
     except ValueError as e:
         return f"the tile {tile.name} {tuple(tile.shape)}: {e}"
+    if not swizzled and tile.shape[-1] > 256:   # a split row (row_split): one more tensor-map dim
+        if tensor.shape[-1] != tile.shape[-1]:
+            return (f"the tile {tile.name}'s rows ({tile.shape[-1]} elements, over one 256-element box dim) are "
+                    f"split by the tensor map, which needs them to be {tensor.name}'s whole rows "
+                    f"({tensor.shape[-1]} elements)")
+        if tensor.ndim > 4:
+            return f"{tensor.name} has {tensor.ndim} dims and a split row needs one more (TMA maps up to 5)"
     return None
 
 
@@ -124,14 +131,25 @@ def sm90_tile_boxes(rows: int, cols: int, elem_bytes: int) -> tuple[int, list]:
                  for p in range(cols // w) for r0 in range(0, rows, 256)]
 
 
+def row_split(cols: int, elem_bytes: int) -> int:
+    """For a plain row longer than one box dim (256 elements): the piece length s (the largest divisor of
+    `cols` of at most 256 elements and a multiple of 16 bytes, with at most 256 pieces) by which the tensor
+    map views its last dim as [cols / s][s], so that one box of [rows][cols / s][s] is the row-major
+    [rows][cols] tile; 0 when the row fits one box dim or no such s exists."""
+    if cols <= 256:
+        return 0
+    return next((s for s in range(256, 0, -1) if cols % s == 0 and (s * elem_bytes) % 16 == 0 and cols // s <= 256), 0)
+
+
 def plain_tile_boxes(shape, elem_bytes: int) -> tuple[int, list]:
     """How TMA fills a plain row-major shared tile of 1 or 2 dims (a 1-D tile is one row) without a
     swizzle: (0, [(smem element offset, row0, col0, box_rows, box_cols), ...]), boxes of up to 256
-    whole rows.  A row must be 16 to 4096 bytes, a multiple of 16, and at most 256 elements (one box dim)."""
+    whole rows.  A row must be a multiple of 16 bytes and at most 256 elements (one box dim), or split by
+    `row_split` (the tensor map then has one more dim; the copy must cover its tensor's whole rows)."""
     rows, cols = (1, shape[0]) if len(shape) == 1 else tuple(shape)
     rb = cols * elem_bytes
-    if rb % 16 or cols > 256 or (rows > 256 and rows % 256):
+    if rb % 16 or (cols > 256 and not row_split(cols, elem_bytes)) or (rows > 256 and rows % 256):
         raise ValueError(f"TMA: a plain [{rows}][{cols}] tile of {elem_bytes}-byte elements has no TMA box plan "
-                         f"(rows of {rb} bytes: need a multiple of 16 bytes and at most 256 elements; "
-                         f"over 256 rows, a multiple of 256)")
+                         f"(rows of {rb} bytes: need a multiple of 16 bytes and at most 256 elements, or a "
+                         f"length that splits into at most 256 pieces of at most 256; over 256 rows, a multiple of 256)")
     return 0, [(r0 * cols, r0, 0, min(256, rows - r0), cols) for r0 in range(0, rows, 256)]

@@ -19,7 +19,7 @@ BUILDERS = Registry("pipelined loop builder")
 class BuildCtx:
     threads: int                  # the block's threads (the consumers' in a warp-specialized kernel)
     layouts: dict                 # fragment Buffer -> FragmentLayout (infer_layouts)
-    tma_descs: list = field(default_factory=list)   # (global buffer, box, swizzle) per tensor-map parameter
+    tma_descs: list = field(default_factory=list)   # (global buffer, box, swizzle, split) per tensor-map parameter
     walk_before: list = field(default_factory=list)  # a persistent walk's ring set-up, before the walk
     walk_after: list = field(default_factory=list)   # and its clean-up, after it
 

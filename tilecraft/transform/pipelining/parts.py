@@ -133,8 +133,10 @@ def tma_loads(ctx, lp: LoopParts, plan_loads) -> list:
         desc = BuiltinVar(f"tc_tma_{len(ctx.tma_descs)}")  # the kernel's pointer to its tensor map (codegen)
         box = [1] * c.src.buffer.ndim                        # the box, one size per tensor dim
         box[load.row_dim], box[-1] = load.boxes[0][3], load.boxes[0][4]
-        ctx.tma_descs.append((c.src.buffer, tuple(box), load.swizzle))  # as TmaDescriptor (pipeline_copies)
-        loads.append((c, load.boxes, desc, load.row_dim))
+        if load.split:   # the last dim mapped as [n / split][split]: the row is one box of [cols / split][split]
+            box[-1:] = [box[-1] // load.split, load.split]
+        ctx.tma_descs.append((c.src.buffer, tuple(box), load.swizzle, load.split))  # as TmaDescriptor (pipeline_copies)
+        loads.append((c, load.boxes, desc, load.row_dim, load.split))
     return loads
 
 
@@ -145,12 +147,14 @@ def tma_issue(lp: LoopParts, loads, bar, t, subst=None) -> Stmt:
     full = Ref(bar, (stage,))
     nbytes = sum(c.dst.buffer.nbytes for c, *_ in loads)
     calls = [call(I.TmaExpect(), full, const(nbytes))]
-    for c, boxes, desc, row_dim in loads:
+    for c, boxes, desc, row_dim, split in loads:
         starts = substitute(c.src, {lp.ko: t} if subst is None else subst).starts
         base = Ref(lp.staged[c.dst.buffer], (stage,) + (const(0),) * c.dst.buffer.ndim)
         for off, r0, c0, _, _ in boxes:
             at = list(starts)
             at[row_dim], at[-1] = binary("+", at[row_dim], r0), binary("+", at[-1], c0)
+            if split:   # a whole row from column 0 (plan_pipelines): piece 0, element 0 of the split dim
+                at[-1:] = [const(0), const(0)]
             calls.append(call(I.TmaLoadTile(), base, const(off), desc, full, *reversed(at)))  # innermost first
     return seq(*calls)
 
