@@ -42,7 +42,7 @@ _STACK_BASE = 64 * 1024   # bytes per fiber besides its register arrays (frames,
 _CPU_SPELLING = (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore, *I.RNG, I.DeviceAssert, I.Extern,
                  I.Print, I.PrintElem, I.IketEvent)
 _CUDA_SPELLING = (I.CpAsyncZfill, I.CpAsyncPipelinedZfill, I.CpAsyncCommit, I.CpAsyncWait, I.CpAsyncWaitAll,
-                  I.VecLoadZfill, I.VecStore, I.FenceProxyAsyncShared, I.MbarInit, I.MbarArrive)
+                  I.VecLoadZfill, I.VecStore, I.VecConvert, I.FenceProxyAsyncShared, I.MbarInit, I.MbarArrive)
 
 
 def _c_string(text: str) -> str:

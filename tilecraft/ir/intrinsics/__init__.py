@@ -30,7 +30,7 @@ from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
 from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierArrive, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
 from .random import RNG, RngInit, RngRand
 from .tma import BulkCommit, BulkCommitWait, BulkReduceAdd, BulkReduceAddN, BulkWaitRead, TmaExpect, TmaLoadTile
-from .vector import VecLoadZfill, VecStore
+from .vector import VecConvert, VecLoadZfill, VecStore
 from .wgmma import GemmRSSm90, GemmRSSm90Async, GemmSSSm90, WgmmaDrain, WgmmaHoldFence, WgmmaWait
 
 

@@ -40,3 +40,21 @@ class VecStore(Intrinsic):
 
     def check(self):
         _check_vec(self, self.dst)
+
+
+@dataclass(frozen=True)
+class VecConvert(Intrinsic):
+    """`vec` elements from shared or global memory to shared or global memory, converted: one aligned
+    vector load of `src` and one aligned vector store of `dst` (a tile copy that changes the type, e.g. an
+    fp8 tile widened to bf16 for a gemm: both ends start at a multiple of `vec` elements)."""
+    entry = "tc::vec_convert"
+    family = "vector"
+    operands = (Operand("dst", PTR, WRITE, ("global", "shared")), Operand("src", PTR, READ, ("global", "shared")))
+    dst: DType
+    src: DType
+    vec: int
+
+    def check(self):
+        _check_vec(self, self.dst)
+        _check_vec(self, self.src)
+        require(self.vec in (2, 4, 8, 16), self, "VEC is 2, 4, 8 or 16 (a power-of-two vector)")

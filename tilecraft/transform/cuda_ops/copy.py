@@ -48,6 +48,9 @@ def lower_copy(op: Copy, ctx: Ctx):
     vec = _strided_vector_width(s, d) if ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
     if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bits >= 32):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
+    vec = _converting_vector_width(s, d)
+    if vec > 1:
+        return _converting_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)
     squeeze = not s.squeezed_shape()
     return ctx.strided(shape, lambda ix: Store(
@@ -162,6 +165,41 @@ def _strided_vector_width(s: Region, d: Region) -> int:
             return v
         v //= 2
     return 1
+
+
+def _converting_vector_width(s: Region, d: Region) -> int:
+    """Vectors of up to 16 bytes on each side for a shared-memory tile copy that changes the element type
+    (an fp8 KV tile widened to bf16 for a gemm): both last dims contiguous and equal in extent, every start
+    and row length a multiple of the vector (then a vector never crosses a 16-byte chunk of a swizzled
+    tile), 2-byte-or-wider elements on one side; 1 when it does not apply."""
+    from ...ir.analysis import divisible
+    if "shared" not in (s.buffer.scope, d.buffer.scope) or not {s.buffer.scope, d.buffer.scope} <= {"shared", "global"} \
+            or s.buffer.dtype is d.buffer.dtype or s.buffer.dtype.packed or d.buffer.dtype.packed:
+        return 1
+    for r in (s, d):
+        nu = [k for k, n in enumerate(r.extents) if n != 1]
+        if not nu or nu[-1] != r.buffer.ndim - 1 or not isinstance(r.buffer.shape[-1], int):
+            return 1
+    if s.extents[-1] != d.extents[-1] or s.squeezed_shape() != d.squeezed_shape():
+        return 1
+    v = 16 // max(s.buffer.dtype.bytes, d.buffer.dtype.bytes)
+    while v > 1:
+        if all(r.extents[-1] % v == 0 and r.buffer.shape[-1] % v == 0 and divisible(r.starts[-1], v) for r in (s, d)):
+            return v
+        v //= 2
+    return 1
+
+
+def _converting_vector_copy(op: Copy, vec: int, ctx: Ctx):
+    s, d = op.src, op.dst
+    shape = list(s.squeezed_shape())
+    shape[-1] //= vec
+
+    def body(ix):
+        ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
+        return I.evaluate(I.VecConvert(d.buffer.dtype, s.buffer.dtype, vec), Ref(d.buffer, region_indices(d, ix)),
+                          Ref(s.buffer, region_indices(s, ix)), span=op.span)
+    return ctx.strided(tuple(shape), body, op.span)
 
 
 def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):

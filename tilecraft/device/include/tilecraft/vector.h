@@ -64,6 +64,18 @@ TC_DEVICE void vec_store(D* p, const S* s) {
   *reinterpret_cast<Pack<D, V>*>(p) = t;
 }
 
+// p[0..V) = convert(s[0..V)): one aligned vector load and one aligned vector store (memory to memory; both
+// start at a multiple of V elements).
+template <class D, class S, int V>
+TC_DEVICE void vec_convert(D* p, const S* s) {
+  static_assert(sizeof(D) * V <= 16 && sizeof(S) * V <= 16, "at most 16 bytes per vector access");
+  const Pack<S, V> in = *reinterpret_cast<const Pack<S, V>*>(s);
+  Pack<D, V> t;
+#pragma unroll
+  for (int i = 0; i < V; ++i) t.v[i] = cast<D>(in.v[i]);
+  *reinterpret_cast<Pack<D, V>*>(p) = t;
+}
+
 // 16/8/4-byte asynchronous global->shared copy; !pred zero-fills the destination (ragged edges).
 template <int N>
 TC_DEVICE void cp_async_zfill(void* smem, const void* gmem, bool pred) {
