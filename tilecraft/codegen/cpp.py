@@ -9,12 +9,13 @@ elements live in per-OpenMP-thread storage allocated once, not on the stack.
 from __future__ import annotations
 
 from ..errors import TilecraftError
-from ..ir import Alloc, Kernel, collect
+from ..ir import Alloc, Buffer, Kernel, collect
 from ..ir import expr as E
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.printer import to_text
 from .c_printer import CPrinter, paste_imports, storage_len, view_line, viewed_bases
+from .cpp_vector import row_reductions, vector_loop
 
 ENTRY = "tc_entry"
 _STACK_LIMIT = 256  # elements; larger on-chip buffers are hoisted to heap storage
@@ -32,6 +33,7 @@ class CppPrinter(CPrinter):
         self.func = func
         self.kernel: Kernel | None = None
         self.hoisted: set = set()
+        self.viewed = _renamed_buffers(func)
 
     def intrinsic(self, e):
         raise TilecraftError(f"{e.op} is not available on the CPU target", e.span)
@@ -82,13 +84,27 @@ class CppPrinter(CPrinter):
         return f"tc::floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
 
     def loop_pragma(self, s):
+        ok = s.kind == "parallel" and _innermost(s) and self.loop_pragma_allows(s)
+        return "#pragma omp simd" if ok else None
+
+    def loop_pragma_allows(self, s) -> bool:
+        """Whether the iterations of loop `s` may run as vector lanes, as far as its effects go."""
         # not around random draws: their order is the generator's state
         # nor around assertions: a false one throws out of the loop (tilecraft_cpu.h)
         # nor around trace events: each is a timestamped record, in program order (tilecraft_cpu_iket.h)
         # nor around stores of int4 elements: neighbouring iterations write the same byte
-        ok = (s.kind == "parallel" and _innermost(s) and not _uses_rng(s) and not _may_throw(s)
-              and not uses_iket(s) and not stores_packed(s))
-        return "#pragma omp simd" if ok else None
+        return not _uses_rng(s) and not _may_throw(s) and not uses_iket(s) and not stores_packed(s)
+
+    # an innermost loop of one contiguous store of float32 / 16-bit float arithmetic printed as
+    # 16-lane vector code, bit for bit the scalar loop's stores (cpp_vector.py); the thread-level
+    # printer (cpp_threads.py) addresses shared memory through swizzles, and keeps its loops
+    vector_loops = True
+
+    def visit_For(self, s):
+        if self.vector_loops and _innermost(s) and (vector_loop(self, s, self.viewed)
+                                                    or row_reductions(self, s, self.viewed)):
+            return
+        super().visit_For(s)
 
     def visit_Alloc(self, s):
         b = s.buffer
@@ -197,6 +213,13 @@ def open_entry(p: CppPrinter, func: PrimFunc) -> None:
     for i, s in enumerate(func.symbols):
         d.line(f"const {p.type_name(s.dtype)} {p.name(s)} = ({p.type_name(s.dtype)})tc_dims[{i}];")
         d.line(f"(void){p.name(s)};")
+
+
+def _renamed_buffers(func: PrimFunc) -> frozenset:
+    """The buffers a T.view renames or that rename another: their bytes have two names."""
+    from ..ir import View
+    views = collect(func.body, lambda n: isinstance(n, View))
+    return frozenset(b for v in views for b in (v.buffer, v.base) if isinstance(b, Buffer))
 
 
 def _heap_tiles(k: Kernel) -> list:

@@ -97,6 +97,8 @@ class CppThreadsPrinter(CppPrinter):
     def loop_pragma(self, s):
         return None
 
+    vector_loops = False   # shared memory is addressed through swizzles (offset above): not contiguous
+
     def visit_IntrinsicCall(self, e):
         cls = type(e.intrinsic)
         fn = I.EMITTERS.get((cls, TARGET))

@@ -481,7 +481,9 @@ struct ReduceMin {
   static float in(float x) { return x; }
   static float f(float a, float b) { return min(a, b); }
 };
-template <class R, class T>
+// (FAST: float32 sums, maxima and minima take the forms in tilecraft_cpu_vec.h, the same values;
+// false names this loop itself)
+template <class R, class T, bool FAST = true>
 static inline float reduce_row(const T* __restrict__ p, int64_t n, int64_t s, float init) {
   float lane[8];
   for (int l = 0; l < 8; ++l) lane[l] = R::id();
@@ -622,3 +624,4 @@ struct Storage {
 }  // namespace tc
 
 #include "tilecraft_cpu_gemm.h"
+#include "tilecraft_cpu_vec.h"
