@@ -268,14 +268,25 @@ def _row_sums(M, N, clear):
     return main
 
 
+def _add(a, b):
+    """a + b in float32, and where NaNs meet the one tilecraft_cpu_vec.h documents: a's if a is NaN,
+    else b's (quieted)"""
+    if torch.isnan(a):
+        return a
+    if torch.isnan(b):
+        return (_bits(b.reshape(1)) | 0x400000).view(torch.float32)[0]
+    return a + b
+
+
 def _lane_sum(row, init):
-    """reduce_row's sum in float32: element i into lane i % 8, ((0 1)(2 3))((4 5)(6 7)), init + that"""
-    f32 = lambda v: torch.tensor(v, dtype=torch.float32)
-    lane = [f32(0.0)] * 8
+    """reduce_row's sum in float32: element i into lane i % 8, ((0 1)(2 3))((4 5)(6 7)), init + that;
+    a lane keeps its first NaN, and the lanes' NaNs are taken in the order 3, 2, 0, 1, 6, 7, 5, 4"""
+    lane = [torch.tensor(0.0)] * 8
     for i, v in enumerate(row):
-        lane[i % 8] = lane[i % 8] + v
-    lo, hi = (lane[0] + lane[1]) + (lane[2] + lane[3]), (lane[4] + lane[5]) + (lane[6] + lane[7])
-    return f32(init) + (lo + hi)
+        lane[i % 8] = _add(lane[i % 8], v)
+    lo = _add(_add(lane[3], lane[2]), _add(lane[0], lane[1]))
+    hi = _add(_add(lane[6], lane[7]), _add(lane[5], lane[4]))
+    return _add(_add(lo, hi), torch.tensor(init, dtype=torch.float32))
 
 
 @pytest.mark.parametrize("clear", [True, False])
@@ -293,6 +304,13 @@ def test_interleaved_row_sums_are_reduce_row(monkeypatch, clear, M, N):
     x[1, ::2] = -0.0   # -0 + +0: +0 (and the identity is +0)
     y = fast(x)
     assert torch.equal(_bits(y), _bits(slow(x)))
+    # NaNs of different signs and payloads (signaling ones too) in several lanes of a row
+    nans = torch.tensor([0x7fc00001, -0x3ffffe, 0x7f800123, -0x7ffffb, 0x7fe00000], dtype=torch.int32).view(torch.float32)
+    picks = torch.randint(0, N, (2, 5), generator=g)
+    x[2, picks[0]] = nans
+    x[min(3, M - 1), picks[1]] = nans.flip(0)
+    y = fast(x)
+    assert torch.isnan(y[2]) and torch.isnan(y[min(3, M - 1)])
     init = [0.0 if clear else float(torch.tensor(i * 0.25 - 1.0, dtype=torch.float32)) for i in range(M)]
     want = torch.stack([_lane_sum(x[i], init[i]) for i in range(M)])
     assert torch.equal(_bits(y), _bits(want))

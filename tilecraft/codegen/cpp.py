@@ -190,7 +190,9 @@ class CppPrinter(CPrinter):
     def open_block_loop(self) -> None:
         """The team's loop over the blocks, left open for a block's body."""
         d = self.doc
-        d.line("#pragma omp for schedule(dynamic, 1)")
+        # blocks taken a few at a time from a big grid (tc::omp_chunk): contiguous runs in order, so
+        # a block still only ever waits behind lower-numbered ones
+        d.line("#pragma omp for schedule(dynamic, tc::omp_chunk(tc_nblocks))")
         d.line("for (int64_t tc_b = 0; tc_b < tc_nblocks; ++tc_b) {")
         d.indent()
 

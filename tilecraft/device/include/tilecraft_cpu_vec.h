@@ -185,7 +185,8 @@ template <> inline float reduce_row<ReduceMin, float, true>(const float* __restr
 // ((0 1)(2 3))((4 5)(6 7)) and into `init` last: the same values, as addition commutes.  Where two
 // NaNs meet, which one a sum returns is not a value the C++ defines (x86 returns its first operand's,
 // and the compiler may swap the operands): here it is written out, as GCC 12's code for reduce_row
-// chose it in the softmax kernel: a lane's first NaN, lanes 3, 2, 0, 1, then 6, 7, 5, 4, then `init`.
+// chose it in the softmax kernel: a lane's first NaN, lanes 3, 2, 0, 1, then 6, 7, 5, 4, then `init`
+// (a row whose lanes hold a NaN is summed again one element at a time, each lane keeping its NaN).
 
 // a + b, or a when both are NaN (a is a sum here: a quiet NaN, as x86 returns it)
 static inline float sum_nan_first(float a, float b) { return a != a ? a : a + b; }
@@ -208,7 +209,13 @@ static inline void sum_rows(const float* __restrict__ p, int64_t pitch, int64_t 
   for (int k = 0; k < K; ++k) {
     float lane[8];
     std::memcpy(lane, &acc[k], sizeof lane);
-    for (int64_t j = i, l = 0; j < n; ++j, ++l) lane[l] = lane[l] + p[k * pitch + j];
+    bool nan = false;
+    for (int l = 0; l < 8; ++l) nan |= lane[l] != lane[l];
+    if (__builtin_expect(nan, 0)) {  // a NaN sticks: no lane met one otherwise, and the additions agree
+      for (int l = 0; l < 8; ++l) lane[l] = 0.0f;
+      for (int64_t j = 0; j < i; ++j) lane[j % 8] = sum_nan_first(lane[j % 8], p[k * pitch + j]);
+    }
+    for (int64_t j = i, l = 0; j < n; ++j, ++l) lane[l] = sum_nan_first(lane[l], p[k * pitch + j]);
     const float lo = sum_nan_first(sum_nan_first(lane[3], lane[2]), sum_nan_first(lane[0], lane[1]));
     const float hi = sum_nan_first(sum_nan_first(lane[6], lane[7]), sum_nan_first(lane[5], lane[4]));
     dst[k] = sum_nan_first(sum_nan_first(lo, hi), keep ? dst[k] : init);
