@@ -188,12 +188,15 @@ def g_grouped_gemm(rows):
                 cands.pop()
         ref_name, ref_fn = _B.fastest_torch(cands)
         c = torch.empty(total, N, dtype=torch.bfloat16, device=dev)
+        # issue 25's goal is stated against the torch loop: a row against it too when the fastest is another
+        refs = [(ref_name, ref_fn)] + ([cands[0]] if ref_name != cands[0][0] else [])
 
         # 64x128 on one warpgroup (the kernel's default), and 128-row tiles on two (as a GEMM's; more rows
         # wasted on each group's last tile, fewer B loads per row)
         tiles_cfgs = [dict(block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)]
         if not _B.on_cpu():
             tiles_cfgs.append(dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256))
+            tiles_cfgs.append(dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256))
         for cfg in tiles_cfgs:
             def build(a=a, b=b, offsets=offsets, c=c, total=total, N=N, K=K, groups=groups, cfg=cfg):
                 kern = GG.grouped_matmul(total, N, K, groups, trans_B=True, dtype="bfloat16", **cfg)
@@ -201,9 +204,10 @@ def g_grouped_gemm(rows):
                 c.fill_(float("nan"))
                 return (lambda: kern(a, b, offsets, tiles, c)), c
             tile = f"{cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}/{cfg['num_stages']}/{cfg['threads']}"
-            _B.case(rows, f"grouped gemm bf16 {groups} groups {tile}", f"N{N} K{K} M~{mean_m}/group", build,
-                    lambda ref_fn=ref_fn, a=a, b=b, offsets=offsets: (ref_fn, GG.ref_grouped_gemm(a, b, offsets, True)),
-                    1e-2, flops=2 * total * N * K, ref_name=ref_name)
+            for name, fn in (refs if cfg is tiles_cfgs[0] else refs[:1]):
+                _B.case(rows, f"grouped gemm bf16 {groups} groups {tile}", f"N{N} K{K} M~{mean_m}/group", build,
+                        lambda fn=fn, a=a, b=b, offsets=offsets: (fn, GG.ref_grouped_gemm(a, b, offsets, True)),
+                        1e-2, flops=2 * total * N * K, ref_name=name)
 
 
 _B = None   # the bench module (register)

@@ -93,28 +93,37 @@ def test_fp8_block_scaled_loads_its_scale_row_by_tma():
     assert "Scales_A's rows are 4008 bytes, not a multiple of 16" in rows_of_2_bytes, rows_of_2_bytes
 
 
-def test_block_scaled_fp8_with_two_groups_a_stage_folds_the_first_under_the_second():
-    src = sm90(G.fp8_matmul_blockscaled, 1024, 1024, 1024, k_blocks=2).get_kernel_source()
+@pytest.mark.parametrize("fold_late", [False, True])
+def test_block_scaled_fp8_with_two_groups_a_stage_folds_the_first_under_the_second(fold_late):
+    src = sm90(G.fp8_matmul_blockscaled, 1024, 1024, 1024, k_blocks=2, fold_late=fold_late).get_kernel_source()
     loop = src[src.index("for (int ko = 0;"):]
     at = []
-    for mark in ("fp8_e4m3_t, 1, 128, 128>((&A_shared[", "fp8_e4m3_t, 1, 128, 128>((&A2_shared[",
-                 "tc::wgmma_wait<1, 64>((&C_part[0]))", "+ (C_part[", "tc::wgmma_wait<0, 64>((&C_part2[0]))",
-                 "+ (C_part2[", "tc::mbar_arrive_warp("):
+    marks = ["fp8_e4m3_t, 1, 128, 128>((&A_shared[", "fp8_e4m3_t, 1, 128, 128>((&A2_shared[",
+             "tc::wgmma_wait<1, 64>((&C_part[0]))", "+ (C_part[", "tc::wgmma_wait<0, 64>((&C_part2[0]))",
+             "+ (C_part2[", "tc::mbar_arrive_warp("]
+    if fold_late:   # the previous stage's second partial folded between the gemms, under the first
+        marks = marks[:1] + ["+ (C_part2["] + marks[1:4] + ["scale2[", "tc::wgmma_wait<0, 64>((&C_part2[0]))",
+                                                              "tc::mbar_arrive_warp("]
+    for mark in marks:
         at.append(loop.find(mark, at[-1] if at else 0))
     # both gemms issued (one group left in flight each), the first partial folded after one wait, the
-    # second after the full wait, the stage released last
+    # second after the full wait (fold_late: at the next stage, under its first gemm), the stage released last
     assert -1 not in at and at == sorted(at), at
 
 
 @pytest.mark.sass
-def test_block_scaled_fp8_sass_issues_both_groups_before_the_full_wait():
-    sass = sm90(G.fp8_matmul_blockscaled, 1024, 1024, 1024, k_blocks=2).get_sass()
+@pytest.mark.parametrize("fold_late", [False, True])
+def test_block_scaled_fp8_sass_issues_both_groups_before_the_full_wait(fold_late):
+    sass = sm90(G.fp8_matmul_blockscaled, 1024, 1024, 1024, k_blocks=2, fold_late=fold_late).get_sass()
     body = sass[sass.index("QGMMA"):]
     first_full_wait = body.index("WARPGROUP.DEPBAR.LE gsb0, 0x0")
     assert body[:first_full_wait].count("QGMMA.64x128x32.F32.E4M3.E4M3") == 8, "two groups of four k32 steps"
     one_left = body.index("WARPGROUP.DEPBAR.LE gsb0, 0x1")
     assert body[:one_left].count("QGMMA") == 4 and "FFMA" in body[one_left:first_full_wait], \
         "the first partial's fold starts before the second group has retired"
+    if fold_late:   # the previous stage's second partial is folded between the two groups' issue
+        groups = [m.start() for m in re.finditer("QGMMA", body)]
+        assert "FFMA" in body[groups[0]:groups[4]], "no fold between the first group's issue and the second's"
 
 
 def test_tma_asked_on_sm80_says_sm80_has_none():
@@ -207,4 +216,8 @@ def test_grouped_gemm_on_wgmma():
     plan = k.get_plan()
     assert "on wgmma" in plan, plan
     assert "HGMMA" in opcodes(k)
+    # the group's weight tile is indexed by the group found before the loop (a T.alloc_var nothing in the
+    # loop writes): it is loaded ahead by TMA like the rows of A, not copied synchronously each k-tile
+    src = k.get_kernel_source()
+    assert re.search(r"tma_load_tile\(\(&B_shared\[", src) and "cp_async" not in src, src
     no_spills(k)

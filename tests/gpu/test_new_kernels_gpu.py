@@ -88,7 +88,8 @@ def test_fp8_gemm_per_tensor_paths(config, pass_configs):
 @pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("ws", [None, True, False])
 @pytest.mark.parametrize("k_blocks", [1, 2])
-def test_fp8_gemm_deepseek_block_scales(M, N, K, out_dtype, ws, k_blocks):
+@pytest.mark.parametrize("walkers", [0, 132])
+def test_fp8_gemm_deepseek_block_scales(M, N, K, out_dtype, ws, k_blocks, walkers):
     """K=300: rows of A not a multiple of 16 bytes (cp.async); K=384: every tile by TMA, the scale row a plain box,
     M=1000 a ragged last tile (rows past M read as 0); `ws`: the producer warpgroup forced either way; `k_blocks=2`:
     two scale groups a stage, their two gemms issued back to back (transform/overlap_independent_gemms.py), K=300
@@ -102,7 +103,7 @@ def test_fp8_gemm_deepseek_block_scales(M, N, K, out_dtype, ws, k_blocks):
     pass_configs = dict(f.compile_kwargs["pass_configs"] or {})
     if ws is not None:
         pass_configs["tc.warp_specialize"] = ws
-    c = tilelang.compile(f.fn(M, N, K, out_dtype=out_dtype, k_blocks=k_blocks), out_idx=[-1],
+    c = tilelang.compile(f.fn(M, N, K, out_dtype=out_dtype, k_blocks=k_blocks, walkers=walkers), out_idx=[-1],
                          pass_configs=pass_configs)(qa, qb, sa, sb)
     assert rel_err(c, G.ref_fp8_matmul_blockscaled(qa, qb, sa, sb)) < (1e-3 if out_dtype == "float32" else 1e-2)
 
@@ -145,12 +146,15 @@ def test_mla_decode(batch, heads, seq_kv, kv_dtype):
 
 
 # ---- grouped GEMM ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("tiles", [{}, dict(block_M=128, block_N=256, threads=256)], ids=["64x128", "128x256"])
 @pytest.mark.parametrize("groups,N,K,trans_B", [(8, 1024, 512, True), (64, 256, 1024, False), (5, 200, 72, True)])
-def test_grouped_gemm(groups, N, K, trans_B):
+def test_grouped_gemm(groups, N, K, trans_B, tiles):
     sizes = torch.randint(0, 300, (groups,))
     sizes[0] = 0
     offsets = torch.cat([torch.zeros(1, dtype=torch.long), sizes.cumsum(0)]).to(torch.int32).cuda()
     a = rand(int(offsets[-1]), K)
     b = rand(groups, N, K) if trans_B else rand(groups, K, N)
-    c = GG.grouped_gemm(a, b, offsets, trans_B=trans_B)
+    if tiles and N < 256:
+        tiles = dict(tiles, block_N=128)   # a tile wider than B is refused
+    c = GG.grouped_gemm(a, b, offsets, trans_B=trans_B, **tiles)
     assert rel_err(c, GG.ref_grouped_gemm(a, b, offsets, trans_B)) < 1e-2

@@ -262,6 +262,22 @@ def test_slice_bounds_through_nested_lets_have_a_static_extent():
     assert tuple(cp.src.extents) == (1, 64, 64)
 
 
+def test_slice_bounds_written_out_twice_have_a_static_extent():
+    # `(it % 4) * 2` evaluated once for each bound: two equal trees, one atom for the extent
+    def tile_of(it):   # a plain helper, inlined at each call
+        return T.min(it // 4, 3)
+
+    @T.prim_func
+    def main(S: T.Tensor((8, 512), "float32")):
+        with T.Kernel(2, threads=128) as b:
+            s = T.alloc_shared((2, 128), "float32")
+            for it in T.serial(16):
+                T.copy(S[(it % 4) * 2:(it % 4) * 2 + 2, tile_of(it) * 128:tile_of(it) * 128 + 128], s)
+
+    (cp,) = nodes(main, Copy)
+    assert tuple(cp.src.extents) == (2, 128)
+
+
 def test_point_copy_expands_to_the_tile_shape():
     @T.prim_func
     def main(A: T.Tensor((100, 80), "float16")):

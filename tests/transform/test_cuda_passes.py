@@ -494,8 +494,10 @@ def test_plan_shared_layouts_honours_an_explicit_swizzle_request():
 
 # ---- overlap_independent_gemms ----------------------------------------------------------------
 
-def two_gemms(dependent: bool = False, between_write_shared: bool = False):
-    """P0 = A0 B0; P1 = A1 B1 (or P0 += A1 B1 when `dependent`); C = P0 + 2 P1, 128x128x64 fp16."""
+def two_gemms(dependent: bool = False, between_write_shared: bool = False, fold_between: bool = False):
+    """P0 = A0 B0; P1 = A1 B1 (or P0 += A1 B1 when `dependent`); C = P0 + 2 P1, 128x128x64 fp16.
+    `fold_between`: Q += P1 (P1's previous value) between the two gemms, as the block-scaled fp8 GEMM
+    folds the previous stage's second partial."""
     @T.prim_func
     def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16"),
              C: T.Tensor((128, 128), "float32")):
@@ -507,14 +509,24 @@ def two_gemms(dependent: bool = False, between_write_shared: bool = False):
             S = T.alloc_shared((128, 128), "float32")
             P0 = T.alloc_fragment((128, 128), "float32")
             P1 = T.alloc_fragment((128, 128), "float32")
+            Q = T.alloc_fragment((128, 128), "float32")
             T.copy(A[0, 0], A0)
             T.copy(B[0, 0], B0)
             T.copy(A[0, 64], A1)
             T.copy(B[64, 0], B1)
+            if fold_between:
+                T.fill(P1, 1.0)
+                T.clear(Q)
             T.gemm(A0, B0, P0, clear_accum=True)
+            if fold_between:
+                for i, j in T.Parallel(128, 128):
+                    Q[i, j] += P1[i, j]
             T.gemm(A1, B1, P0 if dependent else P1, clear_accum=not dependent)
             for i, j in T.Parallel(128, 128):
                 P0[i, j] = P0[i, j] * 0.5
+            if fold_between:
+                for i, j in T.Parallel(128, 128):
+                    P0[i, j] = P0[i, j] + Q[i, j]
             if between_write_shared:
                 T.copy(P0, S)
             for i, j in T.Parallel(128, 128):
@@ -545,6 +557,20 @@ def test_independent_gemms_issue_together_and_wait_where_used():
              for s in stmts]
     g = kinds.index("gemm")
     assert kinds[g:g + 6] == ["gemm", "gemm", "wait", "for", "wait", "for"], kinds
+
+
+def test_register_work_between_the_gemms_runs_under_the_first_and_no_statement_is_lost():
+    before, after = around(two_gemms(fold_between=True), SM90, overlap_independent_gemms)
+    assert [g.async_groups for g in nodes(after, Gemm)] == [1, 1]
+    assert waits(after.body) == [(1, "P0"), (0, "P1")]
+    old, new = gemm_seq(before), gemm_seq(after)
+    # the same statements in the same order (the gemms marked asynchronous), the two waits added
+    assert [type(s).__name__ for s in new if not waits(s)] == [type(s).__name__ for s in old]
+    kinds = [("gemm" if isinstance(s, Gemm) else "wait" if waits(s) else "for" if isinstance(s, For) else "")
+             for s in new]
+    g = kinds.index("gemm")
+    # gemm P0; Q += P1 (under the first gemm); gemm P1; P0 readable; P0 *= 0.5; P0 += Q; P1 readable
+    assert kinds[g:g + 7] == ["gemm", "for", "gemm", "wait", "for", "for", "wait"], kinds
 
 
 def test_a_shared_write_before_the_second_use_takes_the_wait_before_it():

@@ -55,6 +55,35 @@ def linear(e, exact_division: bool = False) -> tuple[int, dict] | None:
     return 0, {e: 1}
 
 
+def share_equal(*exprs) -> tuple:
+    """`exprs` with structurally equal subtrees made one object, bottom-up (Vars and Loads stay as they
+    are: equal only when the same object), so that `linear` sees `(i % 4) * 2` written twice as one
+    atom.  For bounds evaluated at the same point, such as a slice's start and stop."""
+    from .functor import Mutator
+    memo: dict = {}
+
+    class _Share(Mutator):
+        def _one(self, e, *key):
+            return memo.setdefault((type(e).__name__, str(e.dtype)) + key, e)
+
+        def visit_Const(self, e):
+            return self._one(e, e.value)
+
+        def visit_Binary(self, e):
+            e = self.generic(e)
+            return self._one(e, e.op, id(e.a), id(e.b))
+
+        def visit_Unary(self, e):
+            e = self.generic(e)
+            return self._one(e, e.op, id(e.a))
+
+        def visit_Cast(self, e):
+            e = self.generic(e)
+            return self._one(e, id(e.value))
+    share = _Share()
+    return tuple(share.visit(x) if isinstance(x, Expr) else x for x in exprs)
+
+
 def static_difference(a, b, exact_division: bool = False) -> int | None:
     """`a - b` when it is a compile-time constant, else None (`exact_division`: see `linear`)."""
     la, lb = linear(a, exact_division), linear(b, exact_division)

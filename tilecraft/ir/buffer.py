@@ -88,7 +88,7 @@ class Buffer(Node):
         extent a compile-time constant).  The kernel body's own subscripts are parsed
         (language/parse_expr.py) and give the same nodes."""
         from ..errors import TilecraftError as _Error
-        from .analysis import static_difference
+        from .analysis import share_equal, static_difference
         from .pyops import _span, user_frame
         span = _span(user_frame(2))   # the helper's line
 
@@ -106,7 +106,7 @@ class Buffer(Node):
                 lo = 0 if it.start is None else it.start
                 hi = self.shape[d] if it.stop is None else it.stop
                 lo, hi = (x.value() if isinstance(x, Buffer) and x.scope == "var" else x for x in (lo, hi))
-                ext = static_difference(hi, lo, exact_division=True)
+                ext = static_difference(*share_equal(hi, lo), exact_division=True)
                 if ext is None or ext <= 0:
                     raise TilecraftError(f"the slice {lo}:{hi} of {self.name} (dimension {d}) must have a positive "
                                          f"compile-time extent", "write it as start:start + EXTENT")

@@ -13,7 +13,7 @@ import operator
 
 from ..errors import TilecraftError
 from ..ir import Buffer, Expr, Load, Region, as_expr, binary, const, unary
-from ..ir.analysis import static_difference
+from ..ir.analysis import share_equal, static_difference
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
@@ -259,7 +259,7 @@ class ExprMixin:
                 if ld.buffer.scope == "var":
                     return canon.setdefault(ld.buffer, Var(ld.buffer.name, ld.buffer.dtype))
                 return self.generic(ld)
-        hi, lo = (_Expand().visit(x) if isinstance(x, Expr) else x for x in (hi, lo))
+        hi, lo = share_equal(*(_Expand().visit(x) if isinstance(x, Expr) else x for x in (hi, lo)))
         return static_difference(hi, lo, exact_division=True)
 
     def expr_Call(self, node):

@@ -14,7 +14,9 @@ After:
     wait for every group (P1 readable); use(P1) ...
 
 so the work between the two uses (DeepSeek's block-scaled fp8 GEMM folds each 128-deep partial
-product into the fp32 result with its scales) runs under the second gemm.  The second wait goes
+product into the fp32 result with its scales) runs under the second gemm.  Register arithmetic that
+does not touch P0 may stand between g0 and g1 (it then runs under g0: the block-scaled GEMM folds the
+previous stage's second partial there, before g1 overwrites it).  The second wait goes
 before the first statement after g1 that touches P1 or is anything but register arithmetic (a
 shared-memory write, a barrier, an intrinsic, another gemm), and at the latest at the end of the
 statement list, so no group is ever in flight across a barrier, a loop's back edge or a branch.
@@ -62,18 +64,24 @@ def _overlap(stmts: list, layouts) -> list | None:
     out, i, changed = [], 0, False
     while i < len(stmts):
         g0 = stmts[i]
-        g1 = stmts[i + 1] if i + 1 < len(stmts) else None
+        # register arithmetic that leaves g0's accumulator alone may stand between the two gemms: it
+        # runs while g0 is in flight (a fold of the previous stage's partial, say)
+        k = i + 1
+        while k < len(stmts) and _issuable(g0) and not _issuable(stmts[k]) and _register_only(stmts[k]) \
+                and g0.c.buffer not in _buffers(stmts[k]):
+            k += 1
+        g1 = stmts[k] if k < len(stmts) else None
         if not (_issuable(g0) and _issuable(g1) and g0.c.buffer not in _buffers(g1)
                 and g0.plan.warpgroups == g1.plan.warpgroups
                 and g0.c.buffer in layouts and g1.c.buffer in layouts):
             out.append(g0)
             i += 1
             continue
-        rest = stmts[i + 2:]
+        rest = stmts[k + 1:]
         cut = next((j for j, s in enumerate(rest) if g1.c.buffer in _buffers(s) or not _register_only(s)), len(rest))
-        out += [replace(g0, async_groups=1), replace(g1, async_groups=1), _wait(1, g0.c.buffer, layouts),
-                *rest[:cut], _wait(0, g1.c.buffer, layouts)]
-        i += 2 + cut
+        out += [replace(g0, async_groups=1), *stmts[i + 1:k], replace(g1, async_groups=1),
+                _wait(1, g0.c.buffer, layouts), *rest[:cut], _wait(0, g1.c.buffer, layouts)]
+        i = k + 1 + cut
         changed = True
     return out if changed else None
 

@@ -58,10 +58,22 @@ def producers(loop: For) -> list:
         if (isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
                 and s.dst.covers_whole() and s.dst.buffer not in whole):
             used = collect(s.src, lambda n: isinstance(n, (Var, Load)))
-            if any(isinstance(u, Load) or u in local_vars for u in used):
+            if any((isinstance(u, Load) and not _invariant_var_load(u, loop)) or u in local_vars for u in used):
                 continue
             out.append(s)
     return out
+
+
+def _invariant_var_load(e: Load, loop: For) -> bool:
+    """Whether `e` reads a `T.alloc_var` scalar that nothing in `loop` writes (a group index found
+    before the loop, say): its value is the same in every iteration, so a copy indexed by it may be
+    issued ahead like any other."""
+    if e.buffer.scope != "var" or not all(isinstance(i, Const) for i in e.indices):
+        return False
+    b = e.buffer
+    return not collect(loop.body, lambda n: (isinstance(n, (Store, Region)) and n.buffer is b) or (
+        is_dataclass(n) and not isinstance(n, (Load, Store, Region, Buffer))
+        and any(getattr(n, f.name) is b for f in fields(n))))
 
 
 def _whole_tile_operands(body) -> set:
