@@ -78,13 +78,13 @@ def set_threads(kernels, n):
         configure(k._launch.lib)
 
 
-def cases(only):
+def cases(only, dtypes=("float32", "float16", "bfloat16"), sizes=(512, 1024)):
     """(group, name, size, flops or None, build) where build() -> (kernel, ours, candidates, check)."""
     import tilecraft.kernels as K
     from tilecraft.kernels.attention import flash_attention
     out = []
-    for n in (512, 1024):
-        for dt in ("float32", "float16", "bfloat16"):
+    for n in sizes:
+        for dt in dtypes:
             tdt = getattr(torch, dt)
 
             def build(n=n, dt=dt, tdt=tdt):
@@ -188,6 +188,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--out", default=None, help="also write the table to OUT/<date>_cpu_bench.md")
     ap.add_argument("--load-test", action="store_true")
+    ap.add_argument("--dtypes", default="float32,float16,bfloat16", help="the GEMM rows' input types")
+    ap.add_argument("--sizes", default="512,1024", help="the GEMM rows' n (n^3)")
     args = ap.parse_args()
     from tilecraft.target import default_target
     only = set(filter(None, args.only.split(",")))
@@ -197,7 +199,8 @@ def main():
     load0 = os.getloadavg()
     lines = []
     with default_target("cpu"):
-        built = [(g, name, size, flops, *b()) for g, name, size, flops, b in cases(only)]
+        built = [(g, name, size, flops, *b()) for g, name, size, flops, b in
+                 cases(only, args.dtypes.split(","), [int(n) for n in args.sizes.split(",")])]
     for g, name, size, flops, k, ours, cands, check in built:
         check()
         for t in threads:

@@ -1,6 +1,7 @@
 """The CPU target's `T.gemm` computes the documented chain bit for bit (README "The CPU target"): each
 C element is its products summed in k order in float32, each step a fused multiply-add rounded to
-float32 (the chain the CUDA target's fallback gemm runs as FFMA).  Both CPU paths: the micro-kernel
+float32 (the chain the CUDA target's fallback gemm runs as FFMA); bf16 x bf16 tiles take k in pairs,
+the odd k of each first (vdpbf16ps's order, tilecraft_cpu_gemm_bf16.h).  Both CPU paths: the micro-kernel
 (tiles) and the scalar loops (an operand straight from global memory).  Reference: the chain one k at
 a time in float64, rounded to float32 after each step -- a * b is exact in float64 and a * b + c is
 rounded twice there (to float64, then float32), which matches the one rounding except when the float64
@@ -30,11 +31,15 @@ def gemm_kernel(M, N, K, in_dtype, trans_b):
     return main
 
 
-def chain(a, b):
-    """sum over k in k order, each step a * b + c rounded once to float32"""
+def chain(a, b, pairs=False):
+    """sum over k in k order, each step a * b + c rounded once to float32; pairs: k in pairs, the odd k of
+    each first (1, 0, 3, 2, ...), the order of a bf16 x bf16 gemm (tilecraft_cpu_gemm_bf16.h,
+    tests/cpu/test_cpu_bf16_gemm.py)"""
     a, b = a.double(), b.double()
     c = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
-    for k in range(a.shape[1]):
+    K = a.shape[1]
+    order = [k ^ 1 if k ^ 1 < K else k for k in range(K)] if pairs else range(K)
+    for k in order:
         c = (c.double() + a[:, k:k + 1] * b[k:k + 1, :]).float()
     return c
 
@@ -70,7 +75,7 @@ def test_gemm_is_the_documented_chain_bit_for_bit(dtype, M, N, K, trans_b):
     b = inputs((N, K) if trans_b else (K, N), dtype, g)
     c = torch.empty(M, N)
     tilelang.compile(gemm_kernel(M, N, K, dtype, trans_b), target="cpu")(a, b, c)
-    ref = chain(a, b.T if trans_b else b)
+    ref = chain(a, b.T if trans_b else b, pairs=dtype == "bfloat16")
     assert torch.equal(c, ref), (c - ref).abs().max()
 
 

@@ -261,6 +261,8 @@ def generate_cpp(func: PrimFunc) -> str:
     d.line('#include "tilecraft_cpu.h"')
     if uses_iket(func.body):  # the event log and its export tc_iket_drain (runtime/iket.py reads it)
         d.line('#include "tilecraft_cpu_iket.h"')
+    if uses_bf16_gemm(func.body):  # tc::gemm_bf16 (parsed only by the programs that call it)
+        d.line('#include "tilecraft_cpu_gemm_bf16.h"')
     d.line("")
     paste_imports(d, func)
     open_entry(p, func)
@@ -288,6 +290,17 @@ def generate_cpp(func: PrimFunc) -> str:
     d.line("}")
     error_text_function(p, func, asserts)
     return d.text()
+
+
+def _bf16_gemm(call) -> bool:
+    """A tile GEMM whose A and B are both bfloat16: tc::gemm_bf16 (tilecraft_cpu_gemm_bf16.h), whose
+    summation order takes k in pairs, the odd k of each first (the order of vdpbf16ps)."""
+    return all(getattr(x, "buffer", None) is not None and x.buffer.dtype.name == "bfloat16" for x in call.args[:2])
+
+
+def uses_bf16_gemm(node) -> bool:
+    return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.CpuGemm)
+                        and _bf16_gemm(n)))
 
 
 def uses_iket(node) -> bool:
@@ -337,7 +350,8 @@ for _cls in (*I.ATOMICS.values(), I.AtomicLoad, I.AtomicStore):
 def _cpu_gemm(p: CppPrinter, call) -> str:
     g = call.intrinsic
     a, b, c = (p.expr(x) for x in call.args)
-    return (f"tc::gemm_f32acc({g.m}, {g.n}, {g.k}, {a}, {g.a_strides[0]}, {g.a_strides[1]}, "
+    entry = "tc::gemm_bf16" if _bf16_gemm(call) else "tc::gemm_f32acc"
+    return (f"{entry}({g.m}, {g.n}, {g.k}, {a}, {g.a_strides[0]}, {g.a_strides[1]}, "
             f"{b}, {g.b_strides[0]}, {g.b_strides[1]}, {c}, {g.c_strides[0]}, {g.c_strides[1]})")
 
 

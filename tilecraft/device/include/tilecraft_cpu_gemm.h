@@ -1,7 +1,8 @@
 // tilecraft CPU target: the tile GEMM `C += op(A) @ op(B)` with float32 accumulation.
 //
 // Semantics (the reference every other path is held to; codegen/cpp.py emits the call for a
-// T.gemm whose accumulator type is float32, transform/lower_tile_ops_cpu.py):
+// T.gemm whose accumulator type is float32, transform/lower_tile_ops_cpu.py, except when A and B are
+// both bfloat16: tc::gemm_bf16 in tilecraft_cpu_gemm_bf16.h, whose k order takes pairs, odd k first):
 //   for each (i, j):  acc = float(C[i, j]);  for k = 0 .. K-1 in order:  acc = fma(a(i,k), b(k,j), acc);
 //                     C[i, j] = TC(acc)
 // each step a fused multiply-add rounded to float32 (the CUDA target's fallback gemm is this chain:
@@ -142,6 +143,8 @@ template <> inline void gemm_to_f32<half_t>(const half_t* __restrict__ s, float*
 template <class TA, class TB, class TC>
 static void gemm_f32acc(int64_t M, int64_t N, int64_t K, const TA* A, int64_t ars, int64_t acs,
                         const TB* B, int64_t brs, int64_t bcs, TC* C, int64_t crs, int64_t ccs) {
+  // (generated code calls tc::gemm_bf16 for bf16 x bf16, whose k order differs: tilecraft_cpu_gemm_bf16.h;
+  // given two bf16 operands by hand, this one sums in plain k order)
   const int64_t mb = (M + GEMM_MR - 1) / GEMM_MR, nb = (N + GEMM_NR - 1) / GEMM_NR;
   // A as float: element (i, k) at af[i * lda + k * ka]
   const float* af;
