@@ -191,11 +191,11 @@ def g_grouped_gemm(rows):
         # issue 25's goal is stated against the torch loop: a row against it too when the fastest is another
         refs = [(ref_name, ref_fn)] + ([cands[0]] if ref_name != cands[0][0] else [])
 
-        # 64x128 on one warpgroup (the kernel's default), and 128-row tiles on two (as a GEMM's; more rows
-        # wasted on each group's last tile, fewer B loads per row)
-        tiles_cfgs = [dict(block_M=64, block_N=128, block_K=64, num_stages=3, threads=128)]
+        # the kernel's default 128x128 on two warpgroups first (the row against the torch loop too), then
+        # 64x128 on one (fewer rows wasted on each group's last tile) and 128x256
+        tiles_cfgs = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256)]
         if not _B.on_cpu():
-            tiles_cfgs.append(dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256))
+            tiles_cfgs.append(dict(block_M=64, block_N=128, block_K=64, num_stages=3, threads=128))
             tiles_cfgs.append(dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256))
         for cfg in tiles_cfgs:
             def build(a=a, b=b, offsets=offsets, c=c, total=total, N=N, K=K, groups=groups, cfg=cfg):

@@ -7,15 +7,19 @@ C [total_M, N] = A[rows of g] @ B[g] for every g.  The grid is a fixed upper bou
 block_M-row tiles (ceil(total_M / block_M) + G: each group wastes at most one partial tile); each block
 finds its group from Tile_offsets (the prefix sums of ceil(M_g / block_M), `tile_offsets()` makes them)
 with a scan over the groups, and blocks past the last tile do nothing.  Rows past a group's end are
-loaded (they belong to the next group or read as zeros past the tensor) but never stored.
+loaded (they belong to the next group or read as zeros past the tensor) but never stored.  The group
+index is a `T.alloc_var` found before the k-loop and never written in it, so the group's weight tile
+loads ahead by TMA like A's rows (transform/pipelining/parts.py `producers`).  Default tile 128x128x64,
+3 stages, two warpgroups: on the H200 (session 22, bf16, N4096 K2048) 0.98x / 1.12x / 0.96x
+torch._grouped_mm for 8 / 64 / 16 groups (64x128 on one warpgroup: 0.78x / 1.10x / 0.75x).
 """
 import tilecraft as tilelang
 import tilecraft.language as T
 
 
 @tilelang.jit  # no out_idx: the caller passes C (its rows past Offsets[groups], if any, are not written)
-def grouped_matmul(total_M: int, N: int, K: int, groups: int, block_M: int = 64, block_N: int = 128,
-                   block_K: int = 64, num_stages: int = 3, threads: int = 128, trans_B: bool = False,
+def grouped_matmul(total_M: int, N: int, K: int, groups: int, block_M: int = 128, block_N: int = 128,
+                   block_K: int = 64, num_stages: int = 3, threads: int = 256, trans_B: bool = False,
                    dtype: str = "float16", accum_dtype: str = "float"):
     max_tiles = -(-total_M // block_M) + groups
     B_shape = (groups, N, K) if trans_B else (groups, K, N)
@@ -53,7 +57,7 @@ def grouped_matmul(total_M: int, N: int, K: int, groups: int, block_M: int = 64,
     return main
 
 
-def tile_offsets(offsets, block_M: int = 64):
+def tile_offsets(offsets, block_M: int = 128):
     """Prefix sums of ceil(M_g / block_M) for the group row offsets `offsets` ([G + 1] int32)."""
     import torch
     sizes = (offsets[1:] - offsets[:-1]).long()
@@ -69,7 +73,7 @@ def grouped_gemm(a, b, offsets, trans_B=False, **config):
     N = b.shape[1] if trans_B else b.shape[2]
     kern = grouped_matmul(total_M, N, K, groups, trans_B=trans_B, dtype=str(a.dtype).replace("torch.", ""),
                           **config)
-    block_M = config.get("block_M", 64)
+    block_M = config.get("block_M", 128)
     c = torch.empty(total_M, N, dtype=a.dtype, device=a.device)
     kern(a, b, offsets, tile_offsets(offsets, block_M), c)
     return c
