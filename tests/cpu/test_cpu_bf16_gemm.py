@@ -264,6 +264,24 @@ def test_the_range_checks_are_what_keeps_the_chain():
     assert bits_equal(run(k, a, b, c0, 1), ref)
 
 
+def test_sums_that_overflow():
+    """C = +-FLT_MAX (in the fast range) plus products of 2^55 x 2^55: the sums overflow to +-inf, and stay
+    there, on both paths (and unchecked vdpbf16ps rounds the overflow to inf as the FMA does)."""
+    M, N, K = 8, 32, 6
+    k = compiled(M, N, K, K)
+    big = torch.finfo(torch.float32).max
+    a = torch.full((M, K), 2.0 ** 55)
+    a[:, ::3] = -(2.0 ** 55)
+    b = torch.full((K, N), 2.0 ** 55)
+    a, b = a.bfloat16(), b.bfloat16()
+    c0 = torch.full((M, N), big)
+    c0[::2] = -big
+    ref = pair_chain(a, b, c0, K)
+    assert bool(torch.isinf(ref).any())
+    for dot in ((2, 1, 0) if HAS_DP else (1, 0)):
+        assert bits_equal(run(k, a, b, c0, dot), ref), dot
+
+
 def test_kernels_gemm_matmul_bf16():
     """tilecraft.kernels.gemm.matmul with bf16 inputs and output (C rounded once at the end), ragged and
     transposed: the chain per block_K slice."""
