@@ -63,3 +63,49 @@ def test_a_split_that_falls_back_says_so(threads, configs):
     a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
     got = tilelang.compile(main, out_idx=[-1], target="cpu")(a, b).float()
     assert ((got - a.float() @ b.float()).norm() / (a.float() @ b.float()).norm()).item() < 2e-3
+
+
+def var_indexed_weights(M=2048, N=2048, K=512, G=4):
+    """A block picks its weight matrix B[g] with a T.alloc_var found before the loop (a grouped GEMM's
+    group): the copy of B's tile is a pipeline producer indexed by an on-chip scalar."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((G, N, K), "float16"), Sel: T.Tensor((G,), "int32"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // 128, M // 128, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((128, 64), "float16")
+            C_l = T.alloc_fragment((128, 128), "float")
+            g = T.alloc_var("int32")
+            g = 0
+            for i in T.serial(G - 1):
+                if Sel[i + 1] <= by:
+                    g = i + 1
+            T.clear(C_l)
+            for ko in T.Pipelined(K // 64, num_stages=3):
+                T.copy(A[by * 128, ko * 64], A_s)
+                T.copy(B[g, bx * 128, ko * 64], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 128, bx * 128])
+    return main
+
+
+@pytest.mark.parametrize("configs", [{"tc.warp_specialize": True}, {"tc.persistent_tiles": True}],
+                         ids=["ws forced", "persistent forced"])
+def test_a_tile_indexed_by_a_scalar_found_before_the_loop_loads_ahead_but_is_neither_split_nor_walked(configs):
+    """The B tile loads ahead by TMA (its index is loop-invariant), but no producer warpgroup (the statements
+    that find g run in the consumer branch only: the producer would read g unset) and no persistent walk
+    (the next tile's first loads are issued with this tile's g) -- either would be a silent wrong answer."""
+    k = tilelang.compile(var_indexed_weights(), out_idx=[-1], target=SM90, pass_configs=configs)
+    plan, src = k.get_plan(), k.get_kernel_source()
+    assert "tma_load_tile((&B_s[" in src, src
+    assert "warp-specialized: a producer" not in plan and "tile_it" not in src, plan
+    assert k.artifact.meta["grid"][:2] == [16, 16], k.artifact.meta["grid"]   # one block a tile (256 > 132 SMs)
+
+
+def test_the_scalar_indexed_program_on_the_cpu_target():
+    M, N, K, G = 512, 256, 128, 4
+    sel = torch.tensor([0, 1, 2, 3], dtype=torch.int32)   # block-row by takes group min(by, 3)
+    a, b = torch.randn(M, K).half(), torch.randn(G, N, K).half()
+    c = tilelang.compile(var_indexed_weights(M, N, K, G), out_idx=[-1], target="cpu")(a, b, sel).float()
+    ref = torch.cat([a[r * 128:(r + 1) * 128].float() @ b[min(r, 3)].float().t() for r in range(M // 128)])
+    assert ((c - ref).norm() / ref.norm()).item() < 2e-3

@@ -300,7 +300,8 @@ class _Planner(Mutator):
             return None   # the next tile's loads land in the ring while this tile's epilogue runs
         bx, by = k.block_vars
         allowed = {f.var, bx, by}
-        if any(not set(collect(c.src, lambda n: isinstance(n, Var))) <= allowed for c in prods):
+        if any(not set(collect(c.src, lambda n: isinstance(n, Var))) <= allowed or collect(c.src, lambda n: isinstance(n, Load))
+               for c in prods):
             return None   # a k-tile's source must follow from (ko, bx, by) alone: the next tile's is issued early
         gx, gy = int(k.grid[0].value), int(k.grid[1].value)
         tiles, n = gx * gy, int(f.extent.value)

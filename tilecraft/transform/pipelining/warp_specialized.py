@@ -34,7 +34,7 @@ from ...ir.hopper import BLOCK_SHARED_RESERVE, REGISTER_FILE, SHARED_PER_SM, WAR
 from ...ir.loop_plan import WarpSpecialized
 from . import BUILDERS
 from .overlap import overlap_parts, overlapped_loop
-from .parts import call, drained, fed, flat, tma_issue, tma_loads
+from .parts import call, drained, fed, flat, producers, tma_issue, tma_loads
 
 TWO_BLOCK_STAGES = 4       # the shallowest ring measured at the unsplit loop's speed (module docstring)
 TWO_BLOCK_ACCUM_REGS = 128  # the one accumulator size measured: 128x128 fp32 on one warpgroup
@@ -95,11 +95,17 @@ def two_block_ring(threads: int, accum_regs: int, stage_bytes: int, stages: int,
 
 def split_placeable(kernel_body, loop) -> bool:
     """Whether the producer of a split `loop` would see every value it may need: the top-level Lets
-    before the loop move ahead of the statements before them, so none may read on-chip memory."""
+    before the loop move ahead of the statements before them, so none may read on-chip memory, and no
+    tile copy may be indexed by an on-chip scalar (a `T.alloc_var`)."""
     stmts = flat(kernel_body)
     i = next((j for j, s in enumerate(stmts) if s is loop), len(stmts))
     lets = [s for s in stmts[:i] if isinstance(s, Let)]
-    return not any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets)
+    if any(collect(s.value, lambda n: isinstance(n, Load) and n.buffer.scope != "global") for s in lets):
+        return False
+    # a tile indexed by a T.alloc_var (the group a grouped GEMM's block found before the loop): the
+    # statements that computed it run in the consumer branch only, so the producer would read it unset
+    return not any(collect(c.src, lambda n: isinstance(n, Load) and n.buffer.scope != "global")
+                   for c in producers(loop))
 
 
 def place_warp_specialized(k: Kernel) -> Kernel:
