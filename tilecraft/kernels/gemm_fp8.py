@@ -47,19 +47,19 @@ def fp8_matmul(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128, b
 def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: int = 128,
                            num_stages: int = 3, threads: int = 256, out_dtype: str = "bfloat16",
                            in_dtype: str = "float8_e4m3fn", accum_dtype: str = "float", k_blocks: int = 2,
-                           walkers: int = 0, fold_late: bool = True):
+                           fold_late: bool = True):
     """block_N must divide 128 so that one B scale covers a block's columns.  Each pipeline stage holds
     `k_blocks` scale groups (128 deep each), multiplied into as many partial accumulators and folded in
     order: with 2 (the default) the two gemms of a stage are independent, so on sm_90a both are issued before
     the first partial is folded (transform/overlap_independent_gemms.py).  Measured on the H200 (session 21,
     4096^3 / 8192^3, against torch._scaled_mm per-tensor): k_blocks=1 0.68x / 0.61x, k_blocks=2 0.76x / 0.76x
-    (the same with the overlap off: 0.67x / 0.63x).  Shared memory: 64 KiB a stage with 2 (three stages fit
+    (the same with the overlap off: 0.67x / 0.63x).  `fold_late` (default; session 22: 0.776x -> 0.788x,
+    0.785x -> 0.793x in one run): the previous stage's second partial is folded while this stage's first gemm
+    runs, with its scales kept in registers.  Tried and slower (results/2026-12-03_h200_s22_gpu.md): the same
+    loop as a persistent walk over (tile, k-stage) pairs, and 192-row tiles on three warpgroups.  Shared memory: 64 KiB a stage with 2 (three stages fit
     sm_90a's 227 KiB, not sm_80's 163: take k_blocks=1 or num_stages=2 there).  256 threads: two accumulators
     (C_part, C_local) of 128x128 fp32 on wgmma are 128 registers a
     thread on two warpgroups, but 256 on one (255 registers and a stack frame on sm_90a at 128 threads)."""
-    if walkers:
-        return _blockscaled_walk(M, N, K, block_M, block_N, num_stages, threads, out_dtype, in_dtype, accum_dtype,
-                                 k_blocks, walkers)
     if GROUP % block_N:
         raise ValueError(f"fp8_matmul_blockscaled: block_N={block_N} must divide {GROUP} (one weight scale per block)")
     if k_blocks not in (1, 2):
@@ -126,88 +126,6 @@ def fp8_matmul_blockscaled(M: int, N: int, K: int, block_M: int = 128, block_N: 
                 for i, j in T.Parallel(block_M, block_N):
                     C_local[i, j] += C_part2[i, j] * scale2[i]
             T.copy(C_local, C[by * block_M, bx * block_N])
-    return main
-
-
-def _panel(gy: int) -> int:
-    """Block-rows walked together (T.use_swizzle's panel): the largest of 8, 4, 2, 1 dividing `gy`."""
-    return next(p for p in (8, 4, 2, 1) if gy % p == 0)
-
-
-def _blockscaled_walk(M, N, K, block_M, block_N, num_stages, threads, out_dtype, in_dtype, accum_dtype,
-                      k_blocks, walkers):
-    """`fp8_matmul_blockscaled` with `walkers` blocks walking the output tiles (a persistent kernel written
-    in the tile language): one pipelined loop runs over every (tile, k-stage) pair of a block, so the
-    producer loads the next tile's first stages while this tile's last ones are folded and stored; the
-    tile's result is written and cleared in its last k-stage.  Tiles are walked in panels of block-rows
-    (`_panel`), block b taking tiles b, b + walkers, ...; a walker past the last tile loads zeros (TMA
-    reads out of bounds as 0) and stores nothing."""
-    if GROUP % block_N:
-        raise ValueError(f"fp8_matmul_blockscaled: block_N={block_N} must divide {GROUP} (one weight scale per block)")
-    if k_blocks not in (1, 2):
-        raise ValueError(f"fp8_matmul_blockscaled: k_blocks={k_blocks} must be 1 or 2 (scale groups per stage)")
-    block_K = GROUP * k_blocks
-    KB, NB = -(-K // GROUP), -(-N // GROUP)
-    gx, gy = -(-N // block_N), -(-M // block_M)
-    tiles = gx * gy
-    walkers = min(walkers, tiles)
-    KI = -(-KB // k_blocks)                      # k-stages a tile
-    steps = -(-tiles // walkers) * KI            # (tile, k-stage) pairs a block walks
-    panel = _panel(gy)
-
-    def tile(b, it):                            # the tile of step `it`, clamped into the grid
-        return T.min(b + (it // KI) * walkers, tiles - 1)
-
-    def bx_of(t):
-        return (t % (panel * gx)) // panel
-
-    def by_of(t):
-        return (t // (panel * gx)) * panel + t % panel
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K), in_dtype),
-             Scales_A: T.Tensor((KB, M), "float32"), Scales_B: T.Tensor((NB, KB), "float32"),
-             C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(walkers, threads=threads) as b:
-            A_shared = T.alloc_shared((block_M, GROUP), in_dtype)
-            B_shared = T.alloc_shared((block_N, GROUP), in_dtype)
-            sa_shared = T.alloc_shared((k_blocks, block_M), "float32")
-            C_part = T.alloc_fragment((block_M, block_N), accum_dtype)
-            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
-            if k_blocks == 2:
-                A2_shared = T.alloc_shared((block_M, GROUP), in_dtype)
-                B2_shared = T.alloc_shared((block_N, GROUP), in_dtype)
-                C_part2 = T.alloc_fragment((block_M, block_N), accum_dtype)
-            T.clear(C_local)
-            for it in T.Pipelined(steps, num_stages=num_stages):
-                # a walker past the last tile re-reads the last tile's operands (clamped) and stores nothing
-                T.copy(A[by_of(tile(b, it)) * block_M, (it % KI) * block_K], A_shared)
-                T.copy(B[bx_of(tile(b, it)) * block_N, (it % KI) * block_K], B_shared)
-                if k_blocks == 2:
-                    T.copy(A[by_of(tile(b, it)) * block_M, (it % KI) * block_K + GROUP], A2_shared)
-                    T.copy(B[bx_of(tile(b, it)) * block_N, (it % KI) * block_K + GROUP], B2_shared)
-                T.copy(Scales_A[(it % KI) * k_blocks:(it % KI) * k_blocks + k_blocks,
-                                by_of(tile(b, it)) * block_M:by_of(tile(b, it)) * block_M + block_M], sa_shared)
-                nb = bx_of(tile(b, it)) * block_N // GROUP
-                ko = it % KI
-                if k_blocks == 1:
-                    sb = Scales_B[nb, ko]
-                    T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
-                    for i, j in T.Parallel(block_M, block_N):
-                        C_local[i, j] += C_part[i, j] * (sa_shared[0, i] * sb)
-                else:
-                    sb0 = Scales_B[nb, ko * 2]
-                    sb1 = T.if_then_else(ko * 2 + 1 < KB, Scales_B[nb, T.min(ko * 2 + 1, KB - 1)], 0.0)
-                    T.gemm(A_shared, B_shared, C_part, transpose_B=True, clear_accum=True)
-                    T.gemm(A2_shared, B2_shared, C_part2, transpose_B=True, clear_accum=True)
-                    for i, j in T.Parallel(block_M, block_N):
-                        C_local[i, j] += C_part[i, j] * (sa_shared[0, i] * sb0)
-                    for i, j in T.Parallel(block_M, block_N):
-                        C_local[i, j] += C_part2[i, j] * (sa_shared[1, i] * sb1)
-                if ko == KI - 1:
-                    if b + (it // KI) * walkers < tiles:
-                        T.copy(C_local, C[by_of(tile(b, it)) * block_M, bx_of(tile(b, it)) * block_N])
-                    T.clear(C_local)
     return main
 
 
