@@ -251,3 +251,25 @@ def test_a_fresh_machine_builds_the_torch_aware_launcher_in_the_background(tmp_p
     env.pop("TILECRAFT_LAUNCHER", None)
     proc = subprocess.run([sys.executable, "-c", UPGRADE], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_a_process_waits_for_the_launcher_another_one_is_building(tmp_path, monkeypatch):
+    """Processes that start together (pytest-xdist workers, the ranks of a job) build the launcher
+    once: while one holds the build lock, another waits and then loads that library."""
+    from filelock import FileLock
+
+    from tilecraft import env
+    monkeypatch.setenv("TILECRAFT_LAUNCHER_DIR", str(tmp_path))
+    path = claunch._path([])   # the Python.h-only variant: <1 s to build
+    path.parent.mkdir(parents=True)
+    real, builds, loaded = claunch._build, [], []
+    monkeypatch.setattr(claunch, "_build", lambda *a: (builds.append(a), real(*a)))
+    with FileLock(str(path.parent / ".build.lock")):   # "another process" is building it
+        waiter = threading.Thread(target=lambda: loaded.append(claunch._build_and_load([])))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not builds, "it waits for the lock instead of compiling"
+        real(claunch.SOURCE, path, env.cxx(), [])      # the other process's library lands
+    waiter.join(120)
+    assert not waiter.is_alive() and not builds, "nothing was compiled a second time"
+    assert loaded and loaded[0] is not None and hasattr(loaded[0], "Launcher")

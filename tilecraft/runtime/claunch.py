@@ -134,7 +134,14 @@ def _build_and_load(flags: list):
     path = _path(flags)
     if not path.exists():
         try:
-            _build(SOURCE, path, env.cxx(), flags)
+            # one build per machine: processes that start together (pytest-xdist workers, ranks of a
+            # job) wait for the first one's library instead of each compiling their own (~15 CPU-s
+            # for the torch-aware variant); the lock is released if its holder dies
+            from filelock import FileLock
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(path.parent / ".build.lock")):
+                if not path.exists():
+                    _build(SOURCE, path, env.cxx(), flags)
         except OSError:  # an unwritable directory: build for this process only
             path = Path(tempfile.mkdtemp(prefix="tilecraft-launcher-")) / "_tclaunch.so"
             _build(SOURCE, path, env.cxx(), flags)
