@@ -28,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = {
     "gemm fp16 512^3 (kernels.matmul)": "from tilecraft.kernels.gemm import matmul as f; f(512, 512, 512)",
     "flash_attention B1 H8 S1024 D64": "from tilecraft.kernels.attention import flash_attention as f; f(1, 8, 1024, 64)",
+    # the bf16 x bf16 gemm's header (tilecraft_cpu_gemm_bf16.h) is parsed by such programs only
+    "gemm bf16 512^3 (kernels.matmul)": "from tilecraft.kernels.gemm import matmul as f; f(512, 512, 512, dtype='bfloat16')",
 }
 
 CHILD = """

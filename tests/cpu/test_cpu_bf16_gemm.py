@@ -37,17 +37,18 @@ def _has_avx512_bf16() -> bool:
 HAS_DP = _has_avx512_bf16()
 
 
-def _kernel(M, N, K, block_k, trans_a=False, trans_b=False):
-    """The program: per slice a T.gemm of static extents (the slices are unrolled in Python)."""
+def _kernel(M, N, K, block_k, trans_a=False, trans_b=False, c_dtype="float32"):
+    """The program: per slice a T.gemm of static extents (the slices are unrolled in Python), into a
+    c_dtype accumulator tile (a bf16 one is rounded once per call)."""
     a_shape = (K, M) if trans_a else (M, K)
     b_shape = (N, K) if trans_b else (K, N)
     slices = [(k0, min(block_k, K - k0)) for k0 in range(0, K, block_k)]
 
     @T.prim_func
     def main(A: T.Tensor(a_shape, "bfloat16"), B: T.Tensor(b_shape, "bfloat16"),
-             C0: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+             C0: T.Tensor((M, N), c_dtype), C: T.Tensor((M, N), c_dtype)):
         with T.Kernel(1, threads=128) as _:
-            acc = T.alloc_fragment((M, N), "float32")
+            acc = T.alloc_fragment((M, N), c_dtype)
             T.copy(C0, acc)
             for k0, kb in slices:
                 A_s = T.alloc_shared((kb, M) if trans_a else (M, kb), "bfloat16")
@@ -62,8 +63,8 @@ def _kernel(M, N, K, block_k, trans_a=False, trans_b=False):
 _CACHE: dict = {}
 
 
-def compiled(M, N, K, block_k, trans_a=False, trans_b=False):
-    key = (M, N, K, block_k, trans_a, trans_b)
+def compiled(M, N, K, block_k, trans_a=False, trans_b=False, c_dtype="float32"):
+    key = (M, N, K, block_k, trans_a, trans_b, c_dtype)
     if key not in _CACHE:
         _CACHE[key] = tilelang.compile(_kernel(*key), target="cpu")
     return _CACHE[key]
@@ -87,9 +88,11 @@ def run(kernel, a, b, c0, dot=True):
 
 
 def pair_chain(a, b, c0, block_k):
-    """The documented chain (module docstring): a (M, K), b (K, N) bf16, c0 float32."""
+    """The documented chain (module docstring): a (M, K), b (K, N) bf16, c0 float32 (or bfloat16: then C
+    is rounded to bf16 after each call)."""
     a, b = a.double(), b.double()
-    c = c0.clone()
+    out_t = c0.dtype
+    c = c0.float()
     K = a.shape[1]
     for k0 in range(0, K, block_k):
         kb = min(block_k, K - k0)
@@ -98,14 +101,16 @@ def pair_chain(a, b, c0, block_k):
             order.append(k0 + kb - 1)
         for k in order:
             c = (c.double() + a[:, k:k + 1] * b[k:k + 1, :]).float()
-    return c
+        c = c.to(out_t).float()
+    return c.to(out_t)
 
 
 def bits_equal(x, y) -> bool:
     """The same float32 bits, except that any NaN equals any NaN (the payload of a NaN made by inf - inf
     or 0 * inf is the machine's)."""
     nx, ny = torch.isnan(x), torch.isnan(y)
-    return torch.equal(nx, ny) and torch.equal(x.view(torch.int32)[~nx], y.view(torch.int32)[~ny])
+    it = torch.int16 if x.dtype == torch.bfloat16 else torch.int32
+    return x.dtype == y.dtype and torch.equal(nx, ny) and torch.equal(x.view(it)[~nx], y.view(it)[~ny])
 
 
 def wide(shape, g, lo=-20, hi=21):
@@ -147,6 +152,16 @@ def test_the_pair_chain_bit_for_bit_both_paths(M, N, K, block_k, trans_a, trans_
         for kk in range(K):
             seq = (seq.double() + a.double()[:, kk:kk + 1] * b.double()[kk:kk + 1, :]).float()
         assert not torch.equal(seq, ref)
+
+
+def test_a_bf16_accumulator_tile_is_rounded_once_per_call():
+    M, N, K, bk = 24, 40, 48, 16
+    k = compiled(M, N, K, bk, c_dtype="bfloat16")
+    g = torch.Generator().manual_seed(8)
+    a, b, c0 = wide((M, K), g), wide((K, N), g), wide((M, N), g)
+    ref = pair_chain(a, b, c0, bk)
+    for dot in (True, False):
+        assert bits_equal(run(k, a, b, c0, dot), ref)
 
 
 def test_signed_zeros_and_an_odd_k():
