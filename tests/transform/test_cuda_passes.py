@@ -573,6 +573,62 @@ def test_register_work_between_the_gemms_runs_under_the_first_and_no_statement_i
     assert kinds[g:g + 7] == ["gemm", "for", "gemm", "wait", "for", "for", "wait"], kinds
 
 
+def rs_gemms():
+    """FlashAttention backward's shape: S = A0 B0 (shared operands); O1 += cast(S) B1 and O2 += cast(2 S) B2 with
+    A from registers, the second cast computed between them; then O1 += O2, 128x64x64 fp16."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=256) as _:
+            A0 = T.alloc_shared((128, 64), "float16")
+            B0 = T.alloc_shared((64, 64), "float16")
+            B1 = T.alloc_shared((64, 128), "float16")
+            S = T.alloc_fragment((128, 64), "float32")
+            S1 = T.alloc_fragment((128, 64), "float16")
+            S2 = T.alloc_fragment((128, 64), "float16")
+            O1 = T.alloc_fragment((128, 128), "float32")
+            O2 = T.alloc_fragment((128, 128), "float32")
+            T.copy(A[0, 0], A0)
+            T.copy(B[0, 0], B0)
+            T.copy(B[0, 0], B1)
+            T.gemm(A0, B0, S, clear_accum=True)
+            T.clear(O1)
+            T.clear(O2)
+            for i, j in T.Parallel(128, 64):
+                S1[i, j] = T.cast(S[i, j], "float16")
+            T.gemm(S1, B1, O1)
+            for i, j in T.Parallel(128, 64):
+                S2[i, j] = T.cast(S[i, j] * 2.0, "float16")
+            T.gemm(S2, B1, O2)
+            for i, j in T.Parallel(128, 128):
+                O1[i, j] = O1[i, j] + O2[i, j]
+            T.copy(O1, C)
+    return main
+
+
+def test_gemms_with_a_from_registers_hold_their_packed_a_until_their_waits():
+    before, after = around(rs_gemms(), SM90, overlap_independent_gemms)
+    rs = [g for g in nodes(after, Gemm) if g.a.buffer.name in ("S1", "S2")]
+    assert [type(g.plan).__name__ for g in rs] == ["WgmmaRSPlan", "WgmmaRSPlan"], [g.plan for g in rs]
+    assert [g.async_groups for g in rs] == [1, 1] and [g.held.name for g in rs] == ["O1_held", "O2_held"]
+    stmts = gemm_seq(after)
+    kinds = []
+    for st in stmts:
+        if isinstance(st, Gemm):
+            kinds.append("gemm " + st.c.buffer.name)
+        elif waits(st):
+            kinds.append("wait %d %s" % waits(st)[0])
+        elif isinstance(st, Alloc):
+            kinds.append("alloc " + st.buffer.name)
+        elif collect(st, lambda n: isinstance(n, IntrinsicCall)):
+            kinds.append("fence " + collect(st, lambda n: isinstance(n, IntrinsicCall))[0].args[0].buffer.name)
+        elif isinstance(st, For):
+            kinds.append("for")
+    g = kinds.index("gemm O1")
+    # S2 = cast(2 S) runs while O1's gemm does; each held set is released after its gemm's wait
+    assert kinds[g - 2:g + 8] == ["alloc O1_held", "alloc O2_held", "gemm O1", "for", "gemm O2", "wait 1 O1",
+                                  "fence O1_held", "wait 0 O2", "fence O2_held", "for"], kinds
+
+
 def test_a_shared_write_before_the_second_use_takes_the_wait_before_it():
     _, after = around(two_gemms(between_write_shared=True), SM90, overlap_independent_gemms)
     stmts = gemm_seq(after)

@@ -21,8 +21,11 @@ before the first statement after g1 that touches P1 or is anything but register 
 shared-memory write, a barrier, an intrinsic, another gemm), and at the latest at the end of the
 statement list, so no group is ever in flight across a barrier, a loop's back edge or a branch.
 
-Applies when both gemms run on wgmma with A and B from shared memory, neither is already kept in
-flight by a pipelined loop (`async_groups`), and g1 touches nothing of g0's accumulator.  The sums
+Applies when both gemms run on wgmma with B from shared memory and A from shared memory or from
+registers (FlashAttention backward's dV += P^T dO and dK += dS^T Q: such a gemm packs its A fragments
+into registers of its own, `held`, released after its wait, so the fragment may change while it runs),
+neither is already kept in flight by a pipelined loop (`async_groups`), and g1 touches nothing of g0's
+accumulator.  The sums
 are the same instructions in the same order: only the waits move.  `pass_configs=
 {"tc.overlap_independent_gemms": False}` turns it off.
 """
@@ -30,18 +33,33 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Evaluate, Gemm, Load, Mutator, Ref, Region, Seq, Store, Sync, collect, const
+from ..ir import Alloc, Buffer, Evaluate, Gemm, Load, Mutator, Ref, Region, Seq, Store, Sync, collect, const
+from ..ir import dtype as dt
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
-from ..ir.lowering import WgmmaPlan
+from ..ir.lowering import WgmmaPlan, WgmmaRSPlan
 from ..ir.tileop import TileOp
 
 
 def _issuable(s) -> bool:
-    """A synchronous wgmma gemm with both operands in shared memory."""
-    return (isinstance(s, Gemm) and type(s.plan) is WgmmaPlan and not s.async_groups
-            and s.pipeline_hook is None and s.held is None
-            and s.a.buffer.scope == "shared" and s.b.buffer.scope == "shared")
+    """A synchronous wgmma gemm with B in shared memory and A in shared memory or (WgmmaRSPlan) in
+    registers: the A fragments are packed into registers of their own when it is issued (`held`), so the
+    fragment itself is free again at once."""
+    return (isinstance(s, Gemm) and type(s.plan) in (WgmmaPlan, WgmmaRSPlan) and not s.async_groups
+            and s.pipeline_hook is None and s.held is None and s.b.buffer.scope == "shared"
+            and s.a.buffer.scope == ("shared" if type(s.plan) is WgmmaPlan else "fragment"))
+
+
+def _in_flight(g: Gemm) -> tuple:
+    """(the gemm left in flight, the statements that allocate its held registers, those that release
+    them after its wait)."""
+    if type(g.plan) is not WgmmaRSPlan:
+        return replace(g, async_groups=1), (), ()
+    m, _, k = g.mnk
+    count = m // g.plan.warpgroups // 64 * (k // 16) * 4
+    held = Buffer(f"{g.c.buffer.name}_held", (count,), dt.uint32, "local", span=g.span)
+    return (replace(g, async_groups=1, held=held), (Alloc(held),),
+            (I.evaluate(I.WgmmaHoldFence(count), Ref(held, (const(0),))),))
 
 
 def _buffers(s) -> set:
@@ -79,8 +97,9 @@ def _overlap(stmts: list, layouts) -> list | None:
             continue
         rest = stmts[k + 1:]
         cut = next((j for j, s in enumerate(rest) if g1.c.buffer in _buffers(s) or not _register_only(s)), len(rest))
-        out += [replace(g0, async_groups=1), *stmts[i + 1:k], replace(g1, async_groups=1),
-                _wait(1, g0.c.buffer, layouts), *rest[:cut], _wait(0, g1.c.buffer, layouts)]
+        (f0, alloc0, free0), (f1, alloc1, free1) = _in_flight(g0), _in_flight(g1)
+        out += [*alloc0, *alloc1, f0, *stmts[i + 1:k], f1,
+                _wait(1, g0.c.buffer, layouts), *free0, *rest[:cut], _wait(0, g1.c.buffer, layouts), *free1]
         i = k + 1 + cut
         changed = True
     return out if changed else None
