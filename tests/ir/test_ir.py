@@ -206,6 +206,52 @@ def test_substitute_and_collect():
     assert to_text(e) == "x * 4 + 1"  # the original is untouched
 
 
+def _collect_by_visitor(node, predicate) -> list:
+    """`collect` as a Visitor subclass (as it was first written): the reference it must equal."""
+    found = []
+
+    class C(Visitor):
+        def generic(self, n):
+            if predicate(n):
+                found.append(n)
+            return Visitor.generic(self, n)
+
+        def visit_Buffer(self, n):
+            if predicate(n):
+                found.append(n)
+
+    C().visit(node)
+    return found
+
+
+def test_collect_finds_what_a_visitor_finds_in_the_same_order(tmp_path):
+    """The same nodes, by identity and in pre-order, on fuzzed programs as parsed and as lowered for
+    the CPU and sm_90a, for predicates that take everything, one node type, buffers, or a few."""
+    from tilecraft.compiler.build import effective_pass_configs
+    from tilecraft.ir import Buffer
+    from tilecraft.target import Target
+    from tilecraft.testing.fuzz import Program
+    from tilecraft.transform.pipeline import run_pipeline
+    funcs = [p.func for p in (Program(1001, i, str(tmp_path)) for i in range(24)) if p.func is not None]
+    assert len(funcs) >= 20
+    trees = [f.body for f in funcs]
+    for target in (Target.resolve("cpu"), Target.resolve({"kind": "cuda", "arch": "sm_90a"})):
+        trees += [run_pipeline(f, target, effective_pass_configs({}, target)).body for f in funcs[:12]]
+    trees.append({"a": [funcs[0].body, (funcs[1].body, 3)], "b": funcs[2].body})   # containers are walked
+    predicates = [lambda n: True, lambda n: isinstance(n, Load), lambda n: isinstance(n, Buffer),
+                  lambda n: isinstance(n, (Store, Var))]
+    for tree in trees:
+        for pred in predicates:
+            want, got = _collect_by_visitor(tree, pred), collect(tree, pred)
+            assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+        asked = [[], []]   # the predicate sees the same nodes in the same order (every 7th is taken)
+        want = _collect_by_visitor(tree, lambda n: asked[0].append(n) or len(asked[0]) % 7 == 0)
+        got = collect(tree, lambda n: asked[1].append(n) or len(asked[1]) % 7 == 0)
+        assert len(asked[1]) == len(asked[0]) and all(a is b for a, b in zip(*asked))
+        assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+    assert any(collect(t, predicates[2]) for t in trees) and any(collect(t, predicates[1]) for t in trees)
+
+
 def test_visitor_walks_every_store():
     func = gemm_softmax_func()
     seen = []
