@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
-                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, View, Visitor, binary,
+                  Load, Mutator, Print, Reduce, Ref, Region, Select, Stmt, Store, Var, View, Visitor, binary,
                   call, cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
@@ -88,8 +88,14 @@ def _gemm_loops(op: Gemm, c: Region, acc_t, names):
     m, n, k = op.mnk
     i, kk, j = names.var(), names.var(), names.var()
     c_idx = region_indices(c, [i, j])
-    a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
-    b = cast(_b_operand(op, kk, j), acc_t)
+    kx = kk
+    if op.a.buffer.dtype == dt.bfloat16 and op.b.buffer.dtype == dt.bfloat16 and acc_t == dt.float32:
+        # the micro-kernel's bf16 order (tilecraft_cpu_gemm_bf16.h): k in pairs, the odd one first (1, 0, 3, 2,
+        # ...; an odd K's last alone), so a gemm sums alike whichever way it is lowered
+        swapped = binary("^", kk, const(1))
+        kx = Select(binary("<", swapped, const(k)), swapped, kk)
+    a = cast(_operand(op.a, i, kx, op.trans_a), acc_t)
+    b = cast(_b_operand(op, kx, j), acc_t)
     update = Store(c.buffer, c_idx, cast(call("fma", a, b, cast(Load(c.buffer, c_idx), acc_t)), c.buffer.dtype))
     return For(i, const(0), const(m), "serial",
                For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
