@@ -20,9 +20,13 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m tilecraft demo
 
-# one pytest-xdist worker per core; a test file stays on one worker (its module fixtures: the Ray cluster)
+# pytest-xdist: one worker per core plus one (with one a core, a quarter of the machine idled while
+# workers waited on Ray, subprocesses and timeouts: 594 s -> 457 s on the 2-core machine, session 22);
+# a test file stays on one worker (its module fixtures: the Ray cluster, the fuzzer's programs), and
+# the files take turns in the order tests/conftest.py gives them (the longest first: LONG_FILES)
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
+	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV)
