@@ -23,10 +23,15 @@ demo: $(STAMP)
 # pytest-xdist: one worker per core plus one (with one a core, a quarter of the machine idled while
 # workers waited on Ray, subprocesses and timeouts: 594 s -> 457 s on the 2-core machine, session 22);
 # a test file stays on one worker (its module fixtures: the Ray cluster, the fuzzer's programs), and
-# the files take turns in the order tests/conftest.py gives them (the longest first: LONG_FILES)
+# the files take turns in the order tests/conftest.py gives them (the longest first: LONG_FILES).
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: the ~60 Python processes a run starts
+# (CLI and example subprocesses, Ray and fuzzer workers) then load tilecraft's .pyc (0.4 CPU-s each),
+# and a second run reuses pytest's rewritten test modules (7.5 CPU-s a worker).  The hypothesis and
+# pytest-benchmark plugins a system Python may carry are not used here (0.8 s a process to load).
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:cacheprovider -p no:hypothesispytest -p no:benchmark \
+		-n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV)
