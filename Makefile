@@ -20,8 +20,8 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m tilecraft demo
 
-# pytest-xdist: one worker per core plus one (with one a core, a quarter of the machine idled while
-# workers waited on Ray, subprocesses and timeouts: 594 s -> 457 s on the 2-core machine, session 22);
+# pytest-xdist: one worker per core plus one (a worker waiting on Ray, a subprocess or a timeout leaves
+# its core to the others: 415 s -> 377-384 s on the 2-core machine at the same commit, session 22);
 # a test file stays on one worker (its module fixtures: the Ray cluster, the fuzzer's programs), and
 # the files take turns in the order tests/conftest.py gives them (the longest first: LONG_FILES).
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: the ~60 Python processes a run starts
