@@ -77,6 +77,23 @@ static inline f32xv gemm_fma(f32xv a, f32xv b, f32xv c) {
 #endif
 }
 
+// an MR x NR tile of C (row stride ldc) into / out of the accumulator registers c
+template <int MR>
+static inline void gemm_tile_load(f32xv (&c)[MR][GEMM_NV], const float* __restrict__ ct, int64_t ldc) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(&c[r][v], ct + r * ldc + v * GEMM_VW, GEMM_VW * 4);
+}
+
+template <int MR>
+static inline void gemm_tile_store(float* __restrict__ ct, int64_t ldc, const f32xv (&c)[MR][GEMM_NV]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(ct + r * ldc + v * GEMM_VW, &c[r][v], GEMM_VW * 4);
+}
+
 // one MR x NR tile of C over all K (MR rows, at most GEMM_MR): A's element (r, k) at
 // a[r * lda + k * ka], bp = K x NR (k-major), C's element (r, c) at ct[r * ldc + c]; the loops over
 // rows and vectors are unrolled, so the accumulators live in registers
@@ -84,10 +101,7 @@ template <int MR>
 static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t lda, int64_t ka,
                               const float* __restrict__ bp, float* __restrict__ ct, int64_t ldc) {
   f32xv c[MR][GEMM_NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(&c[r][v], ct + r * ldc + v * GEMM_VW, GEMM_VW * 4);
+  gemm_tile_load<MR>(c, ct, ldc);
   for (int64_t k = 0; k < K; ++k) {
     f32xv b[GEMM_NV];
 #pragma GCC unroll 4
@@ -100,10 +114,7 @@ static inline void gemm_micro(int64_t K, const float* __restrict__ a, int64_t ld
       for (int v = 0; v < GEMM_NV; ++v) c[r][v] = gemm_fma(ar, b[v], c[r][v]);
     }
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(ct + r * ldc + v * GEMM_VW, &c[r][v], GEMM_VW * 4);
+  gemm_tile_store<MR>(ct, ldc, c);
 }
 
 // C (M x N, element (i, j) at C[i * crs + j * ccs]) += A (a(i, k) at A[i * ars + k * acs]) @

@@ -104,6 +104,14 @@ static inline void gemm_bf16_interleave(const uint16_t* s, int64_t ld, uint32_t*
   for (int c = 0; c < GEMM_NR; ++c) d[c] = (uint32_t)s[c] | (uint32_t)s[ld + c] << 16;
 }
 
+// step(p, tail) for every k-pair p of K, an odd K's last k as a pair of its own (gemm_tail<true>)
+template <class Step>
+static inline void gemm_bf16_pairs(int64_t K, Step&& step) {
+  const int64_t kp = K / 2;
+  for (int64_t p = 0; p < kp; ++p) step(p, gemm_tail<false>{});
+  if (K & 1) step(kp, gemm_tail<true>{});
+}
+
 // The exact micro-kernel: one MR x NR tile of C (ct, row stride ldc) += the rows of A at a (row r's
 // element k at a[r * lda + k]) times the packed panel bp (pair p: NR words, bp[p * NR + c] =
 // b(2p, c) | b(2p+1, c) << 16), as float32 FMAs, the odd k of each pair first.
@@ -111,10 +119,7 @@ template <int MR>
 static inline void gemm_bf16_fma(int64_t K, const uint16_t* __restrict__ a, int64_t lda,
                                  const uint32_t* __restrict__ bp, float* __restrict__ ct, int64_t ldc) {
   f32xv c[MR][GEMM_NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(&c[r][v], ct + r * ldc + v * GEMM_VW, GEMM_VW * 4);
+  gemm_tile_load<MR>(c, ct, ldc);
   const gemm_u32xv hi_mask = (gemm_u32xv){} + 0xffff0000u;
   auto step = [&](int64_t p, auto tail) {
     f32xv bh[GEMM_NV], bl[GEMM_NV];
@@ -135,13 +140,8 @@ static inline void gemm_bf16_fma(int64_t K, const uint16_t* __restrict__ a, int6
       for (int v = 0; v < GEMM_NV; ++v) c[r][v] = gemm_fma(al, bl[v], c[r][v]);
     }
   };
-  const int64_t kp = K / 2;
-  for (int64_t p = 0; p < kp; ++p) step(p, gemm_tail<false>{});
-  if (K & 1) step(kp, gemm_tail<true>{});
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(ct + r * ldc + v * GEMM_VW, &c[r][v], GEMM_VW * 4);
+  gemm_bf16_pairs(K, step);
+  gemm_tile_store<MR>(ct, ldc, c);
 }
 
 #if defined(TC_GEMM_BF16_DP)
@@ -162,10 +162,7 @@ static inline bool gemm_bf16_dp(bool check, int64_t K, const uint16_t* __restric
                                 const uint32_t* __restrict__ bp, float* __restrict__ ct, int64_t ldc,
                                 const float* next) {
   f32xv c[MR][GEMM_NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(&c[r][v], ct + r * ldc + v * GEMM_VW, GEMM_VW * 4);
+  gemm_tile_load<MR>(c, ct, ldc);
   {
     const gemm_u32xv mag = (gemm_u32xv){} + 0x7fffffffu, one = (gemm_u32xv){} + 1u;
     gemm_u32xv lo = (gemm_u32xv){} + 0xffffffffu, hi = (gemm_u32xv){};
@@ -201,13 +198,8 @@ static inline bool gemm_bf16_dp(bool check, int64_t K, const uint16_t* __restric
       for (int v = 0; v < GEMM_NV; ++v) c[r][v] = gemm_dpbf16(c[r][v], av, b[v]);
     }
   };
-  const int64_t kp = K / 2;
-  for (int64_t p = 0; p < kp; ++p) step(p, gemm_tail<false>{});
-  if (K & 1) step(kp, gemm_tail<true>{});
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < GEMM_NV; ++v) __builtin_memcpy(ct + r * ldc + v * GEMM_VW, &c[r][v], GEMM_VW * 4);
+  gemm_bf16_pairs(K, step);
+  gemm_tile_store<MR>(ct, ldc, c);
   return true;
 }
 #endif
