@@ -33,12 +33,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Alloc, Buffer, Evaluate, Gemm, Load, Mutator, Ref, Region, Seq, Store, Sync, collect, const
-from ..ir import dtype as dt
+from ..ir import Alloc, Evaluate, Gemm, Load, Mutator, Ref, Region, Seq, Store, Sync, collect, const
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
 from ..ir.lowering import WgmmaPlan, WgmmaRSPlan
 from ..ir.tileop import TileOp
+from .pipelining.overlap import held_registers
 
 
 def _issuable(s) -> bool:
@@ -55,11 +55,9 @@ def _in_flight(g: Gemm) -> tuple:
     them after its wait)."""
     if type(g.plan) is not WgmmaRSPlan:
         return replace(g, async_groups=1), (), ()
-    m, _, k = g.mnk
-    count = m // g.plan.warpgroups // 64 * (k // 16) * 4
-    held = Buffer(f"{g.c.buffer.name}_held", (count,), dt.uint32, "local", span=g.span)
+    held = held_registers(g)
     return (replace(g, async_groups=1, held=held), (Alloc(held),),
-            (I.evaluate(I.WgmmaHoldFence(count), Ref(held, (const(0),))),))
+            (I.evaluate(I.WgmmaHoldFence(held.shape[0]), Ref(held, (const(0),))),))
 
 
 def _buffers(s) -> set:

@@ -37,6 +37,14 @@ from ...ir.expr import Const
 from ...ir.lowering import WgmmaPlan, WgmmaRSPlan
 
 
+def held_registers(g: Gemm) -> Buffer:
+    """The registers a wgmma gemm with A from registers packs its A fragments into when it is left in
+    flight (tc::gemm_rs_sm90_async's `held`: m/wg/64 * k/16 * 4 of this thread's)."""
+    m, _, k = g.mnk
+    count = m // g.plan.warpgroups // 64 * (k // 16) * 4
+    return Buffer(f"{g.c.buffer.name}_held", (count,), dt.uint32, "local", span=g.span)
+
+
 @dataclass(frozen=True)
 class OverlapParts:
     pre: tuple
@@ -116,9 +124,8 @@ def overlapped_loop(ko, n, parts: OverlapParts, wait, release, nacc, turns: bool
     def opt(stmt):
         return (stmt,) if stmt is not None else ()
     prev = binary("-", ko, 1)
-    m, _, k = p.g2.mnk
-    count = m // p.g2.plan.warpgroups // 64 * (k // 16) * 4
-    held = Buffer(f"{p.g2.c.buffer.name}_held", (count,), dt.uint32, "local", span=p.g2.span)
+    held = held_registers(p.g2)
+    count = held.shape[0]
     g1 = replace(p.g1, async_groups=1)
     g2 = replace(substitute(p.g2, {ko: prev}), async_groups=1, held=held)
     body = seq(wait(0, ko), *p.pre, *opt(wait(1, prev)), *turn(g1, g2),
