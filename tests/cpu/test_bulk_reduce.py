@@ -69,3 +69,26 @@ def test_shared_tiles_added_into_overlapping_ragged_rows(dtype, strided):
     want = reference(x, y, step)
     k(x, y, z)
     assert torch.equal(y.double(), want)
+
+
+def dq_like_reference(a, b, R):
+    y = torch.zeros(R, b.shape[1], dtype=torch.float64)
+    for blk in range(a.shape[0]):
+        rows = max(0, min(a.shape[1], R - 16 * blk))
+        y[16 * blk:16 * blk + rows] += (a[blk].double() @ b.double())[:rows]
+    return y
+
+
+def test_gemm_accumulators_added_through_a_shared_tile():
+    """The dQ shape of FlashAttention's backward (tests/cuda/test_bulk_reduce_compile.py::dq_like): a gemm's
+    accumulator staged in a shared tile and added into overlapping, ragged rows; small integers, exact sums."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cuda"))
+    from test_bulk_reduce_compile import dq_like
+    g = torch.Generator().manual_seed(5)
+    a = torch.randint(-3, 4, (4, 64, 64), generator=g).half()
+    b = torch.randint(-3, 4, (64, 128), generator=g).half()
+    y = torch.zeros(100, 128)
+    tilelang.compile(dq_like(), target="cpu")(a, b, y, torch.zeros(64, 128))
+    assert torch.equal(y.double(), dq_like_reference(a, b, 100))

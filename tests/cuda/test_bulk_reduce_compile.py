@@ -107,3 +107,72 @@ def test_a_tile_added_in_a_loop_frees_its_bytes_for_later_buffers():
     assert body.count("tc::bulk_reduce_add_n(") == 2
     loop_end = body.index("tc::bulk_commit()")
     assert body.index("tc::bulk_wait_read()", loop_end) < body.index("&t[", loop_end)
+
+
+# ---- pad_reduce_tiles: a tile that stages a gemm accumulator for the bulk reduce gets padded rows ----
+
+def dq_like(M=64, N=128, K=64, R=100, blocks=4, dtype="float16", threads=128, read_tile=False):
+    """FlashAttention backward's dQ path in small: block b adds A_b @ B into Y[16 b:16 b + M, :] through
+    a shared fp32 tile (blocks overlap, the last ones run past R).  read_tile: the tile is also read
+    back into Z (a use the padding must not see: left unpadded)."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((blocks, M, K), dtype), B: T.Tensor((K, N), dtype), Y: T.Tensor((R, N), "float32"),
+             Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(blocks, threads=threads) as b:
+            a_s = T.alloc_shared((M, K), dtype)
+            b_s = T.alloc_shared((K, N), dtype)
+            acc = T.alloc_fragment((M, N), "float32")
+            s = T.alloc_shared((M, N), "float32")
+            T.copy(A[b, :, :], a_s)
+            T.copy(B[:, :], b_s)
+            T.clear(acc)
+            T.gemm(a_s, b_s, acc)
+            T.copy(acc, s)
+            T.atomic_add(Y[b * 16:b * 16 + M, :], s)
+            if read_tile:
+                T.copy(s, Z[:, :])
+    return main
+
+
+def test_an_accumulator_staged_for_a_bulk_reduce_gets_padded_rows():
+    body = _body(tilelang.compile(dq_like(), target={"kind": "cuda", "arch": "sm_90a"}))
+    # rows of 128 + 4 floats: one bulk reduce per row (the tile is no longer one run), read at the padded stride
+    assert "tc::bulk_reduce_add<512>(" in body and "bulk_reduce_add_n" not in body, body
+    assert "* 132]" in body[body.index("tc::bulk_reduce_add<512>("):], body
+    assert "< 100" in body, "rows past the tensor's end are not added"
+
+
+@pytest.mark.parametrize("arch,kw", [("sm_90a", {"read_tile": True}),    # another reader sees the layout
+                                     ("sm_90a", {"configs": {"tc.pad_reduce_tiles": False}}),
+                                     ("sm_80", {}),                       # no bulk reduce: element atomics
+                                     ("sm_90a", {"N": 24})])              # 96-byte rows: no common bank
+def test_a_tile_is_left_unpadded_where_the_padding_does_not_apply(arch, kw):
+    configs = kw.pop("configs", {})
+    body = _body(tilelang.compile(dq_like(**kw), target={"kind": "cuda", "arch": arch}, pass_configs=configs))
+    n = kw.get("N", 128)
+    assert f"* {n + 4}]" not in body and f"* {n + 4})" not in body, body
+
+
+@pytest.mark.parametrize("which", ["wgmma", "mma"])
+def test_the_padding_takes_a_warps_accumulator_store_to_the_fewest_wavefronts(which):
+    """What the pass is for, on the layouts themselves: a warp's first 8-byte store of a 64x128 fp32
+    accumulator (each lane two adjacent columns of 8 rows) hits each bank 8 times with 512-byte rows,
+    twice (the minimum for 256 bytes) with 528-byte ones."""
+    from tilecraft.ir.layout.fragment import _element, mma_accumulator_layout, wgmma_accumulator_layout
+    from tilecraft.transform.pad_reduce_tiles import PAD_BYTES
+    lay = (wgmma_accumulator_layout((64, 128), 256, wg_n=2) if which == "wgmma"
+           else mma_accumulator_layout((64, 128), 128, 4, 1))
+
+    def wavefronts(row_bytes):
+        banks = {}
+        for lane in range(32):
+            (r0, c0), (r1, c1) = _element(lay, lane, 0), _element(lay, lane, 1)
+            assert (r1, c1) == (r0, c0 + 1)         # one 8-byte vector store
+            for r, c in ((r0, c0), (r1, c1)):
+                word = (r * row_bytes + 4 * c) // 4
+                banks.setdefault(word % 32, set()).add(word)
+        return max(len(w) for w in banks.values())
+    assert wavefronts(512) == 8
+    assert wavefronts(512 + PAD_BYTES) == 2

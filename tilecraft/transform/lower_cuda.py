@@ -25,6 +25,7 @@ from ..ir.layout.fragment import FragmentLayout, covering_slot, extend_over_loop
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .plan_shared_memory import plan_kernel
 from .warp_groups import scope_base, scope_threads
+from .pad_reduce_tiles import bulk_reduce_enabled
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, unit_anchor, window_dims,
                              writes_a_projection)
 
@@ -345,7 +346,7 @@ def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
     lower = _Lower(layouts, swizzled, func.lowering.smem_layouts, ctx.target.max_shared_memory,
                    ctx.options.remapped_fragment_reads)
     lower.fibers = ctx.target.kind == "cpu"
-    lower.bulk_reduce = ctx.target.has("tma") and ctx.options.bulk_reduce and not ctx.options.disable_tma_lower
+    lower.bulk_reduce = bulk_reduce_enabled(ctx)
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
