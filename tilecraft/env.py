@@ -98,6 +98,18 @@ def _parse_text(name: str, raw: str) -> str:
     return raw.strip()
 
 
+def _parse_seconds(name: str, raw: str) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"environment variable {name}={raw!r}: expected a number of seconds (more than 0)")
+    return value
+
+
 def _default_cxx() -> str:
     for candidate in ("g++", "c++", "clang++"):
         found = shutil.which(candidate)
@@ -231,6 +243,11 @@ class Knobs:
         "CPU mode: a timing (do_bench, the profiler, triton.testing.do_bench, autotuning) makes one untimed "
         "call, then at most this many timed calls, stopping once its `rep` milliseconds are spent (at least "
         "one); 0: the counts the program asks for, as on a GPU")
+    cpu_spin_seconds: float | None = _knob(
+        "CPU_SPIN_SECONDS", _parse_seconds, None,
+        "CPU target, thread-level mode: a block whose threads only spin in `while` loops on memory this "
+        "long is reported as deadlocked; default (unset) 8 s (tilecraft_cpu_threads.h).  Read when a "
+        "kernel library is loaded")
     cuda_home: Path | None = _knob("CUDA_HOME", _parse_path, _default_cuda_home,
                                    "CUDA toolkit root (nvcc, headers)", extra=("CUDA_HOME", "CUDA_PATH"))
 
@@ -323,6 +340,11 @@ def launcher_dir() -> Path:
 def default_pass_configs() -> dict:
     """``TILECRAFT_PASS_CONFIGS`` (a JSON object): pass_configs under every kernel's own."""
     return dict(knobs.pass_configs)
+
+
+def cpu_spin_seconds() -> float | None:
+    """``TILECRAFT_CPU_SPIN_SECONDS``: the thread-level mode's spin limit in seconds; None: the header's 8 s."""
+    return knobs.cpu_spin_seconds
 
 
 def cuda_home() -> Path | None:

@@ -282,9 +282,13 @@ def test_a_spin_wait_on_shared_memory_ends():
     torch.testing.assert_close(flag_handoff(32, True)(x), x * 2 + 1)
 
 
-def test_spinning_that_nobody_ends_is_a_deadlock_naming_the_loop():
+def test_spinning_that_nobody_ends_is_a_deadlock_naming_the_loop(monkeypatch):
+    """The spin limit is 8 s by default (tilecraft_cpu_threads.h); this test sets a short one
+    (TILECRAFT_CPU_SPIN_SECONDS, read when the kernel library is loaded), so it does not spin 8 s."""
+    monkeypatch.setenv("TILECRAFT_CPU_SPIN_SECONDS", "0.5")
     line = _line(flag_handoff.fn, "while flag[0] == 0:")
-    with pytest.raises(TilecraftError, match=rf"threads \d+-\d+ spin in the while loop at {THIS}:{line}"):
+    with pytest.raises(TilecraftError, match=rf"threads \d+-\d+ spin in the while loop at {THIS}:{line} .*, "
+                                             r"and for 0\.5 s no thread"):
         flag_handoff(32, False)(torch.randn(32))
 
 

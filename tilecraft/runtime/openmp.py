@@ -9,7 +9,9 @@ else (torch's own OpenMP, subprocesses) sees it.
 
 Thread count: each kernel library exports ``tc_num_threads`` (tilecraft_cpu.h), set when it is
 loaded to ``torch.get_num_threads()`` (which follows ``OMP_NUM_THREADS`` and
-``torch.set_num_threads``), at most the number of CPUs this process may run on.
+``torch.set_num_threads``), at most the number of CPUs this process may run on.  A thread-level
+kernel also exports ``tc_simt_spin_seconds`` (tilecraft_cpu_threads.h), its spin limit, set from
+``TILECRAFT_CPU_SPIN_SECONDS`` when that is set.
 """
 from __future__ import annotations
 
@@ -52,8 +54,16 @@ def thread_count() -> int:
 
 
 def configure(lib: ctypes.CDLL) -> None:
-    """Give a loaded kernel library its thread count."""
+    """Give a loaded kernel library its thread count, and a thread-level kernel its spin limit when
+    TILECRAFT_CPU_SPIN_SECONDS sets one (tilecraft_cpu_threads.h; default 8 s)."""
     try:
         ctypes.c_int.in_dll(lib, "tc_num_threads").value = thread_count()
     except ValueError:
         pass  # a library built before the symbol existed
+    from .. import env
+    spin = env.cpu_spin_seconds()
+    if spin is not None:
+        try:
+            ctypes.c_double.in_dll(lib, "tc_simt_spin_seconds").value = spin
+        except ValueError:
+            pass  # not a thread-level kernel

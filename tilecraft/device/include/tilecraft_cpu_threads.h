@@ -68,6 +68,18 @@ enum Wait : int { RUNNING = 0, BARRIER, WARP, MBARRIER, POLL, DONE };
 // warp exchange, mbarrier arrival or exit among them, is deadlocked too
 static constexpr double SPIN_SECONDS = 8.0;
 
+}  // namespace simt
+}  // namespace tc
+
+// SPIN_SECONDS unless the runtime sets another limit when it loads the library (runtime/openmp.py:
+// TILECRAFT_CPU_SPIN_SECONDS; the deadlock test sets a short one)
+extern "C" {
+__attribute__((visibility("default"))) double tc_simt_spin_seconds = tc::simt::SPIN_SECONDS;
+}
+
+namespace tc {
+namespace simt {
+
 struct Fiber {
   void* sp;
   int wait;            // Wait
@@ -204,7 +216,7 @@ struct Block {
       if (spinning && events == before) {
         if (idle_rounds++ == 0) idle_since = std::chrono::steady_clock::now();
         if ((idle_rounds & 1023) == 0 &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count() > SPIN_SECONDS) {
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count() > tc_simt_spin_seconds) {
           describe_deadlock();
           rc = -2;
           break;
@@ -282,8 +294,8 @@ inline void Block::describe_deadlock() {
     const int c = t / per, t0 = t % per, t1 = (u - 1) % per;
     const char* where = x.site ? x.site : "?";
     if (x.wait == POLL) {
-      std::snprintf(buf, sizeof buf, "\n  threads %d-%d spin in the while loop at %s, and for %.0f s no thread did "
-                    "anything but spin or wait", t0, t1, where, SPIN_SECONDS);
+      std::snprintf(buf, sizeof buf, "\n  threads %d-%d spin in the while loop at %s, and for %g s no thread did "
+                    "anything but spin or wait", t0, t1, where, tc_simt_spin_seconds);
     } else if (x.wait == BARRIER && x.bar_id == 0 && x.obj != &cluster_bar()) {
       std::snprintf(buf, sizeof buf, "\n  threads %d-%d wait at the block barrier (__syncthreads) at %s: %d of the %d "
                     "live threads arrived", t0, t1, where, block_bars(c)[0].arrived, lives[c]);
