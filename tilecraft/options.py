@@ -109,7 +109,7 @@ class PassConfigKey(str, enum.Enum):
     TC_PERSISTENT_TILES = "tc.persistent_tiles"
     TC_CPU_THREADS = "tc.cpu_threads"
     TC_BULK_REDUCE = "tc.bulk_reduce"
-    TC_PAD_REDUCE_TILES = "tc.pad_reduce_tiles"
+    TC_TMA_REDUCE = "tc.tma_reduce"
 
     def __str__(self):
         return self.value
@@ -201,9 +201,10 @@ class Options:
                              "sm_90+: T.atomic_add of a shared tile into global memory is one TMA bulk reduce-add "
                              "per row (cp.reduce.async.bulk) instead of one atomic per element (tl.disable_tma_lower "
                              "turns it off too)")
-    pad_reduce_tiles: bool = _opt("tc.pad_reduce_tiles", True, bool, "transform/pad_reduce_tiles.py",
-                                  "sm_90+: a shared tile that only stages a gemm accumulator for a bulk reduce gets "
-                                  "16 bytes of padding a row (bank-conflict-free stores; one bulk reduce per row)")
+    tma_reduce: bool = _opt("tc.tma_reduce", True, bool, "transform/cuda_ops/tma_reduce.py",
+                            "sm_90+: a shared tile that only stages a gemm accumulator for T.atomic_add into a "
+                            "kernel's tensor is laid out in the 128-byte swizzle (bank-conflict-free stores) and "
+                            "added by TMA tensor reduces, one per 128-byte column panel")
     cpu_threads: TriState = _opt("tc.cpu_threads", "auto", "choice", "transform/cpu_threads.py",
                                  "CPU target: blocks run with their CUDA threads emulated (one fiber per thread, the "
                                  "CUDA lowering's per-thread code): \"auto\" where the program needs it (thread "

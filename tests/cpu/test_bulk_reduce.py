@@ -80,7 +80,7 @@ def dq_like_reference(a, b, R):
 
 
 def test_gemm_accumulators_added_through_a_shared_tile():
-    """The dQ shape of FlashAttention's backward (tests/cuda/test_bulk_reduce_compile.py::dq_like): a gemm's
+    """The dQ shape of FlashAttention's backward (tests/cuda/test_bulk_reduce_compile.py::dq_like, TMA tensor reduces on sm_90): a gemm's
     accumulator staged in a shared tile and added into overlapping, ragged rows; small integers, exact sums."""
     import os
     import sys

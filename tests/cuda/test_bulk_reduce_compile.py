@@ -109,12 +109,12 @@ def test_a_tile_added_in_a_loop_frees_its_bytes_for_later_buffers():
     assert body.index("tc::bulk_wait_read()", loop_end) < body.index("&t[", loop_end)
 
 
-# ---- pad_reduce_tiles: a tile that stages a gemm accumulator for the bulk reduce gets padded rows ----
+# ---- cuda_ops/tma_reduce.py: a tile that stages a gemm accumulator for the reduce takes the 128-byte swizzle ----
 
 def dq_like(M=64, N=128, K=64, R=100, blocks=4, dtype="float16", threads=128, read_tile=False):
     """FlashAttention backward's dQ path in small: block b adds A_b @ B into Y[16 b:16 b + M, :] through
     a shared fp32 tile (blocks overlap, the last ones run past R).  read_tile: the tile is also read
-    back into Z (a use the padding must not see: left unpadded)."""
+    back into Z (a use that must not see another layout: left plain)."""
     import tilecraft.language as T
 
     @T.prim_func
@@ -136,43 +136,54 @@ def dq_like(M=64, N=128, K=64, R=100, blocks=4, dtype="float16", threads=128, re
     return main
 
 
-def test_an_accumulator_staged_for_a_bulk_reduce_gets_padded_rows():
-    body = _body(tilelang.compile(dq_like(), target={"kind": "cuda", "arch": "sm_90a"}))
-    # rows of 128 + 4 floats: one bulk reduce per row (the tile is no longer one run), read at the padded stride
-    assert "tc::bulk_reduce_add<512>(" in body and "bulk_reduce_add_n" not in body, body
-    assert "* 132]" in body[body.index("tc::bulk_reduce_add<512>("):], body
-    assert "< 100" in body, "rows past the tensor's end are not added"
+def test_an_accumulator_staged_for_a_reduce_is_added_by_tma_tensor_reduces():
+    k = tilelang.compile(dq_like(), target={"kind": "cuda", "arch": "sm_90a"})
+    body = _body(k)
+    # the tile in the wgmma operands' 128-byte swizzle: four 32-float column panels, one tensor reduce each,
+    # issued by one thread after the fence and the barrier; rows past Y's end are dropped by the TMA unit
+    assert body.count("tc::tma_reduce_add_tile(") == 4 and "bulk_reduce_add" not in body, body
+    assert "tc::vec_store<float, float, 2>((&s[tc::swizzle_offset_sm90<128, 4, 64>(" in body, body
+    fence, issue = body.index("tc::fence_proxy_async_shared()"), body.index("tc::tma_reduce_add_tile(")
+    assert fence < body.index("__syncthreads()", fence) < body.index("tc_tid == 0", fence) < issue
+    assert "(b * 16)" in body[issue:issue + 200], body[issue:issue + 200]
+    # Y's tensor map (parameter 2): 64-row x 32-float boxes in the 128-byte swizzle
+    assert k.artifact.meta["tma"] == [{"param": 2, "box": [64, 32], "swizzle": 128}], k.artifact.meta["tma"]
+    assert body.rstrip().endswith("tc::bulk_wait_read();\n}"), body[-200:]   # the shared reads end before exit
 
 
 @pytest.mark.parametrize("arch,kw", [("sm_90a", {"read_tile": True}),    # another reader sees the layout
-                                     ("sm_90a", {"configs": {"tc.pad_reduce_tiles": False}}),
+                                     ("sm_90a", {"configs": {"tc.tma_reduce": False}}),
                                      ("sm_80", {}),                       # no bulk reduce: element atomics
-                                     ("sm_90a", {"N": 24})])              # 96-byte rows: no common bank
-def test_a_tile_is_left_unpadded_where_the_padding_does_not_apply(arch, kw):
+                                     ("sm_90a", {"N": 24})])              # 96-byte rows: no swizzle atom
+def test_a_tile_stays_plain_where_the_tensor_reduce_does_not_apply(arch, kw):
     configs = kw.pop("configs", {})
     body = _body(tilelang.compile(dq_like(**kw), target={"kind": "cuda", "arch": arch}, pass_configs=configs))
-    n = kw.get("N", 128)
-    assert f"* {n + 4}]" not in body and f"* {n + 4})" not in body, body
+    assert "tma_reduce_add_tile" not in body and "&s[tc::swizzle" not in body, body
 
 
 @pytest.mark.parametrize("which", ["wgmma", "mma"])
 def test_the_padding_takes_a_warps_accumulator_store_to_the_fewest_wavefronts(which):
-    """What the pass is for, on the layouts themselves: a warp's first 8-byte store of a 64x128 fp32
-    accumulator (each lane two adjacent columns of 8 rows) hits each bank 8 times with 512-byte rows,
-    twice (the minimum for 256 bytes) with 528-byte ones."""
+    """Why the layout: a warp's first 8-byte store of a 64x128 fp32 accumulator (each lane two adjacent
+    columns of 8 rows) hits each bank 8 times in a row-major tile of 512-byte rows, twice (the minimum for
+    256 bytes) in the 128-byte swizzle of tc::swizzle_offset_sm90 (gemm_sm90.h's formula)."""
     from tilecraft.ir.layout.fragment import _element, mma_accumulator_layout, wgmma_accumulator_layout
-    from tilecraft.transform.pad_reduce_tiles import PAD_BYTES
     lay = (wgmma_accumulator_layout((64, 128), 256, wg_n=2) if which == "wgmma"
            else mma_accumulator_layout((64, 128), 128, 4, 1))
 
-    def wavefronts(row_bytes):
+    def plain(r, c):
+        return r * 128 + c
+
+    def swizzled(r, c, rows=64, w=32, epc=4):
+        return (c // w) * rows * w + r * w + (((c % w) // epc) ^ (r % 8)) * epc + c % epc
+
+    def wavefronts(offset):
         banks = {}
         for lane in range(32):
             (r0, c0), (r1, c1) = _element(lay, lane, 0), _element(lay, lane, 1)
             assert (r1, c1) == (r0, c0 + 1)         # one 8-byte vector store
             for r, c in ((r0, c0), (r1, c1)):
-                word = (r * row_bytes + 4 * c) // 4
+                word = offset(r, c)
                 banks.setdefault(word % 32, set()).add(word)
         return max(len(w) for w in banks.values())
-    assert wavefronts(512) == 8
-    assert wavefronts(512 + PAD_BYTES) == 2
+    assert wavefronts(plain) == 8
+    assert wavefronts(swizzled) == 2

@@ -48,8 +48,9 @@ def test_a_kernel_reading_its_destination_sees_its_own_adds_on_gpu():
 
 
 @pytest.mark.parametrize("threads", [128, 256])
-def test_a_padded_accumulator_tile_adds_every_row_once_on_gpu(threads):
-    """pad_reduce_tiles' form (rows padded, one bulk reduce per row) against the exact reference."""
+def test_a_swizzled_accumulator_tile_adds_every_row_once_on_gpu(threads):
+    """cuda_ops/tma_reduce.py's form (the tile in the 128-byte swizzle, TMA tensor reduces; blocks past the
+    tensor's end) against the exact reference."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "cuda"))
     from test_bulk_reduce_compile import dq_like
     from test_bulk_reduce import dq_like_reference
@@ -57,7 +58,7 @@ def test_a_padded_accumulator_tile_adds_every_row_once_on_gpu(threads):
     a = torch.randint(-3, 4, (16, 64, 64), generator=g).half()
     b = torch.randint(-3, 4, (64, 128), generator=g).half()
     k = tilelang.compile(dq_like(blocks=16, threads=threads, R=260), target="cuda")
-    assert "* 132]" in k.get_kernel_source()
+    assert "tc::tma_reduce_add_tile(" in k.get_kernel_source()
     y = torch.zeros(260, 128, device="cuda")
     k(a.cuda(), b.cuda(), y, torch.zeros(64, 128, device="cuda"))
     assert torch.equal(y.cpu().double(), dq_like_reference(a, b, 260))

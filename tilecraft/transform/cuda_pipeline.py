@@ -10,7 +10,6 @@ from .legalize_global_access import legalize_global_access
 from .lower_cuda import lower_cuda
 from .lower_manual_sync_cuda import lower_manual_sync_cuda
 from .overlap_independent_gemms import overlap_independent_gemms
-from .pad_reduce_tiles import pad_reduce_tiles
 from .plan_shared_layouts import plan_shared_layouts
 from .place_bulk_waits import place_bulk_waits
 from .plan_shared_memory import plan_shared_memory
@@ -49,9 +48,6 @@ CUDA_PIPELINE = [
     # Accumulator stores to global go through a padded shared tile (16-byte coalesced stores);
     # needs the gemm plans from infer_layouts, and runs before anything places shared memory.
     stage_epilogue,
-    # sm_90+: a shared tile that only stages a fragment for a bulk reduce into global memory gets padded
-    # rows (a warp's accumulator store lands on distinct banks); before anything lays out or places it.
-    pad_reduce_tiles,
     # Gemms decide which shared tiles they need swizzled, before anything addresses them.
     plan_shared_layouts,
     # A pipelined loop's copies at a position the body names (`pos = k * block_N`) take the name's

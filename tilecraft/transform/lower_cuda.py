@@ -25,7 +25,7 @@ from ..ir.layout.fragment import FragmentLayout, covering_slot, extend_over_loop
 from .cuda_ops import CUDA_LOWERING, Ctx
 from .plan_shared_memory import plan_kernel
 from .warp_groups import scope_base, scope_threads
-from .pad_reduce_tiles import bulk_reduce_enabled
+from .cuda_ops.tma_reduce import bulk_reduce_enabled, tma_reduces
 from ..ir.semantics import (loop_dims, mixed_dims, parallel_anchor, partial_anchor, unit_anchor, window_dims,
                              writes_a_projection)
 
@@ -40,6 +40,7 @@ class _Lower(Mutator):
         # the lanes of converged warps (see _replica_updates)
         self.fibers = False
         self.bulk_reduce = False   # sm_90+ with tc.bulk_reduce (cuda_ops/misc.py::_bulk_reduce)
+        self.tma_reduces: dict = {}   # (tensor, tile) -> its tensor-map reduce (cuda_ops/tma_reduce.py)
         self.smem_layouts = smem_layouts
         self.scratch: set = set()
         self.ctx: Ctx | None = None
@@ -78,7 +79,7 @@ class _Lower(Mutator):
     def _ctx(self, k: Kernel) -> Ctx:
         ctx = Ctx(k, self.layouts, self.swizzled)
         ctx.remapped_reads = self.remapped_reads
-        ctx.bulk_reduce, ctx.smem_layouts = self.bulk_reduce, self.smem_layouts
+        ctx.bulk_reduce, ctx.smem_layouts, ctx.tma_reduces = self.bulk_reduce, self.smem_layouts, self.tma_reduces
         return ctx
 
     def visit_Kernel(self, k: Kernel):
@@ -347,6 +348,9 @@ def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
                    ctx.options.remapped_fragment_reads)
     lower.fibers = ctx.target.kind == "cpu"
     lower.bulk_reduce = bulk_reduce_enabled(ctx)
+    new_descs = ()
+    if lower.bulk_reduce:
+        lower.tma_reduces, new_descs = tma_reduces(func, len(func.lowering.tma_descs))
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
     if leftovers:
@@ -355,4 +359,6 @@ def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
                              f"ctx.target fragment elements live in different threads — use T.Parallel, or "
                              f"T.alloc_var / T.alloc_local for per-thread values", b.span)
     out = func.with_body(lowered)
+    if new_descs:
+        out = out.with_lowering(tma_descs=tuple(func.lowering.tma_descs) + new_descs)
     return out.with_lowering(scratch_smem=frozenset(lower.scratch)) if lower.scratch else out

@@ -5,7 +5,8 @@ swizzle of each shared tile a tensor-core gemm reads: SWIZZLE_SM80, the XOR swiz
 `tc::swizzle_offset` (16-byte chunks permuted by row), which makes ldmatrix reads bank-conflict
 free, or SWIZZLE_SM90 for wgmma operands (the hardware's own modes).  The gemm that
 reads a buffer decides (DESIGN.md), not the copy that fills it; `T.annotate_layout` with
-`T.make_swizzled_layout` asks for it explicitly.  A buffer is swizzled only when its rows are a
+`T.make_swizzled_layout` asks for it explicitly.  On sm_90+ a tile that only stages a gemm accumulator
+for a T.atomic_add takes SWIZZLE_SM90 too, for the TMA tensor reduce (cuda_ops/tma_reduce.py).  A buffer is swizzled only when its rows are a
 power-of-two number (>= 2) of 16-byte chunks; otherwise the request is ignored (still correct).
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..ir import Annotate, AnnotationKey, Buffer, Gemm, collect
 from ..ir.func import PrimFunc
 from ..ir.stmt import SwizzledLayout
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90, is_wgmma
+from .cuda_ops.tma_reduce import staging_tiles
 
 
 def swizzle_ok(buf: Buffer) -> bool:
@@ -39,4 +41,7 @@ def plan_shared_layouts(func: PrimFunc, ctx) -> PrimFunc:
     # tc::swizzle_offset for rows up to 128 bytes, 1024-byte panels for longer rows
     layouts = {b: SWIZZLE_SM80 for b in want if b not in hopper and swizzle_ok(b)}
     layouts.update({b: SWIZZLE_SM90 for b in hopper})
+    # sm_90+: tiles that only stage an accumulator for a T.atomic_add take the same layout and TMA
+    # tensor reduces (transform/cuda_ops/tma_reduce.py)
+    layouts.update({b: SWIZZLE_SM90 for b in staging_tiles(func, ctx)})
     return func.with_lowering(smem_layouts=layouts)

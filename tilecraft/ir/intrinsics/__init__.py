@@ -29,7 +29,7 @@ from .reduce import Shfl, ShflXorReduce, SyncWarp, WarpVote
 from .regs import WarpgroupRegAlloc, WarpgroupRegDealloc
 from .sync import ConsumerSync, FenceProxyAsyncShared, NamedBarrierArrive, NamedBarrierSync, WgTurnInit, WgTurnPass, WgTurnWait
 from .random import RNG, RngInit, RngRand
-from .tma import BulkCommit, BulkCommitWait, BulkReduceAdd, BulkReduceAddN, BulkWaitRead, TmaExpect, TmaLoadTile
+from .tma import BulkCommit, BulkCommitWait, BulkReduceAdd, BulkReduceAddN, BulkWaitRead, TmaExpect, TmaLoadTile, TmaReduceAddTile
 from .vector import VecConvert, VecLoadZfill, VecStore
 from .wgmma import GemmRSSm90, GemmRSSm90Async, GemmSSSm90, WgmmaDrain, WgmmaHoldFence, WgmmaWait
 

@@ -46,6 +46,20 @@ class BulkReduceAdd(Intrinsic):
 
 
 @dataclass(frozen=True)
+class TmaReduceAddTile(Intrinsic):
+    """One TMA box of a shared tile (`base + offset` elements, a box of ir/layout/tma.py::sm90_tile_boxes)
+    added element by element into the tensor `desc` describes at (col, row[, c2, c3, c4]), innermost first
+    (cp.reduce.async.bulk.tensor ... .add, sm_90; elements past the tensor are not added).  Fenced and
+    waited for like BulkReduceAdd."""
+    entry = "tc::tma_reduce_add_tile"
+    family = "tma"
+    operands = (Operand("base", PTR, READ, ("shared",)), Operand("offset", VALUE), Operand("desc", DESC),
+                Operand("col", VALUE), Operand("row", VALUE), Operand("c2", VALUE), Operand("c3", VALUE),
+                Operand("c4", VALUE))
+    effects = Effects(proxy=TMA, note="tensor bulk reduce-add: shared -> global, element-wise atomic")
+
+
+@dataclass(frozen=True)
 class BulkReduceAddN(Intrinsic):
     """BulkReduceAdd of a whole tile that is one contiguous run in shared and in global memory: `bytes`
     (a runtime multiple of 16: the in-bounds rows of a ragged tile; nothing when <= 0) in one instruction."""

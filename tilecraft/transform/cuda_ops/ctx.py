@@ -42,6 +42,7 @@ class Ctx:
         # (misc._bulk_reduce); smem_layouts: the planned (swizzled) shared layouts, which it avoids
         self.bulk_reduce = False
         self.smem_layouts: dict = {}
+        self.tma_reduces: dict = {}   # (tensor, tile) -> tma_reduce.TmaReduce
         self._only_added: dict = {}
 
     def for_threads(self, threads: int, base: int) -> "Ctx":
@@ -56,6 +57,7 @@ class Ctx:
         sub.scratch = self.scratch
         sub.compact_scratch = self.compact_scratch
         sub.bulk_reduce, sub.smem_layouts, sub._only_added = self.bulk_reduce, self.smem_layouts, self._only_added
+        sub.tma_reduces = self.tma_reduces
         return sub
 
     def only_atomically_added(self, buf: Buffer) -> bool:

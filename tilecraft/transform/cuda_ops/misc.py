@@ -8,6 +8,7 @@ from ...ir import same
 from ...ir import intrinsics as I
 from ...ir.semantics import region_indices
 from .ctx import Ctx, register, _whole_fragment
+from .tma_reduce import tma_reduce_issue
 
 
 @register(AtomicAdd)
@@ -45,6 +46,25 @@ def _bulk_reduce(op: AtomicAdd, ctx: Ctx):
     v, d = op.value, op.dst
     if not ctx.bulk_reduce or op.kind != "add" or v.buffer.scope != "shared" or d.buffer.scope != "global":
         return None
+    issue = tma_reduce_issue(op, ctx)   # a tile in the 128-byte swizzle: TMA tensor reduces (tma_reduce.py)
+    if issue is None:
+        issue = _row_issue(op, ctx)
+    if issue is None:
+        return None
+    fenced = seq(I.evaluate(I.FenceProxyAsyncShared()), Sync(), issue)
+    if ctx.only_atomically_added(d.buffer) and ctx.threads == ctx.kernel.num_threads:
+        # nothing in the kernel reads the destination: wait for the shared reads only before the tile is
+        # written again, placed by transform/place_bulk_waits.py (the block computes meanwhile)
+        return seq(fenced, I.evaluate(I.BulkCommit(), Ref(v.buffer, tuple(const(0) for _ in v.buffer.shape))))
+    # the kernel reads the destination (wait until the adds are done, so a later barrier makes them
+    # visible), or a warp-group branch issues it (its barriers are its own): wait here
+    return seq(fenced, I.evaluate(I.BulkCommitWait(read_only=ctx.only_atomically_added(d.buffer))), Sync())
+
+
+def _row_issue(op: AtomicAdd, ctx: Ctx):
+    """The bulk reduces of a plain row-major tile: one per row, or one for a tile that is one run in
+    both memories; None where its rows are not contiguous 16-byte multiples in both."""
+    v, d = op.value, op.dst
     dtype = d.buffer.dtype
     if v.buffer.dtype != dtype or dtype.name not in ("float32", "float16", "bfloat16"):
         return None
@@ -81,14 +101,7 @@ def _bulk_reduce(op: AtomicAdd, ctx: Ctx):
             binary("*", inside, inner * dtype.bytes), span=op.span))
     else:
         issue = ctx.strided(rows, row, op.span)
-    fenced = seq(I.evaluate(I.FenceProxyAsyncShared()), Sync(), issue)
-    if ctx.only_atomically_added(d.buffer) and ctx.threads == ctx.kernel.num_threads:
-        # nothing in the kernel reads the destination: wait for the shared reads only before the tile is
-        # written again, placed by transform/place_bulk_waits.py (the block computes meanwhile)
-        return seq(fenced, I.evaluate(I.BulkCommit(), Ref(v.buffer, tuple(const(0) for _ in v.buffer.shape))))
-    # the kernel reads the destination (wait until the adds are done, so a later barrier makes them
-    # visible), or a warp-group branch issues it (its barriers are its own): wait here
-    return seq(fenced, I.evaluate(I.BulkCommitWait(read_only=ctx.only_atomically_added(d.buffer))), Sync())
+    return issue
 
 
 def _one_run(v: Region, d: Region):

@@ -293,6 +293,46 @@ TC_DEVICE void bulk_reduce_add_n(T* dst, const T* src, int bytes) {
   for (int i = 0; i < bytes / static_cast<int>(sizeof(T)); ++i) atomic_add(dst + i, src[i]);
 }
 
+// A TMA box of a shared tile (a box of layout/tma.py::sm90_tile_boxes at `base + offset` elements, in
+// the box's swizzle) added element by element into the tensor `desc` describes at the coordinates given
+// innermost first (cp.reduce.async.bulk.tensor ... .add.tile.bulk_group, PTX ISA 8.0, sm_90): one
+// instruction per box; elements outside the tensor are not added (a ragged last tile).  The same rules
+// as bulk_reduce_add: the shared bytes fenced (fence_proxy_async_shared) and a block barrier passed
+// first, a bulk-group wait before the tile is written again.  The element type is the tensor map's.
+#define TC_TMA_REDUCE(N, COORDS, ...)                                                                  \
+  asm volatile("cp.reduce.async.bulk.tensor." #N "d.global.shared::cta.add.tile.bulk_group"          \
+               " [%0, {" COORDS "}], [%1];\n"                                                          \
+               ::"l"(reinterpret_cast<uint64_t>(desc)),                                                \
+                 "r"(static_cast<uint32_t>(__cvta_generic_to_shared(base + offset))), __VA_ARGS__      \
+               : "memory")
+template <class T>
+TC_DEVICE void tma_reduce_add_tile(const T* base, int offset, const TmaDesc* desc, int c0, int c1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  TC_TMA_REDUCE(2, "%2, %3", "r"(c0), "r"(c1));
+#endif
+}
+template <class T>
+TC_DEVICE void tma_reduce_add_tile(const T* base, int offset, const TmaDesc* desc, int c0, int c1, int c2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  TC_TMA_REDUCE(3, "%2, %3, %4", "r"(c0), "r"(c1), "r"(c2));
+#endif
+}
+template <class T>
+TC_DEVICE void tma_reduce_add_tile(const T* base, int offset, const TmaDesc* desc, int c0, int c1, int c2,
+                                   int c3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  TC_TMA_REDUCE(4, "%2, %3, %4, %5", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+#endif
+}
+template <class T>
+TC_DEVICE void tma_reduce_add_tile(const T* base, int offset, const TmaDesc* desc, int c0, int c1, int c2,
+                                   int c3, int c4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  TC_TMA_REDUCE(5, "%2, %3, %4, %5, %6", "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4));
+#endif
+}
+#undef TC_TMA_REDUCE
+
 // Close this thread's bulk group and wait until its bulk reduces have read their shared bytes
 // (READ_ONLY: the tile may be overwritten; the adds complete in L2 later, before the kernel ends) or
 // until they have completed (the kernel reads the destination afterwards).
