@@ -187,3 +187,28 @@ def test_the_padding_takes_a_warps_accumulator_store_to_the_fewest_wavefronts(wh
         return max(len(w) for w in banks.values())
     assert wavefronts(plain) == 8
     assert wavefronts(swizzled) == 2
+
+
+def test_element_atomics_of_a_shared_tile_beside_a_gemm_still_compile():
+    """T.atomic_add with a scalar value (an element of a shared tile, as DeepSeek's sparse MLA backward adds
+    dKV by T.atomic_addx4) in a kernel with gemms: the tensor-reduce planning looks only at tile-valued adds
+    (a scalar value once crashed it: 'Load' object has no attribute 'covers_whole')."""
+    import tilecraft.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as b:
+            a_s = T.alloc_shared((64, 64), "float16")
+            b_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            s = T.alloc_shared((64, 64), "float32")
+            T.copy(A[:, :], a_s)
+            T.copy(B[:, :], b_s)
+            T.clear(acc)
+            T.gemm(a_s, b_s, acc)
+            T.copy(acc, s)
+            for i, j in T.Parallel(64, 64):
+                T.atomic_add(Y[i, j], s[i, j])
+
+    body = _body(tilelang.compile(main, target={"kind": "cuda", "arch": "sm_90a"}))
+    assert "tc::atomic_add(" in body and "tma_reduce_add_tile" not in body

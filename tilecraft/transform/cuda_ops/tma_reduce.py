@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ...ir import Alloc, Annotate, AtomicAdd, Buffer, Copy, Gemm, If, Node, Ref, binary, collect, const
+from ...ir import Alloc, Annotate, AtomicAdd, Buffer, Copy, Gemm, If, Node, Ref, Region, binary, collect, const
 from ...ir import intrinsics as I
 from ...ir.expr import BuiltinVar
 from ...ir.layout.tma import sm90_tile_boxes, tma_tensor_ok
@@ -44,7 +44,7 @@ def _row_dim(op: AtomicAdd, params) -> int | None:
     """The dimension of op's destination its tile's rows run along, when a tensor map of that tensor can
     take the whole 2-D tile in the 128-byte-swizzle layout (and the tile is one), else None."""
     v, d = op.value, op.dst
-    if (op.kind != "add" or not hasattr(v, "buffer") or v.buffer.scope != "shared" or v.buffer.ndim != 2
+    if (op.kind != "add" or not isinstance(v, Region) or v.buffer.scope != "shared" or v.buffer.ndim != 2
             or d.buffer.scope != "global" or not any(p is d.buffer for p in params) or not v.covers_whole()
             or not tma_tensor_ok(d.buffer, v.buffer, True)):
         return None
@@ -112,7 +112,7 @@ def tma_reduces(func, first_desc: int) -> tuple[dict, tuple]:
 
 def tma_reduce_issue(op: AtomicAdd, ctx):
     """One thread's tensor reduces of op's tile, a box each, or None where op has no TmaReduce."""
-    plan = ctx.tma_reduces.get((op.dst.buffer, op.value.buffer)) if hasattr(op.value, "buffer") else None
+    plan = ctx.tma_reduces.get((op.dst.buffer, op.value.buffer)) if isinstance(op.value, Region) else None
     if plan is None:
         return None
     tile = op.value.buffer
