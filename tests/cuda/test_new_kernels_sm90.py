@@ -44,7 +44,8 @@ def test_attention_backward_d64_causal_all_gemms_on_wgmma():
     assert plan.count("on wgmma") == 5 and "mma.sync" not in plan, plan
     assert plan.count("A from registers") == 2, plan   # dV += P^T dO and dK += dS^T Q read P^T / dS^T from registers
     ops = opcodes(k)
-    assert "HGMMA" in ops and "REDG" in ops, "wgmma gemms; dQ added with global reductions"
+    # wgmma gemms; dQ added by TMA tensor reduces (transform/cuda_ops/tma_reduce.py)
+    assert "HGMMA" in ops and "UTMAREDG" in ops, "wgmma gemms; dQ added by TMA tensor reduces"
     no_spills(k)
 
 
