@@ -146,12 +146,13 @@ def g_decode(rows):
         vref = kv.to(torch.bfloat16)[:, None]
         ref_fn = lambda qcat=qcat, kcat=kcat, vref=vref: F.scaled_dot_product_attention(qcat, kcat, vref)  # noqa: E731
         out = torch.full((batch, heads, 512), float("nan"), dtype=torch.bfloat16, device=dev)
-        block_H = min(64, heads)
-        splits = D.mla_decode_splits(batch, heads, seq_kv, block_H) if not _B.on_cpu() else 16
+        cfg = D.mla_decode_config(heads)
+        splits = D.mla_decode_splits(batch, heads, seq_kv, cfg["block_H"], cfg.get("block_N", 64)) \
+            if not _B.on_cpu() else 16
 
-        def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, block_H=block_H,
+        def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, cfg=cfg,
                   shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits):
-            split = D.mla_decode_split(*shape, num_split=splits, block_H=block_H, kv_dtype=kv_dtype)
+            split = D.mla_decode_split(*shape, num_split=splits, kv_dtype=kv_dtype, **cfg)
             combine = D.decode_combine(shape[0], shape[1], splits, 512, dtype="bfloat16")
             s_ = scale if scale is not None else torch.ones(1, device=kv.device)
             run = lambda: combine(*split(q_nope, q_pe, kv, k_pe, s_, seqlens), out)  # noqa: E731

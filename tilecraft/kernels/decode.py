@@ -320,9 +320,18 @@ def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 
 
+def mla_decode_config(heads: int) -> dict:
+    """The split kernel's tile for `heads` query heads: up to 64 heads a block; at 16 or fewer, 32 KV rows a
+    step on four warps (H200, session 23, B64 H16 KV8K split + combine: bf16 KV 164 -> 151 us, 88 -> 96 % of
+    the copy; fp8 KV 232 -> 209 us, 35 -> 39 %; 64 rows on eight warps before)."""
+    block_H = min(64, heads)
+    return dict(block_H=block_H, block_N=32, threads=128) if block_H <= 16 else dict(block_H=block_H)
+
+
 def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, **config):
     import torch
     batch, heads, dim = q_nope.shape
+    config = {**mla_decode_config(heads), **config}
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
     if num_split is None:
         num_split = mla_decode_splits(batch, heads, seq_kv, config.get("block_H", 64), config.get("block_N", 64))
