@@ -147,7 +147,8 @@ def test_an_accumulator_staged_for_a_reduce_is_added_by_tma_tensor_reduces():
     assert fence < body.index("__syncthreads()", fence) < body.index("tc_tid == 0", fence) < issue
     assert "(b * 16)" in body[issue:issue + 200], body[issue:issue + 200]
     # Y's tensor map (parameter 2): 64-row x 32-float boxes in the 128-byte swizzle
-    assert k.artifact.meta["tma"] == [{"param": 2, "box": [64, 32], "swizzle": 128}], k.artifact.meta["tma"]
+    assert k.artifact.meta["tma"] == [{"param": 2, "box": [64, 32], "swizzle": 128, "reduce": True}], \
+        k.artifact.meta["tma"]
     assert body.rstrip().endswith("tc::bulk_wait_read();\n}"), body[-200:]   # the shared reads end before exit
 
 

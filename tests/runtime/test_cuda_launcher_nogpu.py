@@ -61,9 +61,10 @@ def test_bad_metadata_is_reported():
         _launcher("", "k", 1, ["n"], ["n", 1, 1], [32, 1, 1], kinds=["ptr", "int32"], grid_exprs=["n", 1])
 
 
-def _tma_launcher():
+def _tma_launcher(**spec):
     meta = {"kernel_name": "mm", "grid": [4, 4, 1], "block": [256, 1, 1], "smem_bytes": 0,
-            "param_kinds": ["ptr", "ptr", "ptr", "tma_desc"], "tma": [{"param": 1, "box": [8, 64], "swizzle": 128}]}
+            "param_kinds": ["ptr", "ptr", "ptr", "tma_desc"],
+            "tma": [{"param": 1, "box": [8, 64], "swizzle": 128, **spec}]}
     artifact = Artifact(Target("cuda", "sm_90a"), "", meta, binary=b"")
     params = [SimpleNamespace(name=n) for n in ("A", "B", "C")]
     return CudaLauncher(artifact, SimpleNamespace(name="matmul"), params, [])
@@ -76,8 +77,13 @@ def test_tensor_map_parameters_are_checked_and_explained():
     assert la.param_kinds[-1] == "tma_desc"
     view = SimpleNamespace(data_ptr=lambda: 0x1008, shape=(64, 128), dtype="torch.float16", element_size=lambda: 2,
                            dim=lambda: 2, stride=lambda *d: (128, 1)[d[0]] if d else (128, 1))
-    with pytest.raises(CudaError, match=r"kernel 'matmul': parameter B cannot be loaded by TMA: .*16-byte aligned"):
+    with pytest.raises(CudaError, match=r"kernel 'matmul': parameter B cannot be loaded by TMA: .*16-byte aligned"
+                                        r".*tc.use_tma: False"):
         la._tma_args([None, view, None])
+    # the map of a T.atomic_add's destination (transform/cuda_ops/tma_reduce.py) names its own switch
+    with pytest.raises(CudaError, match=r"parameter B cannot be added into by TMA reduces: .*16-byte aligned"
+                                        r".*tc.tma_reduce: False"):
+        _tma_launcher(reduce=True)._tma_args([None, view, None])
     with pytest.raises(CudaError, match="do not match 3 tensor parameter"):  # a map with no 'tma' entry
         _launcher("", "mm", 3, [], [1, 1, 1], [32, 1, 1], kinds=["ptr", "ptr", "ptr", "tma_desc"])
 

@@ -73,11 +73,14 @@ class TmaDescriptor:
     swizzle: int
     tensor: str = ""
     split: int = 0   # the tensor's last dim viewed as [n / split][split] (a plain row over 256 elements)
+    reduce: bool = False   # the map of a T.atomic_add's destination (transform/cuda_ops/tma_reduce.py)
 
     def to_meta(self) -> dict:
         meta = {"param": self.param, "box": list(self.box), "swizzle": self.swizzle}
         if self.split:
             meta["split"] = self.split
+        if self.reduce:
+            meta["reduce"] = True
         return meta
 
 

@@ -222,8 +222,10 @@ class CudaLauncher:
                     desc = tma_desc(t.unflatten(-1, (t.shape[-1] // split, split)) if split else t,
                                     tuple(spec["box"]), spec["swizzle"])
                 except ValueError as e:
+                    how, off = (("added into by TMA reduces", "tc.tma_reduce") if spec.get("reduce")
+                                else ("loaded by TMA", "tc.use_tma"))
                     raise CudaError(f"kernel '{self.name}': parameter {self._param_names[spec['param']]} cannot be "
-                                    f"loaded by TMA: {e} (compile without pass_configs tc.use_tma)") from None
+                                    f"{how}: {e} (compile with pass_configs {off}: False)") from None
                 if len(self._tma_cache) > 64:
                     self._tma_cache.clear()
                 self._tma_cache[key] = desc

@@ -106,7 +106,7 @@ def tma_reduces(func, first_desc: int) -> tuple[dict, tuple]:
         box = [1] * tensor.ndim
         box[row_dim], box[-1] = boxes[0][3], boxes[0][4]
         plans[key] = TmaReduce(BuiltinVar(f"tc_tma_{first_desc + len(descs)}"), tuple(boxes), row_dim)
-        descs.append(TmaDescriptor(index[id(tensor)], tuple(box), swizzle, tensor.name))
+        descs.append(TmaDescriptor(index[id(tensor)], tuple(box), swizzle, tensor.name, reduce=True))
     return plans, tuple(descs)
 
 
