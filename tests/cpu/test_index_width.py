@@ -2,8 +2,8 @@
 against torch; the CUDA sources are checked in tests/cuda/test_index_width_compile.py.
 
 `bx * 512 + i` was computed in `int`: at n = 2^31 + 1024 the CPU target wrote at wrapped addresses
-(a segfault).  The big tests hold one uint8 tensor of 2^31 + 1024 elements (2 GiB) and change it
-in place, then compare samples from the start, across the 2^31 boundary, the end and random places
+(a segfault).  The big tests share one uint8 tensor of 2^31 + 1024 elements (2 GiB) and change it
+in place (each its own prefix), then compare samples from the start, across the 2^31 boundary, the end and random places
 with torch; they are marked `big_memory` (skipped with the reason when the host has less than
 3.5 GiB free, or with TILECRAFT_SKIP_BIG_MEMORY=1)."""
 from __future__ import annotations
@@ -59,8 +59,15 @@ def _random_big(n: int) -> torch.Tensor:
     return a
 
 
-def _run_in_place(kernel, add: int, n: int):
-    a = _random_big(n)
+@pytest.fixture(scope="module")
+def big_bytes():
+    """One random 2^31 + 1024-byte tensor for both big tests (each takes a prefix and samples it right before
+    its kernel): filled and first touched once -- on this VM the first touch of 2 GiB costs ~8-15 CPU-s."""
+    return _random_big(BIG)
+
+
+def _run_in_place(kernel, add: int, n: int, big: torch.Tensor):
+    a = big[:n]                    # contiguous, at the buffer's start: the kernel's tensor of n elements
     where = _samples(n)
     before = a[where].clone()
     kernel(a)
@@ -71,13 +78,13 @@ def _run_in_place(kernel, add: int, n: int):
 
 
 @pytest.mark.big_memory
-def test_int64_symbolic_extent_past_2_31_elements():
-    _run_in_place(tilelang.compile(add_one_symbolic(), target="cpu"), 3, BIG)
+def test_int64_symbolic_extent_past_2_31_elements(big_bytes):
+    _run_in_place(tilelang.compile(add_one_symbolic(), target="cpu"), 3, BIG, big_bytes)
 
 
 @pytest.mark.big_memory
-def test_static_shape_past_2_31_elements_through_shared_tiles():
-    _run_in_place(tilelang.compile(add_one_static_tiles(), target="cpu"), 5, ODD)
+def test_static_shape_past_2_31_elements_through_shared_tiles(big_bytes):
+    _run_in_place(tilelang.compile(add_one_static_tiles(), target="cpu"), 5, ODD, big_bytes)
 
 
 def test_small_int64_extent_runs_the_same_kernel():
