@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ...ir import Alloc, Annotate, AtomicAdd, Buffer, Copy, Gemm, If, Node, Ref, Region, binary, collect, const
+from ...ir import Alloc, Annotate, AtomicAdd, Buffer, Copy, Gemm, If, Node, Ref, Region, binary, collect, const, seq
 from ...ir import intrinsics as I
 from ...ir.expr import BuiltinVar
 from ...ir.layout.tma import sm90_tile_boxes, tma_tensor_ok
@@ -122,5 +122,4 @@ def tma_reduce_issue(op: AtomicAdd, ctx):
         at = list(op.dst.starts)
         at[plan.row_dim], at[-1] = binary("+", at[plan.row_dim], r0), binary("+", at[-1], c0)
         calls.append(I.evaluate(I.TmaReduceAddTile(), base, const(off), plan.desc, *reversed(at), span=op.span))
-    from ...ir import seq
     return If(binary("==", ctx.tid, 0), seq(*calls))
