@@ -349,7 +349,7 @@ def lower_cuda(func: PrimFunc, ctx) -> PrimFunc:
     lower.fibers = ctx.target.kind == "cpu"
     lower.bulk_reduce = bulk_reduce_enabled(ctx)
     new_descs = ()
-    if lower.bulk_reduce:
+    if lower.bulk_reduce and ctx.options.tma_reduce:   # tc.tma_reduce=False: no tensor reduce, whatever the layout
         lower.tma_reduces, new_descs = tma_reduces(func, len(func.lowering.tma_descs))
     lowered = lower.visit(func.body)
     leftovers = _frag_accesses(lowered)
