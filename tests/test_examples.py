@@ -4,11 +4,12 @@ own tests (they take minutes)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("autotune"))
@@ -23,8 +24,7 @@ def test_examples_exist():
 def test_example_runs_and_checks_itself(script):
     env = dict(os.environ)
     env.pop("TILECRAFT_DISABLE_CACHE", None)
-    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = run_python([sys.executable, str(script)], cwd=ROOT, env=env, timeout=300)
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout}\n{proc.stderr}"
     assert "OK" in proc.stdout or "passed" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr

@@ -4,12 +4,13 @@ target -- through `tilecraft run --cpu`, through TILECRAFT_RUN_ON_CPU=1, and in-
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
 import torch
 
 import tilecraft
@@ -82,8 +83,8 @@ def _run(args, tmp_path, source, env=None, timeout=300):
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("TILECRAFT_RUN_ON_CPU", "TILECRAFT_ALSO", "TILECRAFT_CPU_ARCH"))}
     full_env.update(PYTHONPATH=ROOT + os.pathsep + full_env.get("PYTHONPATH", ""), **(env or {}))
-    return subprocess.run([sys.executable, *[str(prog) if a == "PROG" else a for a in args]], cwd=tmp_path,
-                          env=full_env, capture_output=True, text=True, timeout=timeout)
+    return run_python([sys.executable, *[str(prog) if a == "PROG" else a for a in args]], cwd=tmp_path,
+                      env=full_env, timeout=timeout)
 
 
 def test_tilecraft_run_cpu_runs_a_cuda_program_unchanged(tmp_path):

@@ -243,13 +243,14 @@ def test_a_fresh_machine_builds_the_torch_aware_launcher_in_the_background(tmp_p
     """First kernel: the Python.h-only launcher at once; then the torch-aware build finishes in
     a thread and the kernel is moved onto it (a subprocess: this one has both loaded already)."""
     import os
-    import subprocess
     import sys
+
+    from fresh_python import run_python
     if claunch._torch_flags() is None:
         pytest.skip("this torch install has no headers: there is no torch-aware build to wait for")
     env = dict(os.environ, TILECRAFT_LAUNCHER_DIR=str(tmp_path / "launcher"), TILECRAFT_CACHE_DIR=str(tmp_path / "c"))
     env.pop("TILECRAFT_LAUNCHER", None)
-    proc = subprocess.run([sys.executable, "-c", UPGRADE], capture_output=True, text=True, env=env, timeout=300)
+    proc = run_python([sys.executable, "-c", UPGRADE], env=env, timeout=300)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 

@@ -56,7 +56,8 @@ def _survives(body: str):
     """Run `body` (after the definitions of this module) in a child process: it must exit normally."""
     src = f"import sys; sys.path.insert(0, {repr(__file__.rsplit('/', 1)[0])})\n" \
           f"from test_cpu_kernel_faults import *\n" + textwrap.dedent(body)
-    r = subprocess.run([sys.executable, "-c", src], capture_output=True, text=True, timeout=600)
+    from fresh_python import run_python  # here: the child imports this module
+    r = run_python([sys.executable, "-c", src], timeout=600)
     assert r.returncode == 0, f"the process died (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     return r.stdout
 

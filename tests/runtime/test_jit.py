@@ -4,11 +4,12 @@ seen from a fresh process."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
 import torch
 
 import tilecraft
@@ -257,7 +258,7 @@ def _run_script(path, cache_dir, disable=False):
         env.pop(k, None)
     if disable:
         env["TILECRAFT_DISABLE_CACHE"] = "1"
-    proc = subprocess.run([sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=120)
+    proc = run_python([sys.executable, str(path)], env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
     _, from_cache, seconds = line.split()

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
+
 from tilecraft.compiler.cache import DiskCache, cache_key, cache_stats, reset_cache_stats
 from tilecraft.compiler.shared_cache import RedisStore
 from tilecraft.errors import CacheTrustWarning
@@ -186,7 +188,7 @@ def _run_worker(tmp_path: Path, name: str, url: str, key: str | None) -> dict:
     env.update(TILECRAFT_CACHE_DIR=str(tmp_path / name), TILECRAFT_CACHE_URL=url)
     if key is not None:
         env["TILECRAFT_CACHE_KEY"] = key
-    proc = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True, text=True, timeout=600)
+    proc = run_python([sys.executable, "-c", WORKER], env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

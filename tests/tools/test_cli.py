@@ -3,12 +3,13 @@ cache, and the autotuning example (the seed tutorial's section 7 and the skill's
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
 
 from tilecraft import cli
 
@@ -71,8 +72,7 @@ def tiny(tmp_path):
 def run_cli(*args, timeout=120, env_extra=None):
     env = dict(os.environ)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "tilecraft", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return run_python([sys.executable, "-m", "tilecraft", *args], cwd=ROOT, env=env, timeout=timeout)
 
 
 def show(capsys, *args):
@@ -273,8 +273,7 @@ def test_cache_info_and_clear(tmp_path, capsys, tiny):
 # ------------------------------------------------------------------------------------ autotune example
 def test_autotune_example_runs_on_the_cpu(tmp_path):
     env = dict(os.environ, TILECRAFT_AUTO_TUNING_MAX_CPU_COUNT="2")
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "autotune_gemm.py")], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
+    proc = run_python([sys.executable, str(ROOT / "examples" / "autotune_gemm.py")], cwd=ROOT, env=env, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "autotune_gemm: OK" in out
