@@ -192,6 +192,33 @@ def test_cuda_mode_on_torch_tensors(cuda_add, variant):
     assert len(driver.calls) == 1
 
 
+def test_the_torch_aware_build_allocates_outputs_of_their_own_dtype_and_shape():
+    """The torch-aware build makes outputs in C (at::empty's operator, wrapped as a torch.Tensor):
+    a 2-D float16 output of a float32 input comes back as such, contiguous, on the inputs' device,
+    and its pointer is what reaches the driver (the header-light build finds torch.Tensor's
+    at::Tensor itself: claunch.cpp)."""
+    import tilecraft.language as T
+
+    @tilelang.jit(out_idx=[-1], target={"kind": "cuda", "arch": "sm_80"})
+    def to_half(M=16, N=24):
+        @T.prim_func
+        def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float16")):
+            with T.Kernel(M, threads=32) as bx:
+                for j in T.Parallel(N):
+                    Y[bx, j] = T.cast(X[bx, j], "float16")
+        return main
+
+    launcher, driver, _, _ = staged(to_half(), "c", device_attr="is_cpu")
+    assert launcher.native == 1
+    x = torch.randn(16, 24)
+    for _ in range(2):
+        out = launcher((x,), None)
+        assert type(out) is torch.Tensor and out.dtype == torch.float16 and out.shape == (16, 24)
+        assert out.is_contiguous() and out.device == x.device and not out.requires_grad
+        assert driver.calls[-1]["ptrs"] == [x.data_ptr(), out.data_ptr()]
+    assert launcher((x.half(),), None) is claunch.MISS and launcher((torch.randn(24, 16).t(),), None) is claunch.MISS
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_failed_cuda_launch_goes_to_on_error(cuda_add, variant):
     launcher, driver, failures, _ = staged(cuda_add, variant, result=700, device_attr="is_cpu")

@@ -25,10 +25,73 @@
 #ifdef TC_WITH_TORCH
 /* Built a second way when torch's headers are there (runtime/claunch.py tries this first): a
  * torch.Tensor's metadata is read from its at::Tensor directly and outputs come from
- * at::empty, instead of ~6 Python attribute calls per tensor.  Same checks, same misses. */
-#include <ATen/ops/empty.h>
+ * at::empty's operator, instead of ~6 Python attribute calls per tensor.  Same checks, same misses.
+ * Light headers only (~2.5 CPU-s to build instead of ~12): torch/csrc/autograd/python_variable.h
+ * pulls pybind11 and autograd (~8 s of parsing alone) and ATen/ops/empty.h most of ATen (~4 s),
+ * so the three things used from python_variable.h are declared below and at::empty's one-line
+ * body is written out (in empty_memory_format()). */
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_ops.h>
 #include <torch/csrc/Dtype.h>
-#include <torch/csrc/autograd/python_variable.h>
+
+/* torch.Tensor; the same declaration in every torch >= 2.1 */
+TORCH_PYTHON_API extern PyObject *THPVariableClass;
+/* THPVariable_Wrap's signature changed: (TensorBase) by value in torch 2.1, (const TensorBase &)
+ * later, with (TensorBase &&) beside it in recent torch (2.11, 2.13).  Each exact signature is
+ * declared weak: the ones this libtorch_python lacks are null instead of failing the import, and
+ * wrap() calls one that is there. */
+TORCH_PYTHON_API PyObject *THPVariable_Wrap(at::TensorBase &&var) __attribute__((weak));
+TORCH_PYTHON_API PyObject *THPVariable_Wrap(const at::TensorBase &var) __attribute__((weak));
+TORCH_PYTHON_API PyObject *THPVariable_Wrap(at::TensorBase var) __attribute__((weak));
+
+static PyObject *(*const wrap_move)(at::TensorBase &&) = THPVariable_Wrap;
+static PyObject *(*const wrap_ref)(const at::TensorBase &) = THPVariable_Wrap;
+static PyObject *(*const wrap_value)(at::TensorBase) = THPVariable_Wrap;
+
+static PyObject *wrap(at::Tensor &&x) {
+    if (wrap_move) return wrap_move(std::move(x));
+    if (wrap_ref) return wrap_ref(x);
+    return wrap_value(std::move(x));
+}
+
+/* Where a torch.Tensor object keeps its at::Tensor (THPVariable::cdata, which torch's inline
+ * THPVariable_Unpack reads): right after the object header in recent torch (2.11, 2.13), after the
+ * flag of a c10::MaybeOwned<at::Tensor> in older ones (2.1; its union holds the at::Tensor).  Found
+ * once, on a tensor made here: the word holding its TensorImpl.  -1: not found (no
+ * THPVariable_Wrap, another layout): tensors are read through Python, as in the capi build. */
+static Py_ssize_t cdata_at = 0;
+
+static at::Tensor empty_memory_format(const int64_t *shape, int ndim, c10::ScalarType dtype, at::Device where) {
+    /* at::empty(shape, TensorOptions().dtype(dtype).device(where)) as ATen/ops/empty.h writes it */
+    return at::_ops::empty_memory_format::call(c10::fromIntArrayRefSlow(at::IntArrayRef(shape, (size_t)ndim)), dtype,
+                                               {}, where, {}, {});
+}
+
+static Py_ssize_t find_cdata(void) {
+    if (cdata_at != 0) return cdata_at;
+    cdata_at = -1;
+    if (THPVariableClass == NULL || (!wrap_move && !wrap_ref && !wrap_value)) return cdata_at;
+    try {
+        static const int64_t one = 1;
+        at::Tensor x = empty_memory_format(&one, 1, c10::ScalarType::Float, at::Device(at::kCPU));
+        const void *impl = x.unsafeGetTensorImpl();
+        PyObject *o = wrap(at::Tensor(x));
+        if (o == NULL) { PyErr_Clear(); return cdata_at; }
+        if (Py_TYPE(o) == (PyTypeObject *)THPVariableClass) {
+            Py_ssize_t word = (Py_ssize_t)sizeof(void *), first = (Py_ssize_t)sizeof(PyObject);
+            for (Py_ssize_t off = first; off <= first + 2 * word && off + word <= Py_TYPE(o)->tp_basicsize; off += word)
+                if (*(void *const *)((const char *)o + off) == impl) { cdata_at = off; break; }
+        }
+        Py_DECREF(o);
+    } catch (...) {
+        PyErr_Clear();
+    }
+    return cdata_at;
+}
+
+static inline const at::Tensor &unpack(PyObject *t) {
+    return *(const at::Tensor *)((const char *)t + cdata_at);
+}
 #endif
 
 #define TC_MAXP 64   /* most parameters a Launcher takes (more: the Python path) */
@@ -83,7 +146,7 @@ static int tensor_ok(Launcher *L, int i, PyObject *t, long *dev) {
 #ifdef TC_WITH_TORCH
     if (L->native) {
       try {
-        const at::Tensor &x = THPVariable_Unpack(t);
+        const at::Tensor &x = unpack(t);
         if (x.scalar_type() != L->stype[i] || x.layout() != c10::kStrided ||
             (L->want_cuda ? !x.is_cuda() : !x.is_cpu()))
             return 0;
@@ -187,8 +250,7 @@ static PyObject *launcher_call(PyObject *self, PyObject *const *argv, size_t nar
                 /* one dispatch, contiguous: what torch.empty_like gives for a checked contiguous twin */
                 try {
                     at::Device where = L->want_cuda ? at::Device(at::kCUDA, (c10::DeviceIndex)dev) : at::Device(at::kCPU);
-                    o = THPVariable_Wrap(at::empty(at::IntArrayRef(L->shape[i], (size_t)L->ndim[i]),
-                                                   at::TensorOptions().dtype(L->stype[i]).device(where)));
+                    o = wrap(empty_memory_format(L->shape[i], L->ndim[i], L->stype[i], where));
                 } catch (...) {
                     o = NULL;  /* e.g. out of memory: the Python allocation below raises torch's own error */
                 }
@@ -207,7 +269,7 @@ static PyObject *launcher_call(PyObject *self, PyObject *const *argv, size_t nar
 #ifdef TC_WITH_TORCH
         if (L->native) {
             try {
-                ptr[i] = THPVariable_Unpack(t[i]).data_ptr();
+                ptr[i] = unpack(t[i]).data_ptr();
                 continue;
             } catch (...) {
                 /* torch's data_ptr() below raises the error as Python sees it */
@@ -338,7 +400,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     L->want_cuda = PyUnicode_CompareWithASCIIString(device_attr, "is_cuda") == 0;
 #ifdef TC_WITH_TORCH
     L->native = PyType_Check(tensor_type) && (PyTypeObject *)tensor_type == (PyTypeObject *)THPVariableClass &&
-                (L->want_cuda || PyUnicode_CompareWithASCIIString(device_attr, "is_cpu") == 0);
+                (L->want_cuda || PyUnicode_CompareWithASCIIString(device_attr, "is_cpu") == 0) && find_cdata() > 0;
 #endif
     L->empty_like = Py_NewRef(empty_like); L->alloc = Py_NewRef(alloc);
     L->raw_stream = Py_NewRef(raw_stream); L->stream_handle = Py_NewRef(stream_handle);

@@ -12,7 +12,7 @@ source, this Python's version and ABI, the compiler and flags, torch's version),
 process.  It lives apart from the kernel cache: a fresh TILECRAFT_CACHE_DIR (a cold-compile
 measurement, a test) must not pay for rebuilding it.  It is built one of two ways:
 with torch's headers and libraries (``-DTC_WITH_TORCH``: tensor metadata read from the
-at::Tensor, outputs from at::empty; ~10 s once), else against Python.h only (tensor
+at::Tensor, outputs from at::empty; ~3 s once), else against Python.h only (tensor
 attributes read through Python calls; <1 s once).  No CUDA headers either way.  When the
 torch-aware build is not on disk yet, the first kernels get the Python.h-only launcher at once
 while the torch-aware one builds in a background thread; they are moved onto it when it is
@@ -81,7 +81,8 @@ def _torch_flags() -> list | None:
     torch = _torch()
     root = Path(torch.__file__).resolve().parent
     inc, lib = root / "include", root / "lib"
-    if not (inc / "torch" / "csrc" / "autograd" / "python_variable.h").exists() or not lib.is_dir():
+    if not all((inc / h).exists() for h in ("ATen/core/Tensor.h", "ATen/ops/empty_ops.h", "torch/csrc/Dtype.h")) \
+            or not lib.is_dir():
         return None
     abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
     return ["-std=c++20", "-DTC_WITH_TORCH", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-I", str(inc),
@@ -135,7 +136,7 @@ def _build_and_load(flags: list):
     if not path.exists():
         try:
             # one build per machine: processes that start together (pytest-xdist workers, ranks of a
-            # job) wait for the first one's library instead of each compiling their own (~15 CPU-s
+            # job) wait for the first one's library instead of each compiling their own (~3 CPU-s
             # for the torch-aware variant); the lock is released if its holder dies
             from filelock import FileLock
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +176,7 @@ def _torch_aware():
 
 
 def _background_torch_build() -> None:
-    """Build the torch-aware variant in a thread (~10 s of the compiler, once per machine), then
+    """Build the torch-aware variant in a thread (~3 s of the compiler, once per machine), then
     move every kernel specialized meanwhile (on the Python.h-only variant) onto it."""
     mod = _torch_aware()
     if mod is None:
