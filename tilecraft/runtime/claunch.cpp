@@ -55,10 +55,11 @@ static PyObject *wrap(at::Tensor &&x) {
 }
 
 /* Where a torch.Tensor object keeps its at::Tensor (THPVariable::cdata, which torch's inline
- * THPVariable_Unpack reads): right after the object header in recent torch (2.11, 2.13), after the
- * flag of a c10::MaybeOwned<at::Tensor> in older ones (2.1; its union holds the at::Tensor).  Found
- * once, on a tensor made here: the word holding its TensorImpl.  -1: not found (no
- * THPVariable_Wrap, another layout): tensors are read through Python, as in the capi build. */
+ * THPVariable_Unpack reads): right after the object header in recent torch (2.11, 2.13), where cdata
+ * is a plain at::Tensor.  Older torch (2.1) holds a c10::MaybeOwned<at::Tensor> there, which can be a
+ * *borrowed* pointer (a resurrected tensor): that layout is not read here.  Found once, on a tensor
+ * made here: the word right after the header must hold its TensorImpl.  -1: not that layout (or no
+ * THPVariable_Wrap): tensors are read through Python, as in the capi build -- slower, never wrong. */
 static Py_ssize_t cdata_at = 0;
 
 static at::Tensor empty_memory_format(const int64_t *shape, int ndim, c10::ScalarType dtype, at::Device where) {
@@ -78,9 +79,10 @@ static Py_ssize_t find_cdata(void) {
         PyObject *o = wrap(at::Tensor(x));
         if (o == NULL) { PyErr_Clear(); return cdata_at; }
         if (Py_TYPE(o) == (PyTypeObject *)THPVariableClass) {
-            Py_ssize_t word = (Py_ssize_t)sizeof(void *), first = (Py_ssize_t)sizeof(PyObject);
-            for (Py_ssize_t off = first; off <= first + 2 * word && off + word <= Py_TYPE(o)->tp_basicsize; off += word)
-                if (*(void *const *)((const char *)o + off) == impl) { cdata_at = off; break; }
+            const Py_ssize_t off = (Py_ssize_t)sizeof(PyObject);
+            if (off + (Py_ssize_t)sizeof(void *) <= Py_TYPE(o)->tp_basicsize &&
+                *(void *const *)((const char *)o + off) == impl)
+                cdata_at = off;
         }
         Py_DECREF(o);
     } catch (...) {
