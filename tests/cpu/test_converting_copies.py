@@ -55,3 +55,51 @@ def test_a_converting_tile_copy_with_the_threads_emulated(src, dst, offset):
 def test_the_converting_copy_is_one_vector_per_16_bytes_on_cuda():
     k = tilelang.compile(widen.fn("float8_e4m3fn", "bfloat16"), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
     assert "tc::vec_convert<tc::bfloat16_t, tc::fp8_e4m3_t, 8>" in k.get_kernel_source()
+
+
+# ---- a converting copy from global memory over a tensor's edge (fuzzer: seeds 2006 / 2008 / 2018 on the H200) --
+RAGGED_ROWS, TILE_ROWS = 19, 16
+
+
+@tilelang.jit(out_idx=[-1])
+def ragged_column_sums():
+    """Y[b, :] = sum over the rows of block b's tile of X (fp16 in global, an fp32 shared tile): the second
+    block's tile reaches past X's 19 rows, and those rows must read as zeros.  Before the fix the vector
+    copy (`tc::vec_convert`) skipped them, and the sums took whatever the shared memory held."""
+    @T.prim_func
+    def main(X: T.Tensor((RAGGED_ROWS, 64), "float16"), Y: T.Tensor((2, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            tile = T.alloc_shared((TILE_ROWS, 64), "float32")
+            sums = T.alloc_fragment((64,), "float32")
+            T.copy(X[bx * TILE_ROWS, 0], tile)
+            T.reduce_sum(tile, sums, dim=0)
+            T.copy(sums, Y[bx, 0])
+    return main
+
+
+def _ragged_reference(x):
+    full = torch.zeros(2 * TILE_ROWS, 64)
+    full[:RAGGED_ROWS] = x.float().cpu()
+    return full.view(2, TILE_ROWS, 64).sum(1)
+
+
+def test_a_converting_copy_past_the_tensor_reads_zeros(build, device):
+    x = torch.randn(RAGGED_ROWS, 64, device=device).half()
+    y = build(ragged_column_sums)(x)
+    torch.testing.assert_close(y.cpu(), _ragged_reference(x), rtol=1e-4, atol=1e-3)
+
+
+def test_a_converting_copy_past_the_tensor_reads_zeros_with_the_threads_emulated():
+    """The CUDA lowering itself, on the CPU: shared memory starts as NaN bytes there (as undefined as on a
+    GPU), so a skipped vector shows as NaN instead of a lucky zero."""
+    x = torch.randn(RAGGED_ROWS, 64).half()
+    k = tilelang.compile(ragged_column_sums.fn(), out_idx=[-1], target="cpu", pass_configs={"tc.cpu_threads": True})
+    torch.testing.assert_close(k(x), _ragged_reference(x), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.cuda_compile
+def test_the_ragged_converting_copy_is_predicated_on_cuda():
+    src = tilelang.compile(ragged_column_sums.fn(), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
+    line = next(ln for ln in src.splitlines() if "tc::vec_convert<float, tc::half_t" in ln)
+    assert line.rstrip().endswith("< 19));"), line   # the row bound is the call's predicate, not an `if` around it
+    assert "if (" not in line

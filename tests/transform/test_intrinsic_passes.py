@@ -9,6 +9,9 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
+import pytest
+
+from tilecraft.errors import InternalCompilerError
 from tilecraft.ir import Buffer, For, Kernel, Load, Ref, Store, Sync, Var, binary, const, seq, to_text, dtype as dt
 from tilecraft.ir import intrinsics as I
 from tilecraft.ir.expr import thread_index
@@ -179,10 +182,27 @@ class _ZfillNamedCopy(Intrinsic):
 
 
 def test_legalization_reads_the_zfill_declaration_not_the_name():
+    """A read of global memory that may fall outside, into registers, by a call not declared zfill: skipping
+    the call (the old rule) would leave the registers stale where the tile copy's meaning is zeros -- a
+    silent wrong answer.  The pass refuses it as a compiler bug, whatever the call is named."""
     func = kernel(I.evaluate(_ZfillNamedCopy(), Ref(R, (const(0),)), G_ADDR))
-    assert body_text(legalize_global_access(func, SM90)) == expect("""
+    with pytest.raises(InternalCompilerError, match=r"tc::load_zfill reads A where it may be out of range but has "
+                                                    r"no zero-fill predicate"):
+        legalize_global_access(func, SM90)
+
+
+def test_a_converting_vector_copy_reads_zeros_outside_and_skips_writes_outside():
+    """tc::vec_convert (zfill): from global, the bound is its predicate (zeros outside); into global, the
+    call is skipped outside (never a store past the tensor)."""
+    S32 = Buffer("S32", (256,), dt.float32, "shared")
+    load = kernel(I.evaluate(I.VecConvert(dt.float32, dt.float16, 4), Ref(S32, (binary("*", tid, 8),)), G_ADDR))
+    assert body_text(legalize_global_access(load, SM90)) == expect("""
+        tc.vec_convert<dst=float32, src=float16, vec=4>(T.address_of(S32[tc_tid * 8]), T.address_of(A[bx * 64 + tc_tid * 8]), bx * 64 + tc_tid * 8 < 100)
+    """)
+    store = kernel(I.evaluate(I.VecConvert(dt.float16, dt.float32, 4), G_ADDR, Ref(S32, (binary("*", tid, 8),))))
+    assert body_text(legalize_global_access(store, SM90)) == expect("""
         if bx * 64 + tc_tid * 8 < 100:
-            tc.load_zfill(T.address_of(R[0]), T.address_of(A[bx * 64 + tc_tid * 8]))
+            tc.vec_convert<dst=float16, src=float32, vec=4>(T.address_of(A[bx * 64 + tc_tid * 8]), T.address_of(S32[tc_tid * 8]), True)
     """)
 
 

@@ -184,6 +184,9 @@ class CppThreadsPrinter(CppPrinter):
             d.line("unsigned char* tc_smem = (unsigned char*)(((uintptr_t)tc_smem_store.p + 127) & ~(uintptr_t)127);")
             self.open_block_loop()
             d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
+            # a GPU block's shared memory starts undefined: bytes nobody wrote read as NaN / -1 here, not as
+            # a zero (calloc) or the previous block's values that could hide a copy that skipped them
+            d.line(f"std::memset(tc_smem, 0xFF, {smem});")
             names = self.block_indices(k)
         else:
             names = self.open_cluster_loop(k, stack, allocs)
@@ -230,6 +233,7 @@ class CppThreadsPrinter(CppPrinter):
         d.line(f"for (int64_t tc_b = 0; tc_b < tc_nblocks / {blocks}; ++tc_b) {{")
         d.indent()
         d.line("if (tc::simt::failed()) continue;  // a block failed: the kernel stops")
+        d.line(f"std::memset(tc_cluster_smem, 0xFF, (size_t){blocks} * {stride});  // undefined, as on a GPU")
         cx, cy, cz = dims
         d.line(f"const int64_t tc_cgx = tc_gx / {cx}, tc_cgy = tc_gy / {cy};")
         d.line(f"const int tc_cx = (int)(tc_b % tc_cgx) * {cx}, tc_cy = (int)((tc_b / tc_cgx) % tc_cgy) * {cy}, "

@@ -17,7 +17,9 @@ from ..ir import (Binary, Call, collect, Const, Evaluate, Expr, For, If, Kernel,
 from ..ir.analysis import bounds
 from ..ir.expr import TID, BuiltinVar
 from ..ir.func import PrimFunc
+from ..errors import InternalCompilerError
 from ..ir.intrinsics import IntrinsicCall
+from ..ir.intrinsics.base import PTR, READ, READ_WRITE, WRITE
 from ..ir.oob import out_of_bounds
 
 
@@ -129,18 +131,33 @@ class _Legalize(Mutator):
     def visit_Evaluate(self, s: Evaluate):
         s2 = Mutator.generic(self, s)
         c = s2.value
-        if isinstance(c, IntrinsicCall):
-            zfill = c.intrinsic.effects.zfill
-            for a in c.args:
-                if isinstance(a, Ref) and a.buffer.scope == "global":
-                    cond = in_bounds_condition(a.buffer, a.indices, self.env)
-                    if zfill:  # a predicated load: out-of-range vectors are read as zeros, not skipped
-                        return _with_pred(s2, cond if cond is not None else const(True))
-                    if cond is not None:
-                        return If(cond, s2, span=s.span)
-            if zfill:
-                return _with_pred(s2, const(True))
-        return s2
+        if not isinstance(c, IntrinsicCall):
+            return s2
+        zfill = c.intrinsic.effects.zfill
+        pred = guard = None   # pred: the reads of a zfill intrinsic (zeros outside); guard: skip the call outside
+        for op, a in zip(c.intrinsic.operands, c.args):
+            if not _global(a):
+                continue
+            cond = in_bounds_condition(a.buffer, a.indices, self.env)
+            if cond is None:
+                continue
+            if zfill and op.access == READ:
+                pred = cond if pred is None else binary("and", pred, cond)
+                continue
+            if op.access == READ and any(o.access in (WRITE, READ_WRITE) and not _global(b)
+                                         for o, b in zip(c.intrinsic.operands, c.args) if o.kind == PTR):
+                # skipping the call would leave what it fills from this read stale instead of zero
+                raise InternalCompilerError(
+                    f"{c.intrinsic.entry} reads {a.buffer.name} where it may be out of range but has no zero-fill "
+                    f"predicate (declare Effects(zfill=True) and a PRED operand)", s.span)
+            guard = cond if guard is None else binary("and", guard, cond)
+        if zfill:
+            s2 = _with_pred(s2, pred if pred is not None else const(True))
+        return s2 if guard is None else If(guard, s2, span=s.span)
+
+
+def _global(a) -> bool:
+    return isinstance(a, Ref) and a.buffer.scope == "global"
 
 
 def _with_pred(s: Evaluate, pred) -> Evaluate:

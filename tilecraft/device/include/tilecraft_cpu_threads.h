@@ -521,8 +521,8 @@ inline void fence_proxy_async_shared() {}
 template <class D, class S, int V> inline void vec_load_zfill(D* d, const S* p, bool pred = true) {
   for (int i = 0; i < V; ++i) d[i] = pred ? (D)(p[i]) : (D)(0.0f);
 }
-template <class D, class S, int V> inline void vec_convert(D* p, const S* s) {
-  for (int i = 0; i < V; ++i) p[i] = (D)(s[i]);
+template <class D, class S, int V> inline void vec_convert(D* p, const S* s, bool pred = true) {
+  for (int i = 0; i < V; ++i) p[i] = pred ? (D)(s[i]) : (D)(0.0f);
 }
 template <class D, class S, int V> inline void vec_store(D* p, const S* s) {
   D t[V];

@@ -46,10 +46,13 @@ class VecStore(Intrinsic):
 class VecConvert(Intrinsic):
     """`vec` elements from shared or global memory to shared or global memory, converted: one aligned
     vector load of `src` and one aligned vector store of `dst` (a tile copy that changes the type, e.g. an
-    fp8 tile widened to bf16 for a gemm: both ends start at a multiple of `vec` elements)."""
+    fp8 tile widened to bf16 for a gemm: both ends start at a multiple of `vec` elements).  A `src` in global
+    memory past the tensor's edge is read as zeros (the predicate), as every tile copy reads it."""
     entry = "tc::vec_convert"
     family = "vector"
-    operands = (Operand("dst", PTR, WRITE, ("global", "shared")), Operand("src", PTR, READ, ("global", "shared")))
+    operands = (Operand("dst", PTR, WRITE, ("global", "shared")), Operand("src", PTR, READ, ("global", "shared")),
+                Operand("pred", PRED, optional=True))
+    effects = Effects(zfill=True)
     dst: DType
     src: DType
     vec: int

@@ -48,7 +48,7 @@ def lower_copy(op: Copy, ctx: Ctx):
     vec = _strided_vector_width(s, d) if ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
     if vec > 1 and (d.buffer.scope != "shared" or vec * s.buffer.dtype.bits >= 32):  # cp.async: 4, 8 or 16 bytes
         return _strided_vector_copy(op, vec, ctx)
-    vec = _converting_vector_width(s, d)
+    vec = _converting_vector_width(s, d) if ctx.oob.zero_fill_ok(d.buffer, s.buffer) else 1
     if vec > 1:
         return _converting_vector_copy(op, vec, ctx)
     shape = s.squeezed_shape() or (1,)

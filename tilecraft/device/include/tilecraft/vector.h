@@ -65,14 +65,19 @@ TC_DEVICE void vec_store(D* p, const S* s) {
 }
 
 // p[0..V) = convert(s[0..V)): one aligned vector load and one aligned vector store (memory to memory; both
-// start at a multiple of V elements).
+// start at a multiple of V elements).  !pred: s is past its tensor's edge (never read), p gets zeros.
 template <class D, class S, int V>
-TC_DEVICE void vec_convert(D* p, const S* s) {
+TC_DEVICE void vec_convert(D* p, const S* s, bool pred = true) {
   static_assert(sizeof(D) * V <= 16 && sizeof(S) * V <= 16, "at most 16 bytes per vector access");
-  const Pack<S, V> in = *reinterpret_cast<const Pack<S, V>*>(s);
   Pack<D, V> t;
+  if (pred) {
+    const Pack<S, V> in = *reinterpret_cast<const Pack<S, V>*>(s);
 #pragma unroll
-  for (int i = 0; i < V; ++i) t.v[i] = cast<D>(in.v[i]);
+    for (int i = 0; i < V; ++i) t.v[i] = cast<D>(in.v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) t.v[i] = D(0);
+  }
   *reinterpret_cast<Pack<D, V>*>(p) = t;
 }
 
