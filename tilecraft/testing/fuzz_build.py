@@ -208,11 +208,13 @@ def cpu_meta(pos) -> dict:
     return {"entry": f"tc_entry_{pos}", "error_text": f"tc_error_text_{pos}", "binary_name": "kernel.so"}
 
 
-def build_cpu(funcs: list, workdir: str) -> dict:
-    """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)]."""
+def build_cpu(funcs: list, workdir: str, configs: dict | None = None) -> dict:
+    """name -> Outcome with a callable JITKernel, for [(name, PrimFunc)].  `configs`: pass configs, e.g.
+    {"tc.cpu_threads": True} for the CUDA lowering run on the CPU with the block's threads emulated."""
     from ..runtime.kernel import JITKernel
     target = Target.resolve("cpu")
-    outcomes, lowered = lower_all(funcs, target, {})
+    configs = dict(configs or {})
+    outcomes, lowered = lower_all(funcs, target, configs)
     byname = dict(funcs)
     libs: dict = {}
     for name, (ok, binary, pos) in compile_batches("cpu", lowered, "fuzz", {}).items():
@@ -225,7 +227,7 @@ def build_cpu(funcs: list, workdir: str) -> dict:
             with open(path, "wb") as f:
                 f.write(binary)
         art = Artifact(target, lowered[name][0], cpu_meta(pos), binary_path=path)
-        outcomes[name] = Outcome(kernel=JITKernel(byname[name], art))
+        outcomes[name] = Outcome(kernel=JITKernel(byname[name], art, pass_configs=configs or None))
     return outcomes
 
 
