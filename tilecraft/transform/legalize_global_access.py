@@ -5,10 +5,14 @@ and lowered copies alike).  After: a store or atomic whose indices are not prova
 wrapped in `if (in bounds)`, and such a load becomes `in bounds ? load : 0` (or the tensor's
 `T.annotate_safe_value`; a store into a tile with a `T.annotate_padding` stores the padding where
 any of its loads is out of range: ir/oob.py).  This is what makes ragged edges correct (SPEC §3):
-the parts of a tile beyond a tensor are read as zeros and never written.  A call with a pointer into global memory is wrapped the same way, except a device
-intrinsic declared `zfill` (cp.async, vector loads: ir/intrinsics), which gets the condition as
-its trailing predicate operand instead (out-of-range vectors read as zeros, not skipped).  Proofs use interval analysis over block indices, loop variables and lets, so the
-common, aligned case carries no guard at all.
+the parts of a tile beyond a tensor are read as zeros and never written.  A device intrinsic
+(ir/intrinsics) that writes global memory is skipped outside the same way; one declared `zfill`
+(cp.async, vector loads, converting vector copies) takes the bounds of its global *reads* as its
+trailing predicate operand (out-of-range vectors read as zeros, not skipped).  A call that is not
+`zfill` and reads global memory that may be outside into registers or shared memory is refused as a
+compiler bug: skipping it would leave its destination stale where the program means zeros.  Proofs
+use interval analysis over block indices, loop variables and lets, so the common, aligned case
+carries no guard at all.
 """
 from __future__ import annotations
 
