@@ -2,15 +2,15 @@
 tests that need a fresh Python process (a fresh tilecraft: its caches, launcher, warnings, CLI), without
 paying `import torch` (~1.7 CPU-s) in each of them.
 
-A server process per test process imports torch once and forks a child per call.  The child is a new
-process in everything tilecraft can see -- tilecraft is not imported in the server, the child gets the
-caller's environment, working directory, argv, `sys.path` (from PYTHONPATH, as a real start computes it)
-and its own stdin/stdout/stderr -- and it exits the way Python does (atexit handlers, threads joined,
-uncaught exceptions printed with exit status 1, signals reported as negative status).  What a fork
-cannot give is an interpreter start: so the call falls back to a real subprocess when the command is
-not a plain `python -c CODE` / `python SCRIPT` / `python -m MODULE`, or when the environment differs
-from the server's in anything read when Python or torch starts (PYTHON* but PYTHONPATH, OMP_*, LD_*,
-TORCH_*, ...).  Tests about interpreter start itself (what `import tilecraft` imports, a compile task
+A server process imports torch once and forks a child per call.  The child is a new process in
+everything tilecraft can see -- tilecraft is not imported in the server, the child gets the caller's
+environment, working directory, argv, `sys.path` (from PYTHONPATH, as a real start computes it) and its
+own stdin/stdout/stderr -- and it exits the way Python does (atexit handlers, threads joined, uncaught
+exceptions printed with exit status 1, signals reported as negative status).  What a fork cannot give is
+an interpreter start, so the server is one started with the call's values of what Python or torch read
+when they start (PYTHON* but PYTHONPATH, OMP_*, LD_*, TORCH*, ...): one server per such set, the last
+three kept.  A command other than a plain `python -c CODE` / `python SCRIPT` / `python -m MODULE` runs as
+a real subprocess.  Tests about interpreter start itself (what `import tilecraft` imports, a compile task
 without torch) call subprocess directly.
 
 `TILECRAFT_TEST_FORK_SERVER=0` turns the server off (every call a real subprocess).
@@ -104,13 +104,12 @@ except BaseException as e:  # as an interpreter reports it: the user's frames, s
 _SERVER = f"exec(compile({_SERVER_BODY!r}, '<fork-server>', 'exec'))"
 
 _lock = threading.Lock()
-_server: list = [None]
-_BASE_ENV = dict(os.environ)  # the environment the test process started with (before any monkeypatch)
+_servers: dict = {}   # what interpreter and torch start read (a frozenset of env items) -> a server started so
+_MAX_SERVERS = 3      # the oldest is stopped past this: an environment used once costs one start, as a subprocess
 
 
-def _start_env_differs(env: dict) -> bool:
-    keys = {k for k in (*env, *_BASE_ENV) if k.startswith(_START_PREFIXES) and k not in _FREE}
-    return any(env.get(k) != _BASE_ENV.get(k) for k in keys)
+def _start_env(env: dict) -> frozenset:
+    return frozenset((k, v) for k, v in env.items() if k.startswith(_START_PREFIXES) and k not in _FREE)
 
 
 def _plain_command(args: list) -> bool:
@@ -121,24 +120,31 @@ def _plain_command(args: list) -> bool:
     return not args[1].startswith("-")
 
 
-def _get_server():
-    srv = _server[0]
+def _get_server(env: dict):
+    """A server whose interpreter and torch started with `env`'s start-time variables (one per such set)."""
+    key = _start_env(env)
+    srv = _servers.pop(key, None)
     if srv is None or srv.poll() is not None:
-        srv = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               env=_BASE_ENV)
-        _server[0] = srv
+        srv = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    _servers[key] = srv   # the most recently used last
+    while len(_servers) > _MAX_SERVERS:
+        _stop(_servers.pop(next(iter(_servers))))
     return srv
 
 
-@atexit.register
-def _stop_server():
-    srv = _server[0]
-    if srv is not None and srv.poll() is None:
+def _stop(srv) -> None:
+    if srv.poll() is None:
         srv.stdin.close()  # the server exits at end of input
         try:
             srv.wait(10)
         except subprocess.TimeoutExpired:
             srv.kill()
+
+
+@atexit.register
+def _stop_servers():
+    while _servers:
+        _stop(_servers.popitem()[1])
 
 
 def _read_line(pipe, deadline: float | None) -> str | None:
@@ -167,12 +173,12 @@ def run_python(args: list, *, env: dict | None = None, cwd: str | os.PathLike | 
     env = dict(os.environ if env is None else env)
     cwd = os.fspath(cwd) if cwd is not None else os.getcwd()
     if (not capture_output or not text or kwargs or os.environ.get("TILECRAFT_TEST_FORK_SERVER") == "0"
-            or not _plain_command(args) or _start_env_differs(env) or not hasattr(os, "fork")):
+            or not _plain_command(args) or not hasattr(os, "fork")):
         return subprocess.run(args, env=env, cwd=cwd, timeout=timeout, capture_output=capture_output, text=text,
                               **kwargs)
     with _lock, tempfile.TemporaryDirectory(prefix="tc-fresh-") as tmp:
         out, err = os.path.join(tmp, "out"), os.path.join(tmp, "err")
-        srv = _get_server()
+        srv = _get_server(env)
         srv.stdin.write((json.dumps({"argv": args[1:], "env": env, "cwd": cwd, "out": out, "err": err}) + "\n").encode())
         srv.stdin.flush()
         pid = int(_read_line(srv.stdout, None))
@@ -189,5 +195,6 @@ def run_python(args: list, *, env: dict | None = None, cwd: str | os.PathLike | 
         with open(err, errors="replace") as f:
             stderr = f.read()
     if timed_out:
-        raise subprocess.TimeoutExpired(args, timeout, output=stdout, stderr=stderr)
+        # as subprocess.run gives them on a timeout: bytes, whatever `text` was
+        raise subprocess.TimeoutExpired(args, timeout, output=stdout.encode(), stderr=stderr.encode())
     return subprocess.CompletedProcess(args, int(rc), stdout, stderr)
