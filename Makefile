@@ -9,10 +9,13 @@ STAMP  := $(VENV)/.tilecraft-installed
 
 .PHONY: demo test setup clean
 
+# pip builds tilecraft with the venv's own setuptools when it is new enough (an isolated build env costs ~3 s)
 $(STAMP): pyproject.toml
 	python3 -m venv --system-site-packages $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	if $(PY) -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 61)" 2>/dev/null; \
+	then $(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -e '.[test]'; \
+	else $(PY) -m pip install -q --disable-pip-version-check -e '.[test]'; fi
 	touch $(STAMP)
 
 setup: $(STAMP)
