@@ -187,8 +187,11 @@ def run_python(args: list, *, env: dict | None = None, cwd: str | os.PathLike | 
         if timed_out:
             try:
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            except ProcessLookupError:   # not its own group yet (setsid is its first step): the child alone
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             rc = _read_line(srv.stdout, None)
         with open(out, errors="replace") as f:
             stdout = f.read()

@@ -16,12 +16,12 @@ carries no guard at all.
 """
 from __future__ import annotations
 
+from ..errors import InternalCompilerError
 from ..ir import (Binary, Call, collect, Const, Evaluate, Expr, For, If, Kernel, Let, Load, Mutator, Ref, Select, Store,
                   Var, binary, cast, const)
 from ..ir.analysis import bounds
 from ..ir.expr import TID, BuiltinVar
 from ..ir.func import PrimFunc
-from ..errors import InternalCompilerError
 from ..ir.intrinsics import IntrinsicCall
 from ..ir.intrinsics.base import PTR, READ, READ_WRITE, WRITE
 from ..ir.oob import out_of_bounds
