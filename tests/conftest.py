@@ -24,6 +24,7 @@
 """
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import zlib
@@ -164,6 +165,14 @@ def pytest_collection_modifyitems(config, items):
                     break
     if os.environ.get("PYTEST_XDIST_WORKER"):
         _longest_files_first(items)
+
+
+def pytest_collection_finish(session):
+    """What collection made (torch, tilecraft, every test module and item) lives to the end of the run: it
+    leaves the collector's reach, so each full collection (Python's own, and pytest's five at the end) walks
+    only what the tests make (the collector's time in a 19 s sample of the suite: 1.29 -> 0.69 s, session 25)."""
+    gc.collect()
+    gc.freeze()
 
 
 # The test files that take longest in `make test` (2-core machine, session 22; longest first).  Under
