@@ -31,3 +31,20 @@ def test_grouped_gemm_helper():
     with default_target("cpu"):
         c = GG.grouped_gemm(a, b, offsets, block_M=64, block_N=64, block_K=32)
     torch.testing.assert_close(c.float(), GG.ref_grouped_gemm(a, b, offsets), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("sizes", [[256, 100, 128], [130, 0, 1, 127]])
+def test_grouped_gemm_cuda_lowering_on_the_cpu_writes_each_row_once(sizes):
+    """The CUDA lowering's epilogue (full tiles by 16-byte copies from the padded shared tile, a group's last
+    tile by guarded element stores) run per thread on the CPU (tc.cpu_threads), N past the last tile."""
+    groups, N, K = len(sizes), 136, 64
+    offsets = torch.tensor([0] + torch.tensor(sizes).cumsum(0).tolist(), dtype=torch.int32)
+    a = torch.randn(int(offsets[-1]), K).half()
+    b = torch.randn(groups, N, K).half()
+    fn = GG.grouped_matmul.fn(a.shape[0], N, K, groups, block_M=64, block_N=64, block_K=32, num_stages=2,
+                              threads=128, trans_B=True)
+    import tilecraft
+    kern = tilecraft.compile(fn, target="cpu", pass_configs={"tc.cpu_threads": True})
+    c = torch.full((a.shape[0], N), float("nan")).half()
+    kern(a, b, offsets, GG.tile_offsets(offsets, 64), c)
+    torch.testing.assert_close(c.float(), GG.ref_grouped_gemm(a, b, offsets, True), rtol=2e-3, atol=2e-2)

@@ -221,4 +221,6 @@ def test_grouped_gemm_on_wgmma():
     # loop writes): it is loaded ahead by TMA like the rows of A, not copied synchronously each k-tile
     src = k.get_kernel_source()
     assert re.search(r"tma_load_tile\(\(&B_shared\[", src) and "cp_async" not in src, src
+    # a tile whose rows are all its group's leaves with 16-byte stores from the padded shared tile
+    assert re.search(r"vec_store<tc::half_t, tc::half_t, 8>\(\(&C\[", src), src
     no_spills(k)
