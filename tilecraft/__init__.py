@@ -5,6 +5,9 @@ Programs written for TileLang's classic API run unchanged after
 """
 __version__ = "0.1.0"
 
+from .runtime.openmp import load_openmp as _load_openmp
+_load_openmp()   # before torch, where it can: torch and the CPU kernels share libgomp and its wait policy
+
 from . import language
 from .errors import TilecraftError, CompileError
 from .jit import jit, compile, JITFactory

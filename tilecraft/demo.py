@@ -151,6 +151,8 @@ def load_note(device: str) -> list:
     lines = ["CPU target: the reference semantics (each program as the GPU would run it, checked against "
              "torch); its times are this host's and compare the reference implementation with torch on "
              "this CPU, not what a GPU would do."]
+    from .runtime.openmp import wait_policy
+    lines.append(f"OpenMP wait policy of the kernels (and torch's operators): {wait_policy()}")
     if load is not None:
         busy = load > 0.75 * cores
         lines.append(f"machine load: {load:.1f} (1-minute average) on {cores} cores"

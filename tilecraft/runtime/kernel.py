@@ -20,7 +20,7 @@ from .torch_op import compiled_call
 class _CpuLauncher:
     def __init__(self, artifact: Artifact, nparams: int, symbols: list):
         from .openmp import configure, load_openmp
-        load_openmp()  # a passive wait policy, before the first kernel loads libgomp
+        load_openmp()  # done at `import tilecraft` already (runtime/openmp.py); a no-op here
         self.lib = ctypes.CDLL(artifact.binary_path)
         configure(self.lib)
         self.fn = getattr(self.lib, artifact.meta["entry"])

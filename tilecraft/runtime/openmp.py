@@ -1,11 +1,22 @@
 """OpenMP for the CPU target's kernels: a passive wait policy and a bounded thread count.
 
-Kernels run their blocks on the system libgomp's threads.  Its default wait policy spins at every
-barrier; on a shared machine a spinning thread takes the core its sibling needs, and a kernel
-that takes 1 ms alone took tens of ms under load (issue 22).  So libgomp is loaded once, before
-the first kernel, with ``OMP_WAIT_POLICY=PASSIVE`` (unless the user set a policy or a spin count
-themselves): waiting threads sleep.  The variable is set only while libgomp reads it, so nothing
-else (torch's own OpenMP, subprocesses) sees it.
+Kernels run their blocks on libgomp's threads.  Its default wait policy spins (300,000 rounds) at
+every barrier and after every parallel region; on a shared machine a spinning thread takes the core
+its sibling needs, and a kernel that takes 1 ms alone took tens of ms under load (issue 22).  So
+libgomp is loaded with ``OMP_WAIT_POLICY=PASSIVE`` (unless the user set a policy or a spin count
+themselves): waiting threads sleep.  The variable is set only while libgomp reads it (once, when it
+is loaded), so subprocesses do not see it.
+
+Which libgomp: torch's wheels bundle one with the soname ``libgomp.so.1``, and a kernel library's
+``libgomp.so.1`` binds to whichever copy of that soname the process loaded first -- so torch and the
+kernels share one runtime and one wait policy.  Loading it when the first kernel loads (sessions
+5-24) came too late wherever torch had been imported before: the policy was torch's spinning
+default, and the 1M-element add's median under two busy loops was 8 ms against 0.09 ms unloaded
+(session 25).  Now ``import tilecraft`` loads it (torch's own copy when torch bundles one, else the
+system's; torch itself is not imported): torch's operators then wait passively too.  A process that
+imported torch before tilecraft keeps the spinning default; ``wait_policy()`` says which one is in
+effect (``tilecraft doctor`` and the CPU benchmark print it), and setting ``OMP_WAIT_POLICY=PASSIVE``
+in the environment, or importing tilecraft first, gives the passive one.
 
 Thread count: each kernel library exports ``tc_num_threads`` (tilecraft_cpu.h), set when it is
 loaded to ``torch.get_num_threads()`` (which follows ``OMP_NUM_THREADS`` and
@@ -20,23 +31,64 @@ import ctypes.util
 import os
 
 _LOADED = False
+_POLICY = "not loaded yet"
+SONAME = "libgomp.so.1"
+
+
+def _torch_libgomp() -> str | None:
+    """torch's bundled libgomp when its soname is the one kernels link against (found without
+    importing torch)."""
+    import glob
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(root, "lib", SONAME)
+        if os.path.isfile(path):
+            return path
+        if glob.glob(os.path.join(root, "lib", "libgomp-*.so*")):
+            return None   # a renamed copy (another soname): the kernels get the system's
+    return None
+
+
+def _already_loaded() -> bool:
+    try:
+        ctypes.CDLL(SONAME, mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL)
+        return True
+    except OSError:
+        return False
 
 
 def load_openmp() -> None:
-    """Load the system libgomp with a passive wait policy (once per process)."""
-    global _LOADED
+    """Load libgomp with a passive wait policy (once per process; `import tilecraft` calls it)."""
+    global _LOADED, _POLICY
     if _LOADED:
         return
     _LOADED = True
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+    user = os.environ.get("OMP_WAIT_POLICY") or (
+        f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}" if "GOMP_SPINCOUNT" in os.environ else None)
+    if user is not None:
+        _POLICY = f"{user} (set in the environment)"
+        return
+    if _already_loaded():
+        _POLICY = ("spin, then sleep (libgomp's default: it was loaded, by torch, before tilecraft; "
+                   "set OMP_WAIT_POLICY=PASSIVE or import tilecraft first)")
         return
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
-        ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(_torch_libgomp() or ctypes.util.find_library("gomp") or SONAME, mode=ctypes.RTLD_GLOBAL)
+        _POLICY = "PASSIVE (set by tilecraft)"
     except OSError:
-        pass  # a compiler with another OpenMP runtime: its defaults apply
+        _POLICY = "the compiler's OpenMP runtime's default (no libgomp here)"
     finally:
         del os.environ["OMP_WAIT_POLICY"]
+
+
+def wait_policy() -> str:
+    """The OpenMP wait policy the CPU target's kernels (and torch's operators) run with here."""
+    return _POLICY
 
 
 def thread_count() -> int:
