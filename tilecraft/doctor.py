@@ -162,6 +162,9 @@ def _compile_fresh(target):
         return kernel, time.perf_counter() - t0
 
 
+PTXAS_CLAMP_BUG = (13, 0)   # NVRTC / ptxas version with the sm_90 clamp-compare miscompile (benchmarks/NOTES.md)
+
+
 def check_nvrtc(driver_version: tuple[int, int] | None) -> Check:
     from .compiler import CompileError, nvrtc_version
     try:
@@ -181,6 +184,11 @@ def check_nvrtc(driver_version: tuple[int, int] | None) -> Check:
                      "the CUDA headers (cuda_fp16.h) must match NVRTC: pip install nvidia-cuda-nvrtc "
                      "or set CUDA_HOME to a CUDA toolkit")
     detail = f"{major}.{minor}; compiled a kernel for sm_80 in {seconds * 1e3:.0f} ms"
+    if (major, minor) == PTXAS_CLAMP_BUG:
+        return Check("NVRTC", WARN, detail + "; its ptxas miscompiles, for sm_90, an integer clamp compared with its "
+                     "bound: `max(0, min(x, C)) == C` reads as its opposite (a VIMNMX.RELU predicate; found by "
+                     "session 25, NVRTC 13.5 compiles it right)",
+                     "pip install -U nvidia-cuda-nvrtc  (13.5 or later; nvcc 13.0 has the same ptxas)")
     if driver_version is not None and driver_version[0] < major:
         return Check("NVRTC", WARN, detail + f" (but the driver is CUDA {driver_version[0]}.{driver_version[1]})",
                      f"update the NVIDIA driver to CUDA {major}.x, or install the NVRTC of your driver "

@@ -127,6 +127,18 @@ def test_doctor_reports_a_missing_cxx_with_a_fix(monkeypatch, capsys):
     assert check.status == doctor.FAIL and "TILECRAFT_CXX" in check.fix
 
 
+@pytest.mark.cuda_compile
+def test_doctor_warns_of_the_nvrtc_whose_ptxas_miscompiles_a_clamp_compare(monkeypatch):
+    """NVRTC 13.0's ptxas turns `max(0, min(x, C)) == C` into its opposite for sm_90 (session 25, on the H200);
+    the NVRTC line says so with the fix; another version is OK."""
+    from tilecraft import compiler, doctor
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (13, 0))
+    check = doctor.check_nvrtc(None)
+    assert check.status == doctor.WARN and "max(0, min(x, C)) == C" in check.detail and "13.5" in check.fix
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (13, 5))
+    assert doctor.check_nvrtc(None).status == doctor.OK
+
+
 def test_doctor_reports_a_bad_setting(monkeypatch):
     from tilecraft import doctor
     monkeypatch.setenv("TILECRAFT_CUDA_COMPILER", "clang")
