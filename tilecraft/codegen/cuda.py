@@ -82,8 +82,15 @@ class CudaPrinter(CPrinter):
         return f"tc::cast<{self.type_name(e.dtype)}>({self.expr(e.value)})"
 
     def visit_Binary(self, e):
-        """Arithmetic on the narrow float types, by the rules of `_NARROW_FLOAT_BINARY`."""
+        """Arithmetic on the narrow float types, by the rules of `_NARROW_FLOAT_BINARY`; a 32-bit integer
+        max with 0 on sm_90+ as tc::relu_s32 (math.h: ptxas 13.0 fuses max(0, min(x, C)) with a later
+        `== C` into VIMNMX.RELU and reads its predicate the wrong way round)."""
         a = e.a.dtype
+        if e.op == "max" and a.kind == "int" and a.bits == 32 and self.target.sm >= 90:
+            zero = [x for x in (e.a, e.b) if isinstance(x, E.Const) and x.value == 0]
+            if zero:
+                other = e.b if zero[0] is e.a else e.a
+                return f"tc::relu_s32({self.expr(other)})"
         for applies, ops, form in _NARROW_FLOAT_BINARY:
             if e.op in ops and applies(a, e.dtype):
                 t = self.type_name(e.dtype) if "{t}" in form else ""

@@ -137,6 +137,16 @@ TC_DEVICE double max(double a, double b) { return ::fmax(a, b); }
 TC_DEVICE half_t max(half_t a, half_t b) { return __hmax(a, b); }
 TC_DEVICE bfloat16_t max(bfloat16_t a, bfloat16_t b) { return __hmax(a, b); }
 
+// max(0, x) of a 32-bit int on sm_90+ (codegen/cuda.py prints it for T.max(0, x)): ptxas 13.0 fuses
+// max(0, min(x, C)) whose value is used with a later `== C` into VIMNMX.RELU and selects on its predicate
+// output, which holds the opposite (found on the H200, session 25; NVRTC 13.5 is right).  Written as
+// bit operations in PTX, the relu is not fused; it costs a LOP3 and a shift instead of one VIMNMX.
+TC_DEVICE int relu_s32(int x) {
+  int r;
+  asm("{\n\t.reg .s32 t;\n\tshr.s32 t, %1, 31;\n\tnot.b32 t, t;\n\tand.b32 %0, %1, t;\n\t}" : "=r"(r) : "r"(x));
+  return r;
+}
+
 template <class T> TC_DEVICE T min(T a, T b) { return b < a ? b : a; }
 TC_DEVICE float min(float a, float b) { return fminf(a, b); }
 TC_DEVICE double min(double a, double b) { return ::fmin(a, b); }
