@@ -71,3 +71,10 @@ def test_a_policy_in_the_environment_is_the_users(tmp_path):
     spin, policy, env_seen = _run(tmp_path, "tilecraft-first", OMP_WAIT_POLICY="ACTIVE")
     assert policy == "ACTIVE (set in the environment)" and env_seen == "ACTIVE"
     assert spin and spin != ["0"], spin
+
+
+@pytest.mark.cxx
+def test_an_empty_policy_variable_is_kept_as_it_was(tmp_path):
+    spin, policy, env_seen = _run(tmp_path, "tilecraft-first", OMP_WAIT_POLICY="")
+    assert policy.startswith("PASSIVE") and spin == ["0"], (policy, spin)
+    assert env_seen == "", env_seen

@@ -76,6 +76,7 @@ def load_openmp() -> None:
         _POLICY = ("spin, then sleep (libgomp's default: it was loaded, by torch, before tilecraft; "
                    "set OMP_WAIT_POLICY=PASSIVE or import tilecraft first)")
         return
+    before = os.environ.get("OMP_WAIT_POLICY")   # None, or an empty value libgomp ignores
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         ctypes.CDLL(_torch_libgomp() or ctypes.util.find_library("gomp") or SONAME, mode=ctypes.RTLD_GLOBAL)
@@ -83,7 +84,10 @@ def load_openmp() -> None:
     except OSError:
         _POLICY = "the compiler's OpenMP runtime's default (no libgomp here)"
     finally:
-        del os.environ["OMP_WAIT_POLICY"]
+        if before is None:
+            del os.environ["OMP_WAIT_POLICY"]
+        else:
+            os.environ["OMP_WAIT_POLICY"] = before
 
 
 def wait_policy() -> str:
