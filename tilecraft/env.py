@@ -208,6 +208,9 @@ class Knobs:
     verbose: bool = _knob("VERBOSE", _parse_bool, False, "log what the compiler, cache and autotuner do")
     cuda_compiler: str = _knob(
         "CUDA_COMPILER", _parse_cuda_compiler, "nvrtc", "how CUDA C++ becomes a cubin: nvrtc or nvcc")
+    nvrtc_pch: bool = _knob(
+        "NVRTC_PCH", _parse_bool, True,
+        "NVRTC precompiled headers for the device library (compiler/nvrtc_pch.py; same cubins, faster compiles)")
     cxx: str = _knob("CXX", lambda name, raw: raw.strip(), _default_cxx,
                      "C++ compiler for the CPU target", extra=("CXX",))
     pass_configs: dict = _knob(

@@ -205,8 +205,10 @@ def compile_cuda_nvrtc(source: str, arch: str, *, include_dirs: Sequence[str] = 
         opts.append(f"-I{d}")
     opts += list(options)
     t0 = time.perf_counter()
+    from .nvrtc_pch import compile_with_pch
+    src, fname = source.encode(), name.encode()
     try:
-        cubin, log, ptx = _run_nvrtc(source.encode(), name.encode(), [o.encode() for o in opts])
+        cubin, log, ptx = compile_with_pch(lambda o: _run_nvrtc(src, fname, [x.encode() for x in o]), source, opts)
     except CudaCompileError as e:
         if e.source:  # re-raise with the arch and the caller's exact source text
             raise CudaCompileError(e.log, source, name=name, compiler="nvrtc", arch=arch) from None

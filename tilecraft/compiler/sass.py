@@ -70,8 +70,13 @@ def _run_on_cubin(args: list[str], cubin: bytes, env: dict | None = None) -> str
 
 def disassemble(cubin: bytes) -> str:
     """SASS text of every kernel in ``cubin`` (cuobjdump -sass format when cuobjdump exists,
-    otherwise nvdisasm's).  Raises RuntimeError saying what to install when no tool is found."""
-    cuobjdump, nvdisasm = find_cuda_tool("cuobjdump"), find_cuda_tool("nvdisasm")
+    otherwise nvdisasm's).  Raises RuntimeError saying what to install when no tool is found.
+    The last few answers are kept: nvdisasm's start costs ~0.25 CPU-s whatever the cubin's size."""
+    return _disassemble(cubin, find_cuda_tool("cuobjdump"), find_cuda_tool("nvdisasm"))
+
+
+@functools.lru_cache(maxsize=16)
+def _disassemble(cubin: bytes, cuobjdump: str | None, nvdisasm: str | None) -> str:
     if cuobjdump is not None:
         env = None
         if nvdisasm is not None:
