@@ -75,6 +75,17 @@ def reference(a, b, w, offsets, value, guard):
     return out
 
 
+def inputs(sizes, guard, K=64):
+    """A, B, the group row offsets, the prefix sums of each group's 64-row tiles, the per-row weights."""
+    N = 136 if guard == "rows_cols" else 128
+    torch.manual_seed(len(sizes))
+    offsets = torch.tensor([0] + torch.tensor(sizes).cumsum(0).tolist(), dtype=torch.int32)
+    tiles = torch.tensor([0] + ((torch.tensor(sizes) + 63) // 64).cumsum(0).tolist(), dtype=torch.int32)
+    a = torch.randn(int(offsets[-1]), K).half()
+    b = torch.randn(len(sizes), K, N).half()
+    return a, b, offsets, tiles, torch.rand(a.shape[0]) + 0.5
+
+
 CASES = [("plain", "rows", [130, 0, 1, 64]), ("weighted", "rows", [64, 100, 3]),
          ("plain", "rows_cols", [200, 57]), ("plain", "other", [70, 64])]
 
@@ -82,15 +93,9 @@ CASES = [("plain", "rows", [130, 0, 1, 64]), ("weighted", "rows", [64, 100, 3]),
 @pytest.mark.parametrize("value,guard,sizes", CASES)
 @pytest.mark.parametrize("threads_mode", [False, True], ids=["cpu", "cpu_threads"])
 def test_grouped_store_matches_torch(value, guard, sizes, threads_mode):
-    groups, K = len(sizes), 64
-    N = 136 if guard == "rows_cols" else 128
-    torch.manual_seed(len(sizes))
-    offsets = torch.tensor([0] + torch.tensor(sizes).cumsum(0).tolist(), dtype=torch.int32)
-    tiles = torch.tensor([0] + ((torch.tensor(sizes) + 63) // 64).cumsum(0).tolist(), dtype=torch.int32)
-    a = torch.randn(int(offsets[-1]), K).half()
-    b = torch.randn(groups, K, N).half()
-    w = torch.rand(a.shape[0]) + 0.5
-    fn = grouped(a.shape[0], N, K, groups, value=value, guard=guard)
+    a, b, offsets, tiles, w = inputs(sizes, guard)
+    N = b.shape[2]
+    fn = grouped(a.shape[0], N, b.shape[1], len(sizes), value=value, guard=guard)
     kern = tilecraft.compile(fn, target="cpu", pass_configs={"tc.cpu_threads": threads_mode})
     c = torch.full((a.shape[0], N), float("nan")).half()
     kern(a, b, offsets, tiles, w, c)
@@ -117,15 +122,9 @@ def test_the_cuda_source_stages_where_the_pattern_matches(arch, value, guard, st
 def test_grouped_store_matches_torch_on_the_gpu(value, guard, sizes):
     """The staged form run by the GPU's threads (the test above runs it only as source here: on the CPU
     target, without tensor cores, the gemm has no accumulator layout to stage)."""
-    groups, K = len(sizes), 64
-    N = 136 if guard == "rows_cols" else 128
-    torch.manual_seed(len(sizes))
-    offsets = torch.tensor([0] + torch.tensor(sizes).cumsum(0).tolist(), dtype=torch.int32)
-    tiles = torch.tensor([0] + ((torch.tensor(sizes) + 63) // 64).cumsum(0).tolist(), dtype=torch.int32)
-    a = torch.randn(int(offsets[-1]), K).half()
-    b = torch.randn(groups, K, N).half()
-    w = torch.rand(a.shape[0]) + 0.5
-    kern = tilecraft.compile(grouped(a.shape[0], N, K, groups, value=value, guard=guard), target="cuda")
+    a, b, offsets, tiles, w = inputs(sizes, guard)
+    N = b.shape[2]
+    kern = tilecraft.compile(grouped(a.shape[0], N, b.shape[1], len(sizes), value=value, guard=guard), target="cuda")
     assert ("C_stage" in kern.get_kernel_source()) == (guard != "other")
     dev = [t.cuda() for t in (a, b, offsets, tiles, w)]
     c = torch.full((a.shape[0], N), float("nan"), device="cuda").half()
