@@ -91,8 +91,11 @@ def test_a_bad_file_is_dropped_and_the_compile_succeeds():
 
 def test_a_programs_error_reads_as_without_the_header(monkeypatch):
     src, arch, _ = sources()[0]
-    compile_cuda_nvrtc(src, arch)
     bad = src.replace("extern \"C\" __global__", "extern \"C\" __global__ int oops = ;\nextern \"C\" __global__", 1)
+    with pytest.raises(CudaCompileError):   # the process's first compile of this prefix fails ...
+        compile_cuda_nvrtc(bad, arch)
+    compile_cuda_nvrtc(src, arch)           # ... and the next one still writes the header
+    assert len(files()) == 1
     with pytest.raises(CudaCompileError) as with_header:
         compile_cuda_nvrtc(bad, arch)
     monkeypatch.setenv("TILECRAFT_NVRTC_PCH", "0")

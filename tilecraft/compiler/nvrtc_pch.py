@@ -118,6 +118,17 @@ def _remove_orphans(root: Path) -> None:
 _STORE = _Store()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child gets a fresh lock (another thread may have held the parent's at the fork) and
+    keeps its parent's files, which its NVRTC (the same instance) can read."""
+    _STORE.lock = threading.Lock()
+    _STORE.busy = set()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def key_of(source: str, options: Sequence[str]) -> str | None:
     """The precompiled header this source and these options would use (None: none is used)."""
     prefix = directive_prefix(source)
@@ -166,13 +177,14 @@ def compile_with_pch(run: Callable[[list], Result], source: str, options: Sequen
     try:
         try:
             result = _with_header(run, options, f"--create-pch={target}", "creating")
-        except CudaCompileError:
-            result = None
-        if result is None or not target.is_file():   # not written (an error in the program, NVRTC's heap)
+        except CudaCompileError:   # the program's own error, as the plain compile reports it
+            target.unlink(missing_ok=True)
+            return run(options)
+        if result is None or not target.is_file():   # compiled, but NVRTC wrote no header (its heap, say)
             with store.lock:
                 store.failed.add(key)
             target.unlink(missing_ok=True)
-            return run(options)   # the program's own result or error, as without the header
+            return run(options)   # and its log without NVRTC's warning
         with store.lock:
             store.files[key] = target
             while len(store.files) > MAX_FILES:
