@@ -98,9 +98,16 @@ def test_true_walks_where_auto_does_not_and_false_or_sm80_never():
     off = _kernel(func, OFF)
     assert "blocks walk the" not in off.get_plan() and off.artifact.meta["grid"] == [32, 64, 1]
     assert "tile_it" not in _kernel(func, ON, SM80).get_kernel_source()
-    # a loop the TMA form does not take (no TMA) and the hand-split forms are left alone
-    assert "blocks walk the" not in _kernel(func, {**ON, "tl.disable_tma_lower": True}).get_plan()
-    assert "blocks walk the" not in _kernel(func, {**ON, "tc.warp_specialize": True}).get_plan()
+    # a loop the TMA form does not take (no TMA) and the hand-split forms are left alone, and the plan says why
+    no_tma = _kernel(func, {**ON, "tl.disable_tma_lower": True}).get_plan()
+    assert "blocks walk the" not in no_tma and "tc.persistent_tiles True not taken: it needs TMA loads" in no_tma
+    split = _kernel(func, {**ON, "tc.warp_specialize": True}).get_plan()
+    assert "blocks walk the" not in split and "not taken: tc.warp_specialize True asks for" in split
+    # "auto" declining, or False, says nothing of the walk
+    assert "persistent_tiles" not in _kernel(matmul.get_tir(8192, 8192, 8192, *BIG)).get_plan()
+    assert "persistent_tiles" not in off.get_plan()
+    one_wave = _kernel(matmul.get_tir(1024, 1024, 2048, *BIG), ON).get_plan()
+    assert "not taken: 32 tiles fill no more than one wave of 132 SMs" in one_wave, one_wave
 
 
 def test_the_plan_says_why_auto_leaves_a_loop_unsplit():
@@ -148,5 +155,30 @@ def test_a_tile_read_outside_the_loop_keeps_one_block_per_tile():
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C[by * 128, bx * 256])
             T.copy(A_s, D[by * 128, 0])
-    assert "blocks walk the" not in _kernel(main, ON).get_plan()
+    plan = _kernel(main, ON).get_plan()
+    assert "blocks walk the" not in plan and "not taken: a tile the main loop loads is used outside it" in plan, plan
     assert "blocks walk the" in _kernel(matmul.get_tir(M, N, K, *BIG), ON).get_plan()   # the same GEMM without the read
+
+
+def test_true_says_why_a_copy_indexed_by_memory_does_not_walk():
+    """A grouped GEMM whose tiles' rows and groups come from tables in memory: its copies cannot load ahead
+    (the next tile's source is read from memory), so True is not taken, and the plan says so."""
+    import tilecraft.language as T
+    M, N, K, G = 4096, 4096, 2048, 8
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((G, K, N), "bfloat16"), Row0: T.Tensor((40,), "int32"),
+             Group: T.Tensor((40,), "int32"), C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(N // 128, 40, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "bfloat16")
+            B_s = T.alloc_shared((64, 128), "bfloat16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(K // 64, num_stages=3):
+                T.copy(A[Row0[by], ko * 64], A_s)
+                T.copy(B[Group[by], ko * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[Row0[by], bx * 128])
+    plan = _kernel(main, ON).get_plan()
+    assert "blocks walk the" not in plan
+    assert "not taken: the main loop must be tile copies from global memory that can load ahead" in plan, plan

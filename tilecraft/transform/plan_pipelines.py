@@ -271,53 +271,77 @@ class _Planner(Mutator):
 
     # ---- persistent tiles -----------------------------------------------------------------------
     def _plan_walk(self, k: Kernel):
-        """(loop, TileWalk) when kernel `k` walks its tiles, else None (pipelining/persistent.py)."""
+        """(loop, TileWalk) when kernel `k` walks its tiles, else None (pipelining/persistent.py).
+        Where the program asked for the walk (`tc.persistent_tiles: True`) and it is not taken, the
+        plan says why (a note on the kernel's first T.Pipelined loop, or on the kernel)."""
+        walk, why = self._walk_or_why(k)
+        if walk is None and why and self.sw.persistent is True:
+            loops = collect(k.body, lambda n: isinstance(n, For) and n.kind == "pipelined")
+            self.notes.append(f"{where(loops[0].span if loops else k.span)}: tc.persistent_tiles True not "
+                              f"taken: {why}")
+        return walk
+
+    def _walk_or_why(self, k: Kernel):
+        """((loop, TileWalk), None), or (None, why the walk is not taken; "" where it was not asked for)."""
         sw = self.sw
-        if sw.persistent is False or not (sw.tma and sw.wgmma_async) or sw.warp_specialize is True:
-            return None
-        if self.symbols or len(k.grid) != 2 or not all(isinstance(g, Const) for g in k.grid) or \
-                any(t != 1 for t in k.threads[1:]):
-            return None
+        if sw.persistent is False:
+            return None, ""
+        if not (sw.tma and sw.wgmma_async):
+            return None, "it needs TMA loads and async wgmma (sm_90a, tc.use_tma and tc.wgmma_async on)"
+        if sw.warp_specialize is True:
+            return None, "tc.warp_specialize True asks for the producer-warpgroup form instead"
+        if self.symbols:
+            return None, "the kernel has size symbols (the walk needs a static grid)"
+        if len(k.grid) != 2 or not all(isinstance(g, Const) for g in k.grid):
+            return None, "the walk needs a static two-dimensional grid"
+        if any(t != 1 for t in k.threads[1:]):
+            return None, "the walk needs one-dimensional threads"
         loops = collect(k.body, lambda n: isinstance(n, For) and n.kind == "pipelined")
         top = flat(k.body)
         if len(loops) != 1 or loops[0] not in top:
-            return None
+            return None, "the walk needs exactly one T.Pipelined loop, at the kernel's top level"
         f = loops[0]
         S = f.annotation("num_stages", 0)
         if not (isinstance(f.extent, Const) and isinstance(f.start, Const) and f.start.value == 0 and f.step == 1
                 and 2 <= S <= int(f.extent.value)):
-            return None
+            return None, ("the main loop needs a constant trip count from 0, step 1, and 2 or more stages "
+                          "(no more than its iterations)")
         prods = producers(f)
         rest = [s for s in flat(f.body) if s not in prods]
         if not prods or len(rest) != 1 or not isinstance(rest[0], Gemm) or not isinstance(rest[0].plan, WgmmaPlan):
-            return None
+            return None, ("the main loop must be tile copies from global memory that can load ahead and one "
+                          "wgmma T.gemm (a copy indexed by a value read from memory cannot load ahead)")
         form = self._form(rest, prods, S)
         if not (isinstance(form, Tma) and form.wgmma):
-            return None
+            return None, "the main loop's copies do not all load by TMA"
         tiles_of_loop = {c.dst.buffer for c in prods}
         if any(n.buffer in tiles_of_loop for s in top if s is not f
                for n in collect(s, lambda n: isinstance(n, (Load, Store, Ref, Region)))):
-            return None   # the next tile's loads land in the ring while this tile's epilogue runs
+            # the next tile's loads land in the ring while this tile's epilogue runs
+            return None, "a tile the main loop loads is used outside it (the next tile's loads overwrite it)"
         bx, by = k.block_vars
         allowed = {f.var, bx, by}
         if any(not set(collect(c.src, lambda n: isinstance(n, Var))) <= allowed or collect(c.src, lambda n: isinstance(n, Load))
                for c in prods):
-            return None   # a k-tile's source must follow from (ko, bx, by) alone: the next tile's is issued early
+            # a k-tile's source must follow from (ko, bx, by) alone: the next tile's is issued early
+            return None, "a copy's source depends on more than the loop index and the block indices"
         gx, gy = int(k.grid[0].value), int(k.grid[1].value)
         tiles, n = gx * gy, int(f.extent.value)
         ring = S * sum(c.dst.buffer.nbytes for c in prods)
         smem = self.kernel_smem + (S - 1) * sum(c.dst.buffer.nbytes for c in prods) + 1024 * (len(top) + S)
-        if smem > self.smem_limit or tiles <= self.num_sms:
-            return None
+        if smem > self.smem_limit:
+            return None, f"its shared memory ({smem} bytes with the ring) is over the {self.smem_limit} available"
+        if tiles <= self.num_sms:
+            return None, f"{tiles} tiles fill no more than one wave of {self.num_sms} SMs"
         if sw.persistent == "auto" and (n > AUTO_MAX_K_TILES or tiles < AUTO_MIN_WAVES * self.num_sms
                                         or ring <= self.smem_limit // 2):
-            return None
+            return None, ""
         swz = [s for s in top if isinstance(s, Annotate) and s.key == AnnotationKey.USE_SWIZZLE]
         it, block = Var("tile_it"), Var("tile_block")
         blocks = min(tiles, self.num_sms)
         walk = TileWalk(it, block, blocks, tiles, (), n)
         cx, cy = tile_coords(walk.tile(it), gx, gy, swz[0].value[0] if swz else None)
-        return f, replace(walk, coords=((bx, cx), (by, cy)))
+        return (f, replace(walk, coords=((bx, cx), (by, cy)))), None
 
 
 def plan_pipelines(func: PrimFunc, ctx) -> PrimFunc:
