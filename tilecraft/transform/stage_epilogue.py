@@ -101,7 +101,6 @@ class _Stage(Mutator):
         tile = Region(stage, (const(0), const(0)), (rows, cols), span=c.span)
         return Alloc(stage), Copy(src, tile, span=c.span), Copy(tile, dst, span=c.span)
 
-
     def _stage_guarded(self, outer: For, used: int):
         """The guarded element store of the module docstring, staged; None where it does not match."""
         inner = outer.body
@@ -130,7 +129,8 @@ class _Stage(Mutator):
         if used + stage.nbytes > self.budget:
             return None
         tile = Region(stage, (const(0), const(0)), (rows, cols), span=store.span)
-        value = store.value.value if isinstance(store.value, Cast) else store.value
+        # a cast to the destination's type is the copy's own conversion (a cast to another type rounds twice)
+        value = store.value.value if isinstance(store.value, Cast) and store.value.type == dst.dtype else store.value
         if isinstance(value, Load) and value.buffer in self.accumulators:   # the accumulator itself: its copy
             first = Copy(Region.whole(value.buffer), tile, span=store.span)
         else:   # arithmetic on it: the same element loop, into the stage (guarded where it reads global memory)
