@@ -67,12 +67,13 @@ class CompiledOnly(Exception):
     """Raised by `build` on the ``cuda-compile`` target once the kernel compiled: the test is done."""
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
+    """A phase that ended in CompiledOnly is reported as one that raised nothing: a pass.  The exception is
+    dropped before the report is made, not its failure text replaced after: pytest would first format
+    it as a failure, reading and parsing the source of every frame (~20 ms, 377 tests a run)."""
     if call.excinfo is not None and call.excinfo.errisinstance(CompiledOnly):
-        report.outcome, report.longrepr = "passed", None
+        call.excinfo = None
         if call.when == "setup":   # `build` in a fixture: the test body has nothing left to run
             item._tc_compiled_only = True
 

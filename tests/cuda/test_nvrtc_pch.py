@@ -4,6 +4,7 @@ dropped without failing the compile, a program's own error reported as without t
 forked child's use of its parent's files, and a dead process's folder removed.  No GPU needed."""
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import subprocess
@@ -36,13 +37,18 @@ def source(func, arch, **configs):
     return kernel.get_kernel_source()
 
 
-def sources():
-    """Kernel sources to compile (making them compiles them: the store is emptied after)."""
-    made = [(source(norm.softmax.fn(256, 1000), "sm_80"), "sm_80", False),
+@functools.lru_cache(maxsize=None)
+def _made_sources():
+    return [(source(norm.softmax.fn(256, 1000), "sm_80"), "sm_80", False),
             (source(norm.softmax.fn(64, 512), "sm_80"), "sm_80", True),
             (source(gemm.matmul.fn(512, 512, 512), "sm_80"), "sm_80", False),
             (source(gemm.matmul.fn(512, 512, 512), "sm_90a"), "sm_90a", False),
             (source(gemm.matmul.fn(512, 512, 256, 64, 64, 32), "sm_90a"), "sm_90a", False)]
+
+
+def sources():
+    """Kernel sources to compile (making them compiles them, once a module: the store is emptied after)."""
+    made = _made_sources()
     nvrtc_pch._STORE = nvrtc_pch._Store()
     return made
 
