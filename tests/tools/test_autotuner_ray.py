@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from tuning_fakes import FakeJit, use_virtual_clock
+from tuning_fakes import FakeJit, reference_matmul, use_virtual_clock
 
 from tilecraft.autotuner import AutoTuner, autotune
 from tilecraft.autotuner.result import COMPILE_ERROR, LAUNCH_ERROR, MISMATCH, OK, TIMEOUT
@@ -92,7 +92,7 @@ def make_factory():
 
 
 def tuner(configs, **profile):
-    args = dict(FAST, ref_prog=lambda a, b: a @ b, supply_type=TensorSupplyType.Normal)
+    args = dict(FAST, ref_prog=reference_matmul, supply_type=TensorSupplyType.Normal)
     args.update(profile)
     return AutoTuner.from_kernel(make_factory(), configs).set_kernel_parameters((M, N, K), {}).set_profile_args(**args)
 
@@ -194,7 +194,7 @@ def test_a_crashed_worker_or_a_hung_compile_loses_that_config_only(ray_cluster, 
 
 
 def test_decorator_option_knob_and_database(ray_cluster, monkeypatch, tmp_path):
-    tuned = autotune(configs=[{"chunk": 1}, {"chunk": 16}], executor="ray", ref_prog=lambda a, b: a @ b,
+    tuned = autotune(configs=[{"chunk": 1}, {"chunk": 16}], executor="ray", ref_prog=reference_matmul,
                      supply_type=TensorSupplyType.Normal,
                      **FAST)(make_factory())
     tuned(M, N, K)

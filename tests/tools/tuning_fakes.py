@@ -66,6 +66,14 @@ class VirtualClock:
         return cls.now
 
 
+def reference_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The tests' reference program: A @ B, costing as much as 4 chunks on the virtual clock.  A reference
+    that did not move the clock would read as free (its calls cost only the clock's 1 ns readings), and the
+    profiler, sizing its repetitions by the estimate, would call it up to its cap of 10^6 times."""
+    VirtualClock.advance(4 * SECONDS_PER_CHUNK)
+    return a @ b
+
+
 def use_virtual_clock(monkeypatch):
     """The profiler's CPU timing reads VirtualClock instead of time.perf_counter."""
     import types
