@@ -128,9 +128,21 @@ class EagerJit(CallBinding):
         self._probes: dict = {}
         self._warned_scalars = False
         self._kernels: dict = {}
+        self._compiled: dict = {}   # id of a prelude statement (held by self.prelude) -> its code
         self._lock = threading.Lock()
 
     # ---- errors -----------------------------------------------------------------------------
+    def _prelude_code(self, stmt):
+        """A prelude statement compiled once, at its line in the file.  The statement's own AST stays as
+        parsed (lines counted from the function's first): incrementing it in place, as each call once did,
+        moved every later call's error message further down the file."""
+        code = self._compiled.get(id(stmt))
+        if code is None:
+            mod = ast.Module([copy.deepcopy(stmt)], type_ignores=[])
+            ast.increment_lineno(mod, self.line_offset)
+            code = self._compiled[id(stmt)] = compile(mod, self.file, "exec")
+        return code
+
     def _span(self, node) -> Span:
         line = getattr(node, "lineno", 1)
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
@@ -248,10 +260,8 @@ class EagerJit(CallBinding):
                     else:
                         specs[stmt.target.id] = spec
                     continue
-                mod = ast.Module([stmt], type_ignores=[])
-                ast.increment_lineno(mod, self.line_offset)
                 try:
-                    exec(compile(mod, self.file, "exec"), ns)  # noqa: S102 - the user's own statements
+                    exec(self._prelude_code(stmt), ns)  # noqa: S102 - the user's own statements
                 except TilecraftError as e:
                     if scope.probing and isinstance(e, TypeError):  # a KernelValueError: Python needed an int
                         if isinstance(stmt, ast.Assert):

@@ -217,6 +217,35 @@ def test_the_factory_style_has_compile_too():
     torch.testing.assert_close(k(x), x * 2)
 
 
+def test_a_prelude_error_names_its_line_on_every_call():
+    """The statements before the kernel are the user's Python, run on each call: an error in one names its
+    own line every time (each call once moved the statement's line further down the file)."""
+    import inspect
+
+    @tilelang.jit(target="cpu")
+    def shift(X, k: int = 1):
+        n = T.const("n")
+        X: T.Tensor((n,), T.float32)
+        step = 8 // k
+        Y = T.empty((n,), T.float32)
+        with T.Kernel(T.ceildiv(n, step), threads=32) as bx:
+            for i in T.Parallel(step):
+                if bx * step + i < n:
+                    Y[bx * step + i] = X[bx * step + i] + step
+        return Y
+
+    lines, first = inspect.getsourcelines(shift.fn)
+    want = first + next(i for i, line in enumerate(lines) if "step = 8 // k" in line)
+    x = torch.randn(20)
+    for k in (1, 0, 2, 0, 4, 0):
+        if k:
+            torch.testing.assert_close(shift(x, k), x + 8 // k)
+            continue
+        with pytest.raises(TilecraftError, match="ZeroDivisionError") as e:
+            shift(x, k)
+        assert f'{HERE}", line {want}, in shift' in str(e.value), str(e.value)
+
+
 @tilelang.jit(target="cpu")
 def axpb(X, a: T.float32, b, blk: int = 16):
     n = T.const("n")
