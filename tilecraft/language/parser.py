@@ -105,14 +105,31 @@ def _compiler_frame(e: BaseException) -> str | None:
 _AST_LOCK = threading.Lock()
 
 
+_SOURCES: dict = {}   # id(code object) -> (the code object, source text, file); the most recent 1024
+
+
+def _source_of(code) -> tuple[str, str]:
+    """(source text, file) of the function whose code object is `code`.  Kept per code object (by identity:
+    equal code objects may come from different files): a factory parses its kernel function again for
+    every set of sizes, and `inspect.getsourcelines` tokenizes the file from the function's line each time
+    (~1 ms); a function defined anew (an edited cell, a module imported again) has a new code object."""
+    hit = _SOURCES.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1], hit[2]
+    lines, _ = inspect.getsourcelines(code)
+    source, file = textwrap.dedent("".join(lines)), inspect.getsourcefile(code) or "<unknown>"
+    if len(_SOURCES) >= 1024:
+        _SOURCES.pop(next(iter(_SOURCES)))
+    _SOURCES[id(code)] = (code, source, file)
+    return source, file
+
+
 def _function_ast(fn):
     try:
-        lines, _ = inspect.getsourcelines(fn)
-        file = inspect.getsourcefile(fn) or "<unknown>"
-    except (OSError, TypeError) as e:
+        source, file = _source_of(inspect.unwrap(fn).__code__)
+    except (OSError, TypeError, AttributeError) as e:
         raise TilecraftError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}; "
                              f"@T.prim_func needs the function's source file") from None
-    source = textwrap.dedent("".join(lines))
     with _AST_LOCK:
         tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))

@@ -40,7 +40,10 @@ def _access(stmt) -> tuple[set, set]:
     """Shared buffers `stmt` reads and writes (module docstring: how intrinsics count)."""
     reads, writes = set(), set()
     skip = set()
-    for c in collect(stmt, lambda n: isinstance(n, IntrinsicCall)):
+    found = collect(stmt, lambda n: isinstance(n, (IntrinsicCall, Load, Store, Ref)))   # one walk for both kinds
+    for c in found:
+        if not isinstance(c, IntrinsicCall):
+            continue
         if c.intrinsic.effects.pipeline_ordered:
             skip |= {id(a) for a in c.args}
             continue
@@ -55,8 +58,8 @@ def _access(stmt) -> tuple[set, set]:
                     if decl.access == READ_WRITE:
                         reads.add(a.buffer)
                 skip.add(id(a))
-    for n in collect(stmt, lambda n: isinstance(n, (Load, Store, Ref))):
-        if n.buffer.scope != "shared" or id(n) in skip:
+    for n in found:
+        if isinstance(n, IntrinsicCall) or n.buffer.scope != "shared" or id(n) in skip:
             continue
         (writes if isinstance(n, Store) else reads).add(n.buffer)
     return reads, writes
