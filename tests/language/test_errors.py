@@ -7,6 +7,7 @@ so moving code around never breaks the tests.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -57,6 +58,27 @@ def test_undefined_name_suggests_the_right_one():
     with pytest.raises(tilecraft.TilecraftError) as ei:
         undefined_name()
     check_error(ei, "undefined", r"blok_M", r"not defined", r"block_M")
+
+
+def _passes_through(f):
+    @functools.wraps(f)
+    def inner(*args, **kwargs):
+        return f(*args, **kwargs)
+    return inner
+
+
+def test_a_function_under_a_wrapping_decorator_names_its_own_line():
+    """A decorator that wraps the function (functools.wraps) between @T.prim_func and the def: the source read
+    is the wrapped function's, and so are the lines it counts from (once taken from the wrapper's code: the
+    error named a line above the one at fault)."""
+    with pytest.raises(tilecraft.TilecraftError) as ei:
+        @T.prim_func
+        @_passes_through
+        def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32):
+                for i in T.serial(16):
+                    B[i] = A[i] + undefined_offset  # err:wrapped
+    check_error(ei, "wrapped", r"undefined_offset", r"not defined")
 
 
 # ---- T.gemm -------------------------------------------------------------------------------------

@@ -126,14 +126,15 @@ def _source_of(code) -> tuple[str, str]:
 
 def _function_ast(fn):
     try:
-        source, file = _source_of(inspect.unwrap(fn).__code__)
+        code = inspect.unwrap(fn).__code__   # the function whose source is read, and whose lines count
+        source, file = _source_of(code)
     except (OSError, TypeError, AttributeError) as e:
         raise TilecraftError(f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}; "
                              f"@T.prim_func needs the function's source file") from None
     with _AST_LOCK:
         tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    return node, file, fn.__code__.co_firstlineno - 1, source
+    return node, file, code.co_firstlineno - 1, source
 
 
 class Parser(ExprMixin, LoopMixin):
