@@ -131,7 +131,6 @@ class EagerJit(CallBinding):
         self._compiled: dict = {}   # id of a prelude statement (held by self.prelude) -> its code
         self._lock = threading.Lock()
 
-    # ---- errors -----------------------------------------------------------------------------
     def _prelude_code(self, stmt):
         """A prelude statement compiled once, at its line in the file.  The statement's own AST stays as
         parsed (lines counted from the function's first): incrementing it in place, as each call once did,
@@ -143,6 +142,7 @@ class EagerJit(CallBinding):
             code = self._compiled[id(stmt)] = compile(mod, self.file, "exec")
         return code
 
+    # ---- errors -----------------------------------------------------------------------------
     def _span(self, node) -> Span:
         line = getattr(node, "lineno", 1)
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""

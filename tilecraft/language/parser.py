@@ -106,6 +106,7 @@ _AST_LOCK = threading.Lock()
 
 
 _SOURCES: dict = {}   # id(code object) -> (the code object, source text, file); the most recent 1024
+_SOURCES_LOCK = threading.Lock()
 
 
 def _source_of(code) -> tuple[str, str]:
@@ -118,9 +119,10 @@ def _source_of(code) -> tuple[str, str]:
         return hit[1], hit[2]
     lines, _ = inspect.getsourcelines(code)
     source, file = textwrap.dedent("".join(lines)), inspect.getsourcefile(code) or "<unknown>"
-    if len(_SOURCES) >= 1024:
-        _SOURCES.pop(next(iter(_SOURCES)))
-    _SOURCES[id(code)] = (code, source, file)
+    with _SOURCES_LOCK:   # compiling threads: the eviction iterates the dict
+        if len(_SOURCES) >= 1024:
+            _SOURCES.pop(next(iter(_SOURCES)))
+        _SOURCES[id(code)] = (code, source, file)
     return source, file
 
 
