@@ -169,6 +169,42 @@ def test_cuda_postproc_callback_rewrites_the_compiled_source(alias):
     assert tilelang.compile(program(32), target=sm80).get_kernel_source() == plain
 
 
+def test_postproc_callbacks_made_by_one_factory_are_not_served_each_others_kernels(alias):
+    """Two callbacks from the same factory share their code and differ in a closure value (or a
+    default): each must get its own compile, not the other's cached kernel."""
+    import tilelang
+    import tilelang.language as T
+    from tilelang.engine import callback
+    from tilelang.engine.callback import register_cuda_postproc_callback
+
+    @T.prim_func
+    def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(32):
+                B[i] = A[i] * 3
+    sm80 = {"kind": "cuda", "arch": "sm_80"}
+
+    def marker(text):
+        def edit(code, target):
+            return f"// {text}\n" + code
+        return edit
+
+    def marker_by_default(code, target, text="first"):
+        return f"// {text}\n" + code
+    seen = []
+    try:
+        for made in (marker("first"), marker("second")):
+            register_cuda_postproc_callback(made)
+            seen.append(tilelang.compile(main, target=sm80).get_kernel_source().splitlines()[0])
+        for text in ("third", "fourth"):
+            marker_by_default.__defaults__ = (text,)
+            register_cuda_postproc_callback(marker_by_default)
+            seen.append(tilelang.compile(main, target=sm80).get_kernel_source().splitlines()[0])
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    assert seen == ["// first", "// second", "// third", "// fourth"]
+
+
 def test_a_dtype_reads_as_its_name_character_by_character():
     # TileLang's dequantize examples take the storage width out of the dtype's spelling
     import tilecraft.language as T

@@ -45,6 +45,18 @@ def cache_token() -> tuple:
     out = []
     for f in _CUDA_POSTPROC:
         code = getattr(f, "__code__", None)
-        digest = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16] if code else repr(f)
+        if code is None:
+            digest = repr(f)
+        else:  # a callback made by a factory differs only in its closure's values or its defaults
+            cells = tuple(_cell_value(c) for c in (getattr(f, "__closure__", None) or ()))
+            state = repr((code.co_consts, cells, getattr(f, "__defaults__", None), getattr(f, "__kwdefaults__", None)))
+            digest = hashlib.sha256(code.co_code + state.encode()).hexdigest()[:16]
         out.append((getattr(f, "__qualname__", repr(f)), digest))
     return tuple(out)
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:   # a cell not filled yet
+        return "<empty cell>"
