@@ -205,6 +205,32 @@ def test_postproc_callbacks_made_by_one_factory_are_not_served_each_others_kerne
     assert seen == ["// first", "// second", "// third", "// fourth"]
 
 
+def test_a_jit_factory_compiles_again_after_a_postproc_callback_is_registered(alias):
+    import tilelang
+    import tilelang.language as T
+    from tilelang.engine import callback
+    from tilelang.engine.callback import register_cuda_postproc_callback
+
+    @tilelang.jit(target={"kind": "cuda", "arch": "sm_80"})
+    def scale(N, k):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] * k
+        return main
+    plain = scale(32, 5).get_kernel_source()
+    try:
+        @register_cuda_postproc_callback
+        def mark(code, target):
+            return "// marked\n" + code
+        marked = scale(32, 5).get_kernel_source()
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    assert not plain.startswith("// marked") and marked.startswith("// marked")
+    assert scale(32, 5).get_kernel_source() == plain
+
+
 def test_a_dtype_reads_as_its_name_character_by_character():
     # TileLang's dequantize examples take the storage width out of the dtype's spelling
     import tilecraft.language as T
