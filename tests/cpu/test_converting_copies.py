@@ -51,10 +51,42 @@ def test_a_converting_tile_copy_with_the_threads_emulated(src, dst, offset):
     assert torch.equal(k(x), x[:, offset:].to(getattr(torch, dst)))
 
 
+def _every_fp8_code(device):
+    """ROWS x COLS e4m3 values: all 256 codes (zeros, subnormals, the largest, both NaNs) in every row's
+    first 256 columns, then the same codes with only the words holding a NaN code replaced by ones, so
+    that vectors with and without a NaN both occur."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    clean = codes.clone()
+    for w in range(0, 256, 4):
+        if any(c & 0x7F == 0x7F for c in range(w, w + 4)):
+            clean[w:w + 4] = 0x38                      # 1.0
+    row = torch.cat([codes, clean]).repeat(COLS // 512)
+    return row.repeat(ROWS, 1).view(torch.float8_e4m3fn).to(device)
+
+
+@pytest.mark.parametrize("dst", ["bfloat16", "float16"])
+def test_every_fp8_value_widens_exactly(build, device, dst):
+    """The widening copy bit for bit against torch's conversion over every e4m3 code (NaN as any NaN):
+    on CUDA e4m3 -> bf16 goes by integer ops and a bf16x2 multiply by 2^120 (subnormals, signed zeros and
+    the NaN words taking the scalar path are what could go wrong) and e4m3 -> f16 by the paired cvt."""
+    x = _every_fp8_code(device)
+    y = build(widen, "float8_e4m3fn", dst)(x)
+    ref = x.to(getattr(torch, dst))
+    nan = torch.isnan(ref)
+    assert torch.equal(torch.isnan(y), nan)
+    assert torch.equal(y[~nan].view(torch.int16), ref[~nan].view(torch.int16))
+
+
 @pytest.mark.cuda_compile
 def test_the_converting_copy_is_one_vector_per_16_bytes_on_cuda():
+    """...and a thread loads all its vectors before it converts and stores any (ptxas does not move a load
+    past the previous store to another tile: one shared-load latency per vector otherwise)."""
     k = tilelang.compile(widen.fn("float8_e4m3fn", "bfloat16"), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"})
-    assert "tc::vec_convert<tc::bfloat16_t, tc::fp8_e4m3_t, 8>" in k.get_kernel_source()
+    lines = k.get_kernel_source().splitlines()
+    loads = [i for i, ln in enumerate(lines) if "tc::vec_load_zfill<tc::fp8_e4m3_t, tc::fp8_e4m3_t, 8>" in ln]
+    stores = [i for i, ln in enumerate(lines) if "tc::vec_store<tc::bfloat16_t, tc::fp8_e4m3_t, 8>" in ln]
+    assert len(loads) == len(stores) == 1 and loads[0] < stores[0]      # two unrolled loops, loads first
+    assert any("tc::fp8_e4m3_t cvt_stage" in ln and "[64];" in ln for ln in lines)   # 8 vectors of 8 a thread
 
 
 # ---- a converting copy from global memory over a tensor's edge (fuzzer: seeds 2006 / 2008 / 2018 on the H200) --
@@ -100,6 +132,6 @@ def test_a_converting_copy_past_the_tensor_reads_zeros_with_the_threads_emulated
 @pytest.mark.cuda_compile
 def test_the_ragged_converting_copy_is_predicated_on_cuda():
     src = tilelang.compile(ragged_column_sums.fn(), out_idx=[-1], target={"kind": "cuda", "arch": "sm_90a"}).get_kernel_source()
-    line = next(ln for ln in src.splitlines() if "tc::vec_convert<float, tc::half_t" in ln)
+    line = next(ln for ln in src.splitlines() if "tc::vec_load_zfill<tc::half_t, tc::half_t" in ln)   # staged: loads first
     assert line.rstrip().endswith("< 19));"), line   # the row bound is the call's predicate, not an `if` around it
     assert "if (" not in line

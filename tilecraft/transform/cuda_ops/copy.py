@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...errors import TilecraftError
-from ...ir import (Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq, dtype as dt)
+from ...ir import (Alloc, Buffer, Copy, Fill, For, If, Load, Ref, Region, Store, binary, cast, const, is_const, seq, dtype as dt)
 from ...ir import intrinsics as I
 from ...ir.layout.fragment import FragmentLayout
 from ...ir.semantics import region_indices, slice_dims
@@ -190,16 +190,45 @@ def _converting_vector_width(s: Region, d: Region) -> int:
     return 1
 
 
+# A thread's converting copy loads all its vectors before it converts and stores any, when they fit in this
+# many bytes of registers: loads and stores one after another were serialised (ptxas cannot tell the tiles
+# apart, so no load passes the previous store): an fp8 KV tile widened in MLA decode waited out the
+# shared-load latency 16 times a tile (H200, session 28).
+STAGED_CONVERT_BYTES = 256
+
+
 def _converting_vector_copy(op: Copy, vec: int, ctx: Ctx):
     s, d = op.src, op.dst
     shape = list(s.squeezed_shape())
     shape[-1] //= vec
+    iters = ctx.strided_iterations(shape)
+    if 1 < iters <= 16 and iters * vec * s.buffer.dtype.bytes <= STAGED_CONVERT_BYTES:
+        return _staged_converting_copy(op, vec, tuple(shape), iters, ctx)
 
     def body(ix):
         ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
         return I.evaluate(I.VecConvert(d.buffer.dtype, s.buffer.dtype, vec), Ref(d.buffer, region_indices(d, ix)),
                           Ref(s.buffer, region_indices(s, ix)), span=op.span)
     return ctx.strided(tuple(shape), body, op.span)
+
+
+def _staged_converting_copy(op: Copy, vec: int, shape: tuple, iters: int, ctx: Ctx):
+    """`_converting_vector_copy` in two unrolled loops over the same elements: every vector loaded into
+    registers (unconverted, zeros past a global tensor's edge), then each converted and stored."""
+    s, d = op.src, op.dst
+    stage = Buffer(ctx.var("cvt_stage").name, (iters * vec,), s.buffer.dtype, "local", span=op.span)
+
+    def load(ix, it):
+        ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
+        return I.evaluate(I.VecLoadZfill(s.buffer.dtype, s.buffer.dtype, vec), Ref(stage, (binary("*", it, vec),)),
+                          Ref(s.buffer, region_indices(s, ix)), span=op.span)
+
+    def store(ix, it):
+        ix = list(ix[:-1]) + [binary("*", ix[-1], vec)]
+        return I.evaluate(I.VecStore(d.buffer.dtype, s.buffer.dtype, vec), Ref(d.buffer, region_indices(d, ix)),
+                          Ref(stage, (binary("*", it, vec),)), span=op.span)
+    return seq(Alloc(stage), ctx.strided(shape, load, op.span, with_iteration=True),
+               ctx.strided(shape, store, op.span, with_iteration=True))
 
 
 def _strided_vector_copy(op: Copy, vec: int, ctx: Ctx):

@@ -109,8 +109,16 @@ class Ctx:
             out.append(total)
         return out
 
-    def strided(self, shape, body_fn, span=None):
-        """Spread the elements of `shape` (row-major) over the block's threads."""
+    def strided_iterations(self, shape) -> int:
+        """How many elements of `shape` each thread takes in `strided` (the last iteration may be partial)."""
+        total = 1
+        for s in shape:
+            total *= s
+        return -(-total // self.threads)
+
+    def strided(self, shape, body_fn, span=None, with_iteration=False):
+        """Spread the elements of `shape` (row-major) over the block's threads.  `with_iteration`: body_fn
+        also gets the thread's iteration number (an expression; const 0 when there is one iteration)."""
         total = 1
         for s in shape:
             total *= s
@@ -125,7 +133,7 @@ class Ctx:
                 inner *= s2
             x = binary("//", e, inner) if inner > 1 else e
             idx.append(binary("%", x, s) if k > 0 else x)
-        body = body_fn(idx)
+        body = body_fn(idx, v if iters > 1 else const(0)) if with_iteration else body_fn(idx)
         if total % t:
             body = If(binary("<", e, total), body)
         if iters == 1:
