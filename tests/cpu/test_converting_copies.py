@@ -67,8 +67,8 @@ def _every_fp8_code(device):
 @pytest.mark.parametrize("dst", ["bfloat16", "float16"])
 def test_every_fp8_value_widens_exactly(build, device, dst):
     """The widening copy bit for bit against torch's conversion over every e4m3 code (NaN as any NaN):
-    on CUDA e4m3 -> bf16 goes by integer ops and a bf16x2 multiply by 2^120 (subnormals, signed zeros and
-    the NaN words taking the scalar path are what could go wrong) and e4m3 -> f16 by the paired cvt."""
+    on CUDA (sm_89+) by the paired cvt (e4m3x2 -> f16x2, then f32 -> bf16x2 for bf16), its words staged
+    in registers: byte order within the pairs, subnormals, signed zeros and NaN are what could go wrong."""
     x = _every_fp8_code(device)
     y = build(widen, "float8_e4m3fn", dst)(x)
     ref = x.to(getattr(torch, dst))

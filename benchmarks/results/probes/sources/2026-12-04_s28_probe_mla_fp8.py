@@ -5,6 +5,9 @@ CUDA post-processing callback, timed in interleaved rounds (CUDA events, median)
   chainsN   tc::gemm_ss splits its k16 steps over N accumulator chains (TC_GEMM_KCHAINS: a header change made
             for this probe only and reverted after it measured no gain, so the variant is a no-op now)
   noconv    the fp8 -> bf16 widening copy removed (wrong answers: timing only)
+  w0/w1/w2  the widening's instructions (TC_WIDEN_PATH, session 28: casts / paired cvt / integer ops; a header
+            macro made for this probe and removed once the paired cvt measured fastest: a no-op now)
+  nostage   the converting copy not staged through registers (load, convert, store one vector at a time)
   onesync   the first of the two barriers between a cross-warp reduction's two shared writes removed
 """
 import json, os, re, statistics, sys
@@ -28,6 +31,9 @@ def edit(flags):
                               and "tc::vec_store<tc::bfloat16_t, tc::fp8_e4m3_t" not in l)   # the staged form's second half
         if "onesync" in flags:
             code = re.sub(r"(red_smem\w+\[\(tc_tid \* 2\)\] = \w+;\n)\s*__syncthreads\(\);\n", r"\1", code)
+        m = re.search(r"w(\d)", flags)   # TC_WIDEN_PATH: 0 casts, 1 paired cvt, 2 integer ops
+        if m:
+            code = f"#define TC_WIDEN_PATH {m.group(1)}\n" + code
         m = re.search(r"chains(\d)", flags)
         if m:
             code = f"#define TC_GEMM_KCHAINS {m.group(1)}\n" + code
@@ -35,10 +41,12 @@ def edit(flags):
     return post
 
 
-def build(kv_dtype, flags):
-    cfg = D.mla_decode_config(H)
-    prog = D.mla_decode_split.get_tir(B, H, S, num_split=splits, kv_dtype=kv_dtype, **cfg)
+def build(kv_dtype, flags, cfg=None, nsplit=None):
+    cfg = cfg or D.mla_decode_config(H)
+    prog = D.mla_decode_split.get_tir(B, H, S, num_split=nsplit or splits, kv_dtype=kv_dtype, **cfg)
     callback._CUDA_POSTPROC.clear()
+    from tilecraft.transform.cuda_ops import copy as lowering_copy
+    lowering_copy.STAGED_CONVERT_BYTES = 0 if "nostage" in flags else 256   # the closure's flags key the cache
     if dev == "cuda":
         callback.register_cuda_postproc_callback(edit(flags))
     try:
@@ -73,13 +81,19 @@ variants = os.environ.get("VARIANTS", "fp8:base,bf16:base,fp8:chains2,fp8:chains
 fns, errs = {}, {}
 for v in variants:
     dt, flags = v.split(":")
+    cfg, nsplit = None, None
+    if "@" in flags:   # a config: fp8:base@bn64/t128/s2/sp4 (block_N, threads, num_stages, splits)
+        flags, spec = flags.split("@")
+        f = dict((k.rstrip("0123456789"), int(k[len(k.rstrip("0123456789")):])) for k in spec.split("/"))
+        cfg = dict(block_H=16, block_N=f["bn"], threads=f["t"], num_stages=f["s"])
+        nsplit = f["sp"]
     kv_dtype = "bfloat16" if dt == "bf16" else "float8_e4m3fn"
     kv, s_ = inputs[kv_dtype]
-    k = build(kv_dtype, flags)
+    k = build(kv_dtype, flags, cfg, nsplit)
     fn = (lambda k=k, kv=kv, s_=s_: k(q_nope, q_pe, kv, k_pe, s_, seqlens))
     o, lse = fn()
     if "l2" not in flags and "noconv" not in flags:
-        combine = D.decode_combine(B, H, splits, 512, dtype="bfloat16")
+        combine = D.decode_combine(B, H, nsplit or splits, 512, dtype="bfloat16")
         out = torch.empty(B, H, 512, dtype=torch.bfloat16, device=dev)
         combine(o, lse, out)
         ref = D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, None if dt == "bf16" else s_)

@@ -21,6 +21,10 @@ TC_DEVICE void vec_load_zfill(D* d, const S* p, bool pred) {
   static_assert(sizeof(S) * V <= 16, "at most 16 bytes per vector access");
   if (pred) {
     Pack<S, V> t = *reinterpret_cast<const Pack<S, V>*>(p);
+    if constexpr (IsSameType<D, S>::value) {
+      memcpy(d, &t, sizeof(t));   // the vector as it is (d: registers of any alignment), not element by element
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < V; ++i) d[i] = cast<D>(t.v[i]);
   } else {
@@ -47,61 +51,45 @@ template <> struct PairCvt<bfloat16_t> {
 
 #if defined(TC_FP8)
 namespace detail {
-// Widening 8-bit floats without the conversion pipe.  The scalar path (fp8 -> f16 -> f32 -> bf16) is three
-// F2F-class instructions an element on a quarter-rate pipe: an fp8 KV tile's widening cost MLA decode more
-// than its gemms (H200, session 28: the split kernel 200 us, 122 us with the widening left out).
-//
-// Four e4m3 (one word, element 0 in the low byte) -> four bf16 (lo: elements 0, 1; hi: 2, 3), exactly: each
-// byte's seven magnitude bits become a bf16's low four exponent bits and top three mantissa bits (the value
-// times 2^-120: e4m3's exponent bias is 7, bf16's 127), the sign goes on top, and one bf16x2 multiply by
-// 2^120 restores the scale (e4m3's subnormals are bf16 subnormals before it and normal after it; zeros keep
-// their sign).  e4m3fn's NaN (magnitude 0x7F; it has no infinity) would come out as 480, so a NaN byte's
-// lanes are then set to all ones (a NaN), without a branch: the bytes' "magnitude + 1" reaches bit 7 only
-// for 0x7F, and PRMT's sign-replicating selectors spread that bit over the lane.
-TC_DEVICE void e4m3x4_to_bf16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t mag = w & 0x7F7F7F7Fu;
-  const uint32_t nan = mag + 0x01010101u;
-  const uint32_t a = (__byte_perm(mag, 0u, 0x4140) << 4) | (__byte_perm(w, 0u, 0x1404) & 0x80008000u);
-  const uint32_t b = (__byte_perm(mag, 0u, 0x4342) << 4) | (__byte_perm(w, 0u, 0x3424) & 0x80008000u);
-  const uint32_t two120 = 0x7B807B80u, neg_zero = 0x80008000u;   // bf16x2 {2^120, 2^120}, {-0, -0}
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(a), "r"(two120), "r"(neg_zero));
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(b), "r"(two120), "r"(neg_zero));
-  lo |= __byte_perm(nan, 0u, 0x9988);
-  hi |= __byte_perm(nan, 0u, 0xBBAA);
-#endif
-}
-
-// Which conversions have a path faster than element-wise casts here (widen_fp8).
+// Widening e4m3 pairs: one cvt.rn.f16x2.e4m3x2 a pair (exact, NaN kept) instead of one a byte, then for
+// bf16 the f16 pair through f32 (exact) into one cvt.rn.bf16x2.f32.  The element-wise casts (fp8 -> f16 ->
+// f32 -> bf16, one conversion each) made an fp8 KV tile's widening cost MLA decode more than its gemms; on
+// the H200 (session 28, B64 H16 KV8192, split kernel): element-wise 199 us, pairs 173 us, and 162 us with
+// the copy staged through registers (transform/cuda_ops/copy.py).  A bit-trick form (bytes placed as bf16
+// exponent and mantissa bits, one bf16x2 multiply by 2^120, NaN patched branch-free) was exact but slower
+// still (215-235 us): more instructions than the conversions it replaced.
 template <class D, class S, int V>
 struct FastWiden {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  static constexpr bool bf16 = IsSameType<D, bfloat16_t>::value && IsSameType<S, fp8_e4m3_t>::value && V % 4 == 0;
-#else
-  static constexpr bool bf16 = false;
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  static constexpr bool f16 = IsSameType<D, half_t>::value && IsSameType<S, fp8_e4m3_t>::value && V % 2 == 0;
+  static constexpr bool value = (IsSameType<D, half_t>::value || IsSameType<D, bfloat16_t>::value)
+                                && IsSameType<S, fp8_e4m3_t>::value && V % 2 == 0;
 #else
-  static constexpr bool f16 = false;
+  static constexpr bool value = false;
 #endif
-  static constexpr bool value = bf16 || f16;
 };
 
 template <class D, class S, int V>
 TC_DEVICE void widen_fp8(Pack<D, V>& t, const Pack<S, V>& in) {
   static_assert(FastWiden<D, S, V>::value, "widen_fp8: no fast path for these types here");
-  if constexpr (FastWiden<D, S, V>::bf16) {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(in.v);
-    uint32_t* o = reinterpret_cast<uint32_t*>(t.v);
+  static_assert(sizeof(in) == V && sizeof(t) == 2 * V, "widen_fp8: packed 8-bit in, 16-bit out");
+  // words in and out by memcpy (bit copies the compiler keeps in registers), not through a uint32_t*
+  // onto the fp8 / bf16 objects (an aliasing violation the optimiser may act on)
+  unsigned short h[V / 2];
+  uint32_t o[V / 2];
+  memcpy(h, &in, sizeof(h));
 #pragma unroll
-    for (int i = 0; i < V / 4; ++i) e4m3x4_to_bf16x4(w[i], o[2 * i], o[2 * i + 1]);
-  } else {   // e4m3 -> f16: one cvt.rn.f16x2.e4m3x2 a pair (exact, NaN kept), not one a byte
-    const unsigned short* h = reinterpret_cast<const unsigned short*>(in.v);
-    uint32_t* o = reinterpret_cast<uint32_t*>(t.v);
+  for (int i = 0; i < V / 2; ++i) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(o[i]) : "h"(h[i]));
+  if constexpr (IsSameType<D, bfloat16_t>::value) {
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(o[i]) : "h"(h[i]));
+    for (int i = 0; i < V / 2; ++i) {
+      half2_t h2;
+      memcpy(&h2, &o[i], 4);
+      const float2 f = __half22float2(h2);
+      const bfloat162_t b = __floats2bfloat162_rn(f.x, f.y);
+      memcpy(&o[i], &b, 4);
+    }
   }
+  memcpy(&t, o, sizeof(o));
 }
 }  // namespace detail
 #endif
@@ -114,8 +102,7 @@ TC_DEVICE void vec_store(D* p, const S* s) {
 #if defined(TC_FP8)
   if constexpr (detail::FastWiden<D, S, V>::value) {
     Pack<S, V> in;
-#pragma unroll
-    for (int i = 0; i < V; ++i) in.v[i] = s[i];
+    memcpy(&in, s, sizeof(in));   // s: a register array of bytes (a staged converting copy), any alignment
     detail::widen_fp8<D, S, V>(t, in);
   } else
 #endif
