@@ -168,7 +168,8 @@ def test_barriers_go_inside_a_uniform_if(arch):
     # the copies' writes reach the gemm's reads through a barrier inside the if
     assert re.search(r"__syncthreads\(\);\s*tc::gemm", body) or re.search(r"__syncthreads\(\);[^;]*wgmma", body), body
     # the row max crosses warps through shared scratch: a barrier between its writes and reads
-    scratch = re.search(r"(red_smem\w*)\[[^\n]*\] = ", body)
+    scratch = (re.search(r"tc::vec_store<[^>]*>\(\(&(red_smem\w*)\[[^\n]*\n", body)   # a thread's rows: one vector
+               or re.search(r"(red_smem\w*)\[[^\n]*\] = ", body))
     assert scratch, body
     after = body[scratch.end():]
     first_read = after.index(f"{scratch.group(1)}[")
