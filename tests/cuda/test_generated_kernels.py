@@ -403,3 +403,22 @@ def test_sm80_main_loops_keep_their_instruction_mix():
     assert counts == {"HMMA": 64, "LDGSTS": 24, "LDSM": 16, "BAR": 4} and total <= 650, (total, counts)
     total, counts = mix(attention.flash_attention.fn(4, 16, 4096, 128, is_causal=False))
     assert counts == {"HMMA": 128, "LDGSTS": 24, "LDSM": 72, "BAR": 5} and total <= 2110, (total, counts)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_cross_warp_row_reduction_stores_a_threads_rows_in_one_statement(arch):
+    """MLA decode at 16 heads: the score tile's columns are spread over four warps, so the row max and sum
+    cross warps through shared scratch.  Each thread's two row values go there as one vector store, with one
+    barrier before the reads -- stored one by one, the barrier pass put a second barrier between them."""
+    from tilecraft.kernels import decode
+    prog = decode.mla_decode_split.get_tir(2, 16, 256, num_split=2, kv_dtype="float8_e4m3fn",
+                                           **decode.mla_decode_config(16))
+    src = tilelang.compile(prog, out_idx=[-2, -1], target={"kind": "cuda", "arch": arch}).get_kernel_source()
+    scratch = set(re.findall(r"\b(red_smem\w+)\[", src))
+    assert len(scratch) == 2, scratch     # the max and the sum
+    for name in scratch:
+        writes = [ln for ln in src.splitlines()
+                  if re.match(rf"\s*{name}\[[^\n]*\] = ", ln) or f"(&{name}[" in ln and "vec_store" in ln]
+        assert len(writes) == 1 and "tc::vec_store<float, float, 2>" in writes[0], writes
+        after = src[src.index(writes[0]) + len(writes[0]):]
+        assert after.index("__syncthreads();") < after.index(f"{name}[")   # one barrier, before the reads
