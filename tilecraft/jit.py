@@ -165,11 +165,11 @@ class JITFactory:
         # TILECRAFT_PASS_CONFIGS is read at every call, like every knob: a change means a new kernel;
         # so is a pinned default target (target.default_target) when this factory says "auto"
         # so is a CUDA post-processing callback registered since (tilelang.engine.callback)
-        from .engine.callback import cache_token as postproc_token
+        from .engine.callback import memo_key as postproc_key
         from .target import default_target_key
         return (_freeze(tuple(bound.arguments.items())), repr(sorted(env.default_pass_configs().items())),
                 default_target_key() if self.compile_kwargs["target"] in (None, "auto") else None,
-                postproc_token())
+                postproc_key())
 
     def __call__(self, *args, **kwargs):
         """Eager style: compile for these arguments (once) and run; returns the T.empty outputs.

@@ -205,11 +205,13 @@ class EagerJit(CallBinding):
 
     def _key(self, statics, extra=()):
         from . import env
+        from .engine.callback import memo_key as postproc_key
         from .jit import _freeze
         from .target import default_target_key
         return (_freeze(tuple(statics.items())), _freeze(tuple(sorted(dict(extra).items()))),
                 repr(sorted(env.default_pass_configs().items())),
-                default_target_key() if self.compile_kwargs.get("target") in (None, "auto") else None)
+                default_target_key() if self.compile_kwargs.get("target") in (None, "auto") else None,
+                postproc_key())   # a CUDA post-processing callback registered since: a new kernel
 
     # ---- running the statements before the kernel --------------------------------------------
     def _namespace(self, statics):

@@ -236,3 +236,30 @@ def test_a_dtype_reads_as_its_name_character_by_character():
     import tilecraft.language as T
     assert "".join(c for c in T.int8 if c.isdigit()) == "8"
     assert "".join(c for c in T.uint32 if not c.isdigit()) == "uint"
+
+
+def test_an_eager_jit_compiles_again_after_a_postproc_callback_is_registered(alias):
+    import tilelang
+    import tilelang.language as T
+    from tilelang.engine import callback
+    from tilelang.engine.callback import register_cuda_postproc_callback
+
+    @tilelang.jit(target={"kind": "cuda", "arch": "sm_80"})
+    def twice(X):
+        N = T.const("N")
+        X: T.Tensor[(N,), T.float32]
+        Y = T.empty((N,), T.float32)
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                Y[i] = X[i] * 2
+        return Y
+    plain = twice.compile(N=64).get_kernel_source()
+    try:
+        @register_cuda_postproc_callback
+        def mark(code, target):
+            return "// marked\n" + code
+        marked = twice.compile(N=64).get_kernel_source()
+    finally:
+        callback._CUDA_POSTPROC.clear()
+    assert not plain.startswith("// marked") and marked.startswith("// marked")
+    assert twice.compile(N=64).get_kernel_source() == plain

@@ -40,6 +40,12 @@ def apply_cuda_postproc(code: str, target) -> str:
     return code
 
 
+def memo_key() -> tuple:
+    """The registered callbacks themselves, for the in-memory kernel memos of the jit (called per launch by
+    the eager style: no hashing here; the disk cache uses `cache_token`)."""
+    return tuple(_CUDA_POSTPROC)
+
+
 def cache_token() -> tuple:
     """Identifies the registered callbacks by name and code (empty when none)."""
     out = []
