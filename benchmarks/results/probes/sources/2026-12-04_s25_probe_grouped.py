@@ -2,6 +2,7 @@
 import json, os, statistics, sys, time
 import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_timing import timeit   # probes/sources/probe_timing.py
 import gg_variants as G   # benchmarks/results/probes/sources/gg_variants.py
 from tilecraft.kernels import grouped_gemm as GG
 
@@ -11,14 +12,6 @@ cases = [(8, 4096, 2048, 512), (64, 4096, 2048, 128), (16, 7168, 2048, 256)] if 
 variants = ["old", "shared_copy", "pad"]
 out = []
 
-def timeit(fn, iters=20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn(); torch.cuda.synchronize()
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / iters
 
 for groups, N, K, mean_m in cases:
     gen = torch.Generator().manual_seed(groups)

@@ -4,6 +4,8 @@ vs torch._grouped_mm, rounds interleaved, CUDA-event medians.  The user-form ker
 (tests/cpu/test_stage_guarded_epilogue.py `grouped`), in bf16, trans_B (nn.Linear weights)."""
 import json, os, statistics, sys
 import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_timing import timeit   # probes/sources/probe_timing.py
 import tilecraft
 import tilecraft.language as T
 from tilecraft.kernels import grouped_gemm as GG
@@ -42,16 +44,6 @@ def user_form(total_M, N, K, groups, block_M=128, block_N=128, block_K=64, num_s
                 if i < rows:
                     C[row0 + i, bx * block_N + j] = acc[i, j]
     return main
-
-
-def timeit(fn, iters=20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn(); torch.cuda.synchronize()
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / iters
 
 
 out = []

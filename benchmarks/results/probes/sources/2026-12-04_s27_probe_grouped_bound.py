@@ -4,22 +4,15 @@ times it), the loop's GPU time alone (captured in a CUDA graph: no host launch g
 (kernels/grouped_gemm.py, default tile), and a dense torch.mm of all rows against one weight (the same
 FLOPs with 1/G of the weight bytes: an optimistic bound for any grouped kernel at cuBLAS's efficiency)."""
 import json, os, statistics
+import sys
 import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_timing import timeit   # probes/sources/probe_timing.py
 from tilecraft.kernels import grouped_gemm as GG
 
 dev = "cuda"
 cases = [(8, 4096, 2048, 512), (16, 7168, 2048, 256), (32, 4096, 2048, 256), (64, 4096, 2048, 128)]
 ROUNDS = 9
-
-
-def timeit(fn, iters=20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn(); torch.cuda.synchronize()
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / iters
 
 
 out = []

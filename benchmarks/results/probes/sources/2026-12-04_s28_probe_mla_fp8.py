@@ -12,6 +12,8 @@ CUDA post-processing callback, timed in interleaved rounds (CUDA events, median)
 """
 import json, os, re, statistics, sys
 import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_timing import timeit   # probes/sources/probe_timing.py
 import tilecraft
 from tilecraft.engine import callback
 from tilecraft.kernels import decode as D
@@ -53,16 +55,6 @@ def build(kv_dtype, flags, cfg=None, nsplit=None):
         return tilecraft.compile(prog, out_idx=[-2, -1], target=target, pass_configs={"tl.enable_fast_math": True})
     finally:
         callback._CUDA_POSTPROC.clear()
-
-
-def timeit(fn, iters=20):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn(); torch.cuda.synchronize()
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record(); torch.cuda.synchronize()
-    return s.elapsed_time(e) / iters
 
 
 torch.manual_seed(0)
