@@ -2,6 +2,8 @@
 register arrays, and the two ways work is spread over threads (`per_slot`, `strided`)."""
 from __future__ import annotations
 
+import math
+
 from ...errors import TilecraftError
 from ...ir import (Buffer, For, If, Kernel, Region, Var, binary, const)
 from ...ir.expr import thread_index
@@ -111,19 +113,12 @@ class Ctx:
 
     def strided_iterations(self, shape) -> int:
         """How many elements of `shape` each thread takes in `strided` (the last iteration may be partial)."""
-        total = 1
-        for s in shape:
-            total *= s
-        return -(-total // self.threads)
+        return -(-math.prod(shape) // self.threads)
 
     def strided(self, shape, body_fn, span=None, with_iteration=False):
         """Spread the elements of `shape` (row-major) over the block's threads.  `with_iteration`: body_fn
         also gets the thread's iteration number (an expression; const 0 when there is one iteration)."""
-        total = 1
-        for s in shape:
-            total *= s
-        t = self.threads
-        iters = -(-total // t)
+        total, t, iters = math.prod(shape), self.threads, self.strided_iterations(shape)
         v = self.var("e")
         e = binary("+", binary("*", v, t), self.tid) if iters > 1 else self.tid
         idx = []
