@@ -1,6 +1,7 @@
 """CI's slice of TileLang's current example corpus (../shared/tilelang-examples-head, TileLang's main
 branch): a fixed subset of its programs, written for CUDA, each run unchanged in CPU mode
-(`tilecraft run --cpu prog.py`, in its own folder, in a subprocess with a time limit) must exit 0 --
+(`tilecraft run --cpu prog.py`, in its own folder, in a fresh process with a time limit: tests/fresh_python.py's
+`run_python`, which forks it from a process with torch imported) must exit 0 --
 the programs check their own results against torch.  The subset is programs that pass quickly on
 a 2-core machine; the whole corpus is `scripts/compat_check.sh --cpu head` (tables under
 benchmarks/results/)."""
@@ -11,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+
+from fresh_python import run_python  # tests/: a fresh process without paying `import torch`
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "..", "shared", "tilelang-examples-head")
@@ -52,8 +55,8 @@ def test_corpus_program_runs_in_cpu_mode(program):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILECRAFT_ALSO_COMPILE")}
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        r = subprocess.run([sys.executable, "-m", "tilecraft", "run", "--cpu", os.path.basename(path)],
-                           cwd=os.path.dirname(path), env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        r = run_python([sys.executable, "-m", "tilecraft", "run", "--cpu", os.path.basename(path)],
+                           cwd=os.path.dirname(path), env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         tail = (e.stdout or b"")[-2000:] if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
         pytest.fail(f"{program}: still running after {TIMEOUT_S} s; last output:\n{tail}")
