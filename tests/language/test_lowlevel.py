@@ -251,6 +251,34 @@ def test_extern_calls_on_the_cpu_target():
     torch.testing.assert_close(z, x.sum(0, keepdim=True), rtol=1e-5, atol=1e-4)
 
 
+def test_code_of_its_own_may_use_the_cpp_math_library_on_the_cpu_target():
+    """tilecraft_cpu.h leaves <cmath> / <limits> / <vector> out (they were most of every kernel's compile);
+    a program that pastes in code, or calls a library function by name, still has them."""
+    src = ("__device__ __forceinline__ float tc_test_norm(float a, float b) {"
+           " std::vector<float> v{a, b}; return std::sqrt(v[0] * v[0] + v[1] * v[1])"
+           " + (std::numeric_limits<float>::max() > 0 ? 0.0f : 1.0f); }")
+
+    def program(pasted: bool):
+        @T.prim_func
+        def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                if pasted:
+                    T.import_source(src)
+                for i in T.Parallel(64):
+                    if pasted:
+                        Y[i] = T.call_extern("float32", "tc_test_norm", X[i], 2.0)
+                    else:
+                        Y[i] = T.call_extern("float32", "expf", X[i])
+        return main
+
+    x = torch.randn(64)
+    y = torch.empty(64)
+    tilelang.compile(program(True), target="cpu")(x, y)
+    torch.testing.assert_close(y, torch.sqrt(x * x + 4))
+    tilelang.compile(program(False), target="cpu")(x, y)
+    torch.testing.assert_close(y, torch.exp(x))
+
+
 @pytest.mark.cuda_compile
 def test_extern_shared_writes_and_reads_are_ordered_by_barriers():
     src = tilelang.compile(shared_extern_program(), target=SM80).get_kernel_source()

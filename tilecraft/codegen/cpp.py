@@ -263,6 +263,7 @@ def generate_cpp(func: PrimFunc) -> str:
         d.line('#include "tilecraft_cpu_iket.h"')
     if uses_bf16_gemm(func.body):  # tc::gemm_bf16 (parsed only by the programs that call it)
         d.line('#include "tilecraft_cpu_gemm_bf16.h"')
+    std_includes(d, func)
     d.line("")
     paste_imports(d, func)
     open_entry(p, func)
@@ -305,6 +306,17 @@ def uses_bf16_gemm(node) -> bool:
 
 def uses_iket(node) -> bool:
     return bool(collect(node, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.IketEvent)))
+
+
+def std_includes(d, func: PrimFunc) -> None:
+    """The C++ library headers tilecraft_cpu.h leaves out (<cmath>, <limits>, <vector>: its own math goes
+    through tc::libm) for a program that brings code of its own (`T.import_source`, `T.call_extern`),
+    which may call them; after the precompiled header, which must come first."""
+    foreign = func.imports or collect(func.body, lambda n: isinstance(n, I.IntrinsicCall)
+                                      and isinstance(n.intrinsic, I.Extern))
+    if foreign:
+        for header in ("cmath", "limits", "vector"):
+            d.line(f"#include <{header}>")
 
 
 def _runtime_divisor(n) -> bool:

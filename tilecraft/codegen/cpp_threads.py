@@ -32,7 +32,7 @@ from ..ir.func import PrimFunc
 from ..ir.lowering import SWIZZLE_SM80, SWIZZLE_SM90
 from . import intrinsics_cuda  # noqa: F401  (registers the CUDA emitters this mode reuses)
 from .c_printer import paste_imports, storage_len
-from .cpp import CppPrinter, open_entry, uses_iket
+from .cpp import CppPrinter, open_entry, std_includes, uses_iket
 
 TARGET = "cpu_threads"
 _STACK_BASE = 64 * 1024   # bytes per fiber besides its register arrays (frames, header calls)
@@ -309,6 +309,7 @@ def generate_cpp_threads(func: PrimFunc) -> str:
     d.line('#include "tilecraft_cpu_threads.h"')
     if uses_iket(func.body):  # the event log (codegen/cpp.py)
         d.line('#include "tilecraft_cpu_iket.h"')
+    std_includes(d, func)
     d.line("")
     paste_imports(d, func)
     open_entry(p, func)
