@@ -18,11 +18,12 @@
 // deadlock is one of the whole cluster.  A pool of one block is the ordinary case.
 #pragma once
 #include <sys/mman.h>
+#include <time.h>
 
-#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <new>
-#include <string>
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
 #error "the CPU target's thread-level mode needs x86-64 or AArch64 (tilecraft_cpu_threads.h: the fiber switch)"
@@ -61,6 +62,47 @@ using ::int8_t; using ::int16_t; using ::int64_t; using ::uint8_t; using ::uint1
 using ::uint64_t;
 
 namespace simt {
+
+// A growable C string (the deadlock and failure texts), not std::string: <string> and <chrono> were
+// ~0.15 of ~0.17 CPU-s of every thread-level kernel's compile before its own code.
+struct Text {
+  char* p = nullptr;
+  size_t len = 0, cap = 0;
+  Text() = default;
+  Text(const Text&) = delete;
+  Text& operator=(const Text&) = delete;
+  ~Text() { std::free(p); }
+  void clear() {
+    len = 0;
+    if (p) p[0] = 0;
+  }
+  Text& operator+=(const char* s) {
+    const size_t k = std::strlen(s);
+    if (len + k + 1 > cap) {
+      size_t c = cap ? cap : 256;
+      while (c < len + k + 1) c *= 2;
+      char* q = (char*)std::realloc(p, c);
+      if (q == nullptr) return *this;  // out of memory: the text stays as it was
+      p = q;
+      cap = c;
+    }
+    std::memcpy(p + len, s, k + 1);
+    len += k;
+    return *this;
+  }
+  Text& operator=(const char* s) {
+    clear();
+    return *this += s;
+  }
+  const char* c_str() const { return p ? p : ""; }
+};
+
+// seconds on the monotonic clock (std::chrono::steady_clock's)
+static inline double monotonic_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 enum Wait : int { RUNNING = 0, BARRIER, WARP, MBARRIER, POLL, DONE };
 
@@ -116,7 +158,7 @@ struct Block {
   void (*fn)(void*) = nullptr;
   void* ctx = nullptr;
   const char* assert_where = nullptr;
-  std::string error;
+  Text error;
   // progress: barriers, warp exchanges and mbarrier arrivals completed outside `while` loops on
   // memory, such loops ended, fibers exited
   uint64_t events = 0;
@@ -194,7 +236,7 @@ struct Block {
     g_block = this;
     int rc = 0;
     uint64_t idle_rounds = 0;
-    std::chrono::steady_clock::time_point idle_since;
+    double idle_since = 0;
     for (;;) {
       bool progress = false, alive = false, spinning = false;
       const uint64_t before = events;
@@ -214,9 +256,9 @@ struct Block {
       // every live fiber spins in a `while` loop on memory or waits, and nothing else happens
       for (int t = 0; t < n && !spinning; ++t) spinning = f[t].wait != DONE && f[t].spin != nullptr;
       if (spinning && events == before) {
-        if (idle_rounds++ == 0) idle_since = std::chrono::steady_clock::now();
+        if (idle_rounds++ == 0) idle_since = monotonic_seconds();
         if ((idle_rounds & 1023) == 0 &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count() > tc_simt_spin_seconds) {
+            monotonic_seconds() - idle_since > tc_simt_spin_seconds) {
           describe_deadlock();
           rc = -2;
           break;
@@ -271,7 +313,8 @@ inline void Block::entry() {
 }
 
 inline void Block::describe_deadlock() {
-  std::string out = ctas == 1 ? "deadlock: every live thread of the block waits, and no wait can end:"
+  Text out;
+  out = ctas == 1 ? "deadlock: every live thread of the block waits, and no wait can end:"
                                : "deadlock: every live thread of the cluster's blocks waits, and no wait can end:";
   // a fiber in a spin loop whose wait inside it is over is spinning too
   for (int i = 0; i < n; ++i)
@@ -324,7 +367,7 @@ inline void Block::describe_deadlock() {
     }
     t = u;
   }
-  error = out;
+  error = out.c_str();
 }
 
 inline int tid() { return g_block->cur % g_block->per; }
@@ -430,7 +473,7 @@ template <class Op, int... Masks, class T> inline T shfl_xor_reduce(T v, const c
 
 // ---- the kernel's failure: the first failing block's (entry's return value, tc_error_text) --------
 inline int& failure_code() { static int code = 0; return code; }
-inline std::string& failure_string() { static std::string text; return text; }
+inline Text& failure_string() { static Text text; return text; }
 inline const char* failure_text() { return failure_string().c_str(); }
 inline void reset() { failure_code() = 0; failure_string().clear(); }
 inline bool failed() { return __atomic_load_n(&failure_code(), __ATOMIC_RELAXED) != 0; }
@@ -455,7 +498,8 @@ inline void record(int rc, const Block& b, int bx, int by, int bz) {
         char where[96];
         std::snprintf(where, sizeof where, b.ctas == 1 ? "block (%d, %d, %d): " : "the cluster of block (%d, %d, %d): ",
                       bx, by, bz);
-        failure_string() = where + b.error;
+        failure_string() = where;
+        failure_string() += b.error.c_str();
       }
       __atomic_store_n(&failure_code(), rc, __ATOMIC_RELAXED);
     }
