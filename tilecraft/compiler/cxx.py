@@ -44,9 +44,12 @@ from .errors import CxxCompileError
 
 HEADER = "tilecraft_cpu.h"
 _ARCH = ["-march=native", "-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else []
-# the flags a translation unit is compiled with (the PCH must be made with exactly these)
-CFLAGS = ["-O2", *_ARCH, "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno", "-ffp-contract=off",
-          "-fno-trapping-math", "-fno-strict-aliasing", "-w"]
+# the flags a translation unit is compiled with (the PCH must be made with exactly these).
+# -funswitch-loops (an -O3 pass): an inner loop under a condition of the outer loops only -- the row
+# guard of a tile whose rows pass the tensor's end -- is split into a guarded and an unguarded loop,
+# so the common one vectorizes: softmax 301x1000 fp16 0.62 -> 0.20 ms; compile time within noise.
+CFLAGS = ["-O2", "-funswitch-loops", *_ARCH, "-std=c++17", "-fPIC", "-fopenmp", "-fno-math-errno",
+          "-ffp-contract=off", "-fno-trapping-math", "-fno-strict-aliasing", "-w"]
 
 
 def include_dir() -> str:
