@@ -56,7 +56,7 @@ def test_corpus_program_runs_in_cpu_mode(program):
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         r = run_python([sys.executable, "-m", "tilecraft", "run", "--cpu", os.path.basename(path)],
-                           cwd=os.path.dirname(path), env=env, timeout=TIMEOUT_S)
+                       cwd=os.path.dirname(path), env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         tail = (e.stdout or b"")[-2000:] if isinstance(e.stdout, bytes) else (e.stdout or "")[-2000:]
         pytest.fail(f"{program}: still running after {TIMEOUT_S} s; last output:\n{tail}")
