@@ -252,6 +252,28 @@ def test_collect_finds_what_a_visitor_finds_in_the_same_order(tmp_path):
     assert any(collect(t, predicates[2]) for t in trees) and any(collect(t, predicates[1]) for t in trees)
 
 
+def test_collect_never_answers_from_a_stale_pre_order():
+    """`collect` keeps each node's pre-order on the node: a shallow copy, a pickled node and a
+    node holding a list that is changed afterwards must still be walked as they are now."""
+    import copy
+    import pickle
+    from tilecraft.ir.stmt import Evaluate, Seq
+    x, y = Var("x"), Var("y")
+    e = binary("+", binary("*", x, 4), 1)
+    vars_of = (lambda t: [n.name for n in collect(t, lambda n: isinstance(n, Var))])
+    assert vars_of(e) == ["x"] and vars_of(e) == ["x"]           # walked, then from the kept order
+    c = copy.copy(e)                                               # __getstate__ leaves it out
+    assert collect(c, lambda n: True)[0] is c
+    back = pickle.loads(pickle.dumps(e))
+    assert "_tc_preorder" not in back.__dict__ and vars_of(back) == ["x"]
+    stmts = [Evaluate(e)]
+    s = Seq(stmts)                                                 # a list: never kept
+    outer = Seq((s, Evaluate(y)))
+    assert vars_of(outer) == ["x", "y"]
+    stmts.append(Evaluate(y))
+    assert vars_of(outer) == ["x", "y", "y"] and vars_of(s) == ["x", "y"]
+
+
 def test_visitor_walks_every_store():
     func = gemm_softmax_func()
     seen = []

@@ -103,42 +103,73 @@ class Mutator(_Dispatch):
         return replace(node, **changes)
 
 
+_WALKED = (Node, tuple, list)
+
+
 def collect(node, predicate) -> list:
     """All nodes under `node` (pre-order) for which `predicate(n)` is true.
 
     What a `Visitor` whose `generic` tests each node would find (Buffers are leaves, tuples, lists
-    and dicts are walked, a node's non-node fields are not), written as one recursive function: the
-    passes call it ~100 times per kernel, and the Visitor subclass it used to make per call started
-    with an empty dispatch cache every time (lowering 160 fuzzed programs for the CPU, sm_80 and
-    sm_90a: 5.8-6.1 CPU-s with it, 3.3-3.6 now; tests/ir/test_ir.py checks both find the same)."""
-    found: list = []
-    _collect(node, predicate, found)
-    return found
+    and dicts are walked, a node's non-node fields are not; tests/ir/test_ir.py checks both find
+    the same).  The passes call it ~100 times per kernel, mostly on subtrees no pass has rebuilt
+    since the last call, so each node keeps the pre-order of its subtree (`_preorder`): a repeated
+    call is one predicate test per node.  (Lowering 60 fuzzed programs for the CPU, sm_80, sm_90a
+    and sm_90a-ws: 1.68 CPU-s with a recursive walk per call, half of it here.)"""
+    if isinstance(node, Node) and not isinstance(node, Buffer):
+        return [n for n in _preorder(node)[0] if predicate(n)]
+    parts: list = []
+    _gather(node, parts)
+    return [n for part in parts for n in part if predicate(n)]
 
 
-_WALKED = (Node, tuple, list)
+_PRE = "_tc_preorder"   # a node's cached pre-order: (the node, its descendants...)
+_SEQ = (tuple, list)
 
 
-def _collect(node, predicate, found: list) -> None:
-    if isinstance(node, Node):
-        if predicate(node):
-            found.append(node)
-        if isinstance(node, Buffer):
-            return
-        names = _FIELDS.get(type(node))
-        if names is None:
-            names = _field_names(type(node))
-        for name in names:
-            v = getattr(node, name)
-            if isinstance(v, _WALKED):
-                _collect(v, predicate, found)
-    elif isinstance(node, (tuple, list)):
-        for x in node:
+def _preorder(node) -> tuple:
+    """(the nodes of `node`'s subtree in pre-order, whether the subtree holds only immutable
+    containers).  Nodes are frozen, so the tuple is kept on the node unless a list or dict was
+    reached (a builder could still change one); the first element is the node itself, which tells
+    a cached tuple from one a shallow copy carried over."""
+    pre = node.__dict__.get(_PRE)
+    if pre is not None and pre[0] is node:
+        return pre, True
+    parts = [(node,)]
+    frozen = True
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _field_names(type(node))
+    for name in names:
+        v = getattr(node, name)
+        if isinstance(v, _WALKED):
+            frozen = _gather(v, parts) and frozen
+    pre = tuple(n for part in parts for n in part) if len(parts) > 1 else parts[0]
+    if frozen:
+        node.__dict__[_PRE] = pre
+    return pre, frozen
+
+
+def _gather(v, parts: list) -> bool:
+    """Append the pre-orders reached from `v` (a node, or a tuple / list / dict walked as the
+    Visitor walks them) to `parts`; False when a mutable container was among them."""
+    if isinstance(v, Node):
+        if isinstance(v, Buffer):
+            parts.append((v,))
+            return True
+        pre, frozen = _preorder(v)
+        parts.append(pre)
+        return frozen
+    if isinstance(v, _SEQ):
+        frozen = type(v) is tuple
+        for x in v:
             if isinstance(x, _WALKED) or isinstance(x, dict):
-                _collect(x, predicate, found)
-    elif isinstance(node, dict):
-        for x in node.values():
-            _collect(x, predicate, found)
+                frozen = _gather(x, parts) and frozen
+        return frozen
+    if isinstance(v, dict):
+        for x in v.values():
+            _gather(x, parts)
+        return False
+    return True
 
 
 def substitute(node, mapping: dict):

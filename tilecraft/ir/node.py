@@ -50,6 +50,12 @@ class Node:
     def __eq__(self, other):
         return self is other
 
+    def __getstate__(self):   # without the pre-order `collect` may have kept (ir/functor.py)
+        state = self.__dict__
+        if "_tc_preorder" in state:
+            state = {k: v for k, v in state.items() if k != "_tc_preorder"}
+        return state
+
     def __str__(self) -> str:
         from .printer import to_text
         return to_text(self)
