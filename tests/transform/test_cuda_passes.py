@@ -645,3 +645,46 @@ def test_gemms_into_one_accumulator_stay_in_order():
 def test_the_switch_turns_it_off():
     before, after = around(two_gemms(), SM90, overlap_independent_gemms, {"tc.overlap_independent_gemms": False})
     assert after is before
+
+
+class _InOrder(set):
+    """A set that iterates in a given order (the order another process's string hashing could give)."""
+
+    def __init__(self, items):
+        super().__init__(items)
+        self._order = list(items)
+
+    def __iter__(self):
+        return iter(self._order)
+
+
+def test_a_reductions_butterflies_do_not_follow_a_sets_order(monkeypatch):
+    """The lanes a reduction combines are found as a set of layout digit names, whose iteration
+    order differs from one process to the next; the shuffles' order is the sum's rounding order, so
+    the generated code must be the same for every order (it was not: fuzz seed 7 program 104 came out
+    as `<SumOp, 1, 16>` or `<SumOp, 16, 1>` by PYTHONHASHSEED)."""
+    from tilecraft.ir.layout.fragment import FragmentLayout
+    from tilecraft.testing.fuzz_build import lower
+
+    @T.prim_func
+    def main(X: T.Tensor((16, 9), "bfloat16"), Y: T.Tensor((16, 9), "float32"), S: T.Tensor((16,), "float32")):
+        with T.Kernel(T.ceildiv(16, 8), threads=32) as bx:
+            a = T.alloc_fragment((8, 16), "float32")
+            mx = T.alloc_fragment((8,), "float32")
+            b = T.alloc_fragment((8, 16), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            T.copy(X[bx * 8, 0], a)
+            T.reduce_max(a, mx, dim=1)
+            for i, j in T.Parallel(8, 16):   # b's layout follows mx's: a row over lanes 1 and 16
+                b[i, j] = T.cast(j, "float32") + mx[i]
+            T.reduce_sum(b, r, dim=1)
+            T.copy(b, Y[bx * 8, 0])
+            T.copy(r, S[bx * 8])
+
+    uses = FragmentLayout.uses
+    sources = []
+    for reverse in (False, True):
+        monkeypatch.setattr(FragmentLayout, "uses", lambda self, dim, rv=reverse: _InOrder(sorted(uses(self, dim), reverse=rv)))
+        sources.append(lower(main, SM80, {}))
+    assert "tc::shfl_xor_reduce<tc::SumOp, 1, 16>" in sources[0]
+    assert sources[0] == sources[1]

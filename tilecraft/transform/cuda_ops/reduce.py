@@ -80,6 +80,9 @@ def lower_reduce(op: Reduce, ctx: Ctx):
             else:
                 warp_digits.append(bit)
             bit *= 2
+    # red_names is a set of digit names: the butterflies go in lane-bit order, not the set's
+    # (string hashing differs between processes, and the order is the sum's rounding order)
+    lane_masks.sort()
     cur = list(accs)
     if lane_masks:
         shfl = I.ShflXorReduce(base_kind, tuple(lane_masks))
