@@ -252,6 +252,44 @@ def test_collect_finds_what_a_visitor_finds_in_the_same_order(tmp_path):
     assert any(collect(t, predicates[2]) for t in trees) and any(collect(t, predicates[1]) for t in trees)
 
 
+def test_functors_pass_over_only_subtrees_without_their_classes(tmp_path):
+    """A Visitor or Mutator returns a subtree unwalked once every node class in it is known to
+    have no method of its own there (ir/functor.py's class masks): on fuzzed programs lowered for
+    sm_90a, a functor with a method for one class must still reach every node of that class,
+    after other functors of the same class (and its own earlier walks) learned what they skip."""
+    from tilecraft.compiler.build import effective_pass_configs
+    from tilecraft.ir import Buffer, Mutator as M
+    from tilecraft.target import Target
+    from tilecraft.testing.fuzz import Program
+    from tilecraft.transform.pipeline import run_pipeline
+    target = Target.resolve({"kind": "cuda", "arch": "sm_90a"})
+    funcs = [p.func for p in (Program(1002, i, str(tmp_path)) for i in range(10)) if p.func is not None]
+    trees = [f.body for f in funcs] + [run_pipeline(f, target, effective_pass_configs({}, target)).body
+                                       for f in funcs]
+    classes = {type(n) for t in trees for n in collect(t, lambda n: True)} - {Buffer}
+    assert len(classes) > 15
+    for cls in sorted(classes, key=lambda c: c.__name__):
+        seen = []
+        counter = type("Count", (Visitor,), {f"visit_{cls.__name__}": lambda self, n: seen.append(n)
+                                             or Visitor.generic(self, n)})
+        marker = type("Mark", (M,), {f"visit_{cls.__name__}": lambda self, n: M.generic(self, n)})
+        for _ in range(2):
+            for t in trees:
+                seen.clear()
+                counter().visit(t)
+                want = collect(t, lambda n: isinstance(n, cls))
+                assert len(seen) == len(want) and all(a is b for a, b in zip(seen, want)), cls.__name__
+                assert marker().visit(t) is t
+    b = next(n for t in trees for n in collect(t, lambda n: isinstance(n, Buffer)))
+    b2 = Buffer(b.name + "_2", b.shape, b.dtype, b.scope)
+    M().visit(trees[0])                                   # the base Mutator has met Buffers
+    for t in trees:
+        has = bool(collect(t, lambda n: n is b))
+        new = M(buffer_map={b: b2}).visit(t)
+        assert (new is not t) == has and not collect(new, lambda n: n is b)
+        assert bool(collect(new, lambda n: n is b2)) == has
+
+
 def test_collect_never_answers_from_a_stale_pre_order():
     """`collect` keeps each node's pre-order on the node: a shallow copy, a pickled node and a
     node holding a list that is changed afterwards must still be walked as they are now."""

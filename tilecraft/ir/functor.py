@@ -25,11 +25,20 @@ _FIELDS: dict = {}
 
 
 class _Dispatch:
+    """Method lookup, and which subtrees a functor may pass over: a subtree all of whose node
+    classes this functor has already met and found without a method of their own (only the
+    field-by-field walk) is returned as it is, unwalked (`_wanted` against `class_mask`)."""
     _cache: dict
+    _walks_all = True   # its own `visit` or `generic`: every node is walked
+    _wanted: int = -1   # ~(bits of the classes met here that have no method of their own)
+    _walker = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         cls._cache = {}
+        cls._wanted = -1
+        base = cls._walker   # Visitor or Mutator (set below them), None for other functors
+        cls._walks_all = base is None or cls.visit is not base.visit or cls.generic is not base.generic
 
     @classmethod
     def _method(cls, node_cls):
@@ -42,7 +51,58 @@ class _Dispatch:
             else:
                 m = cls.generic
             cls._cache[node_cls] = m
+            if not cls._walks_all and (m is cls.generic or m is Mutator.visit_Buffer or m is Visitor.visit_Buffer):
+                cls._wanted &= ~(_BUFFER_BIT if issubclass(node_cls, Buffer) else _bit(node_cls))
         return m
+
+
+_BIT: dict = {}        # node class -> its bit in `class_mask`
+_MASK = "_tc_classes"  # a node's cached class mask
+
+
+def _bit(cls) -> int:
+    b = _BIT.get(cls)
+    if b is None:
+        b = _BIT[cls] = 1 << len(_BIT)
+    return b
+
+
+def class_mask(node) -> int:
+    """The classes of the nodes in `node`'s subtree (itself included; walked as `collect` walks,
+    Buffers are leaves) as bits (`_bit`); -1 when a list or dict is reached (a builder could still
+    change one).  Nodes are frozen: kept on the node."""
+    m = node.__dict__.get(_MASK)
+    if m is not None:
+        return m
+    if isinstance(node, Buffer):
+        m = _BUFFER_BIT
+    else:
+        m = _BIT.get(type(node)) or _bit(type(node))
+        names = _FIELDS.get(type(node))
+        if names is None:
+            names = _field_names(type(node))
+        for name in names:
+            v = getattr(node, name)
+            if isinstance(v, Node):
+                m |= class_mask(v)
+            elif isinstance(v, _SEQ):
+                m |= _seq_mask(v)
+    node.__dict__[_MASK] = m
+    return m
+
+
+def _seq_mask(v) -> int:
+    if type(v) is not tuple:
+        return -1
+    m = 0
+    for x in v:
+        if isinstance(x, Node):
+            m |= class_mask(x)
+        elif isinstance(x, tuple):
+            m |= _seq_mask(x)
+        elif isinstance(x, (list, dict)):
+            return -1
+    return m
 
 
 class Visitor(_Dispatch):
@@ -50,7 +110,10 @@ class Visitor(_Dispatch):
 
     def visit(self, node):
         if isinstance(node, Node):
-            return type(self)._method(type(node))(self, node)
+            cls = type(self)
+            if not class_mask(node) & cls._wanted:
+                return None
+            return cls._method(type(node))(self, node)
         if isinstance(node, (tuple, list)):
             for x in node:
                 self.visit(x)
@@ -73,13 +136,17 @@ class Visitor(_Dispatch):
 class Mutator(_Dispatch):
     """Returns the same object when nothing below a node changed (cheap identity checks)."""
     _cache: dict = {}
+    buffer_map: dict = {}
 
     def __init__(self, buffer_map: dict | None = None):
         self.buffer_map = buffer_map or {}
 
     def visit(self, node):
         if isinstance(node, Node):
-            return type(self)._method(type(node))(self, node)
+            cls = type(self)
+            if not class_mask(node) & (cls._wanted | _BUFFER_BIT if self.buffer_map else cls._wanted):
+                return node
+            return cls._method(type(node))(self, node)
         if isinstance(node, tuple):
             items = [self.visit(x) for x in node]
             if all(a is b for a, b in zip(items, node)):
@@ -103,6 +170,10 @@ class Mutator(_Dispatch):
         return replace(node, **changes)
 
 
+_BUFFER_BIT = _bit(Buffer)
+Visitor._walker = Visitor
+Mutator._walker = Mutator
+Visitor._walks_all = Mutator._walks_all = False
 _WALKED = (Node, tuple, list)
 
 

@@ -50,10 +50,10 @@ class Node:
     def __eq__(self, other):
         return self is other
 
-    def __getstate__(self):   # without the pre-order `collect` may have kept (ir/functor.py)
+    def __getstate__(self):   # without what ir/functor.py keeps on a node (`_tc_...`)
         state = self.__dict__
-        if "_tc_preorder" in state:
-            state = {k: v for k, v in state.items() if k != "_tc_preorder"}
+        if any(k.startswith("_tc_") for k in state):
+            state = {k: v for k, v in state.items() if not k.startswith("_tc_")}
         return state
 
     def __str__(self) -> str:
