@@ -78,10 +78,7 @@ def class_mask(node) -> int:
         m = _BUFFER_BIT
     else:
         m = _BIT.get(type(node)) or _bit(type(node))
-        names = _FIELDS.get(type(node))
-        if names is None:
-            names = _field_names(type(node))
-        for name in names:
+        for name in _field_names(type(node)):
             v = getattr(node, name)
             if isinstance(v, Node):
                 m |= class_mask(v)
@@ -207,10 +204,7 @@ def _preorder(node) -> tuple:
         return pre, True
     parts = [(node,)]
     frozen = True
-    names = _FIELDS.get(type(node))
-    if names is None:
-        names = _field_names(type(node))
-    for name in names:
+    for name in _field_names(type(node)):
         v = getattr(node, name)
         if isinstance(v, _WALKED):
             frozen = _gather(v, parts) and frozen
