@@ -7,6 +7,7 @@ here.  The method for a node class is looked up once along its MRO and cached pe
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import fields, replace
 
 from .buffer import Buffer
@@ -57,13 +58,17 @@ class _Dispatch:
 
 
 _BIT: dict = {}        # node class -> its bit in `class_mask`
+_BIT_LOCK = threading.Lock()
 _MASK = "_tc_classes"  # a node's cached class mask
 
 
 def _bit(cls) -> int:
     b = _BIT.get(cls)
     if b is None:
-        b = _BIT[cls] = 1 << len(_BIT)
+        with _BIT_LOCK:   # two classes must never share a bit (the autotuner lowers in threads)
+            b = _BIT.get(cls)
+            if b is None:
+                b = _BIT[cls] = 1 << len(_BIT)
     return b
 
 
