@@ -1,18 +1,17 @@
 """The CPU target's bf16 x bf16 tile GEMM (tc::gemm_bf16, device/include/tilecraft_cpu_gemm_bf16.h): the
-documented chain bit for bit, from its vdpbf16ps path and from its FMA path alike.
+documented order bit for bit, from its AMX, vdpbf16ps and FMA paths alike.
 
-The chain: per T.gemm call, each C element accumulates float32 fused multiply-adds with k taken in pairs,
-the odd k of each pair first (1, 0, 3, 2, ...; an odd K's last k alone) -- vdpbf16ps's order.  Reference:
-that chain in float64, rounded to float32 after every step.  It is exact: a bf16 x bf16 product is exact
-in float32, and the float64 sum of two float32 values either is exact (exponents at most 28 apart) or is
-so close to the larger one that it rounds to the same float32 (denormal results included), so each
-rounded step is the fused multiply-add's one rounding.
+The order: per T.gemm call and block of 32 k of the call, the even k's products in one float32 FMA chain
+from +0, the odd k's in another, then C = C + (even + odd) -- per block the formula of AMX's TDPBF16PS.
+Reference: `tilecraft.testing.gemm_order.bf16_block_chain` (float64 steps rounded to float32: exact here).
 
-Where the machine has AVX512_BF16 (and the compiler targets it, -march=native), tiles whose values keep
-every running sum away from denormals take vdpbf16ps (which treats denormal inputs as zero and flushes
-denormal results); other tiles (denormals, tiny or huge values, inf, NaN, in A, B or the C tile) take
-the FMA path.  The exported `tc_gemm_bf16_dot` (1 by default) set to 0 sends every tile to the FMA path:
-the tests compare the two on the same data, bit for bit.
+Where the machine has AMX-BF16 (and the kernel grants the tile state) calls whose A and B keep every
+running sum away from denormals take TDPBF16PS; else, where it has AVX512_BF16, vdpbf16ps (both treat
+denormal inputs as zero and flush denormal results); other calls (denormals, tiny or huge values, inf,
+NaN in A or B) take the FMA path.  C never enters the dot-product units.  The exported switches
+`tc_gemm_bf16_dot` (1: the default; 0: the FMAs for every call; 2: the fast path unchecked) and
+`tc_gemm_bf16_amx` (1 / 0) pick the path, and `tc_gemm_bf16_calls` counts the calls each path ran: the
+tests compare the paths on the same data, bit for bit, and check which one ran.
 """
 from __future__ import annotations
 
@@ -24,17 +23,22 @@ import torch
 import tilecraft as tilelang
 import tilecraft.language as T
 from tilecraft.target import default_target
+from tilecraft.testing.gemm_order import bf16_block_chain, k_order_chain
 
 
-def _has_avx512_bf16() -> bool:
+def _cpu_flags() -> str:
     try:
         with open("/proc/cpuinfo") as f:
-            return "avx512_bf16" in f.read()
+            return f.read()
     except OSError:
-        return False
+        return ""
 
 
-HAS_DP = _has_avx512_bf16()
+HAS_DP = "avx512_bf16" in _cpu_flags()
+HAS_AMX = "amx_bf16" in _cpu_flags() and "avx512f" in _cpu_flags()
+FMA, DP, AMX = 0, 1, 2
+# (tc_gemm_bf16_dot, tc_gemm_bf16_amx) of each path this machine has, and the path it takes on data in range
+PATHS = [((0, 1), FMA)] + ([((1, 0), DP)] if HAS_DP else []) + ([((1, 1), AMX)] if HAS_AMX else [])
 
 
 def _kernel(M, N, K, block_k, trans_a=False, trans_b=False, c_dtype="float32"):
@@ -70,39 +74,36 @@ def compiled(M, N, K, block_k, trans_a=False, trans_b=False, c_dtype="float32"):
     return _CACHE[key]
 
 
-def dot_switch(kernel) -> ctypes.c_int:
-    return ctypes.c_int.in_dll(kernel._launch.lib, "tc_gemm_bf16_dot")
+def switch(kernel, name) -> ctypes.c_int:
+    return ctypes.c_int.in_dll(kernel._launch.lib, name)
 
 
-def run(kernel, a, b, c0, dot=True):
-    """dot: True (the default, 1), False (0: the FMA path for every tile) or 2 (vdpbf16ps for every tile,
-    without the range checks: not the CPU target's semantics)."""
+def calls(kernel) -> list:
+    return list((ctypes.c_longlong * 3).in_dll(kernel._launch.lib, "tc_gemm_bf16_calls"))
+
+
+def run(kernel, a, b, c0, dot=1, amx=1, expect=None):
+    """dot: 1 (the default), 0 (the FMA path for every call) or 2 (the fast path for every call, without
+    the range checks: not the CPU target's semantics); amx 0 keeps AMX out.  expect: the path every call
+    must have taken."""
     c = torch.empty_like(c0)
-    flag = dot_switch(kernel)
-    flag.value = int(dot)
+    flags = switch(kernel, "tc_gemm_bf16_dot"), switch(kernel, "tc_gemm_bf16_amx")
+    flags[0].value, flags[1].value = dot, amx
+    before = calls(kernel)
     try:
         kernel(a, b, c0, c)
     finally:
-        flag.value = 1
+        flags[0].value, flags[1].value = 1, 1
+    if expect is not None:
+        ran = [x - y for x, y in zip(calls(kernel), before)]
+        assert ran[expect] > 0 and sum(ran) == ran[expect], (ran, expect)
     return c
 
 
-def pair_chain(a, b, c0, block_k):
-    """The documented chain (module docstring): a (M, K), b (K, N) bf16, c0 float32 (or bfloat16: then C
-    is rounded to bf16 after each call)."""
-    a, b = a.double(), b.double()
-    out_t = c0.dtype
-    c = c0.float()
-    K = a.shape[1]
-    for k0 in range(0, K, block_k):
-        kb = min(block_k, K - k0)
-        order = [k0 + k for p in range(kb // 2) for k in (2 * p + 1, 2 * p)]
-        if kb % 2:
-            order.append(k0 + kb - 1)
-        for k in order:
-            c = (c.double() + a[:, k:k + 1] * b[k:k + 1, :]).float()
-        c = c.to(out_t).float()
-    return c.to(out_t)
+def every_path(kernel, a, b, c0, in_range=True):
+    """c from each path this machine has (dict path -> c), each checked to have run where it should: on
+    data in range the path asked for, else the FMAs"""
+    return {path: run(kernel, a, b, c0, *flags, expect=path if in_range else FMA) for flags, path in PATHS}
 
 
 def bits_equal(x, y) -> bool:
@@ -124,33 +125,33 @@ def wide(shape, g, lo=-20, hi=21):
 
 SHAPES = [  # M, N, K, block_k, trans_a, trans_b
     (64, 64, 64, 32, False, False),
-    (37, 50, 33, 33, False, False),     # ragged M / N, odd K
+    (37, 50, 33, 33, False, False),     # ragged M / N, odd K: a block of 32 and one of 1
     (40, 96, 35, 16, False, True),      # transposed B, slices 16 16 3
     (24, 33, 17, 17, True, False),      # transposed A, odd K
-    (8, 64, 3, 3, False, False),        # K = 3: one pair and the tail
-    (128, 128, 96, 32, False, False),
+    (8, 64, 3, 3, False, False),        # K = 3
+    (128, 128, 96, 96, False, False),   # three blocks a call
+    (64, 96, 80, 80, False, True),      # blocks of 32 32 16, transposed B
     (3, 40, 64, 64, True, True),        # a decode's few rows
 ]
 
 
 @pytest.mark.parametrize("M,N,K,block_k,trans_a,trans_b", SHAPES)
-def test_the_pair_chain_bit_for_bit_both_paths(M, N, K, block_k, trans_a, trans_b):
+def test_the_block_chain_bit_for_bit_every_path(M, N, K, block_k, trans_a, trans_b):
     g = torch.Generator().manual_seed(M * 7919 + N * 31 + K)
     k = compiled(M, N, K, block_k, trans_a, trans_b)
-    a = wide((M, K), g)
-    b = wide((K, N), g)
+    a = in_range((M, K), g, -20, 21).bfloat16()
+    b = in_range((K, N), g, -20, 21).bfloat16()
     c0 = wide((M, N), g).float()
-    ref = pair_chain(a, b, c0, block_k)
+    ref = bf16_block_chain(a, b, c0, block_k)
     at = a.T.contiguous() if trans_a else a
     bt = b.T.contiguous() if trans_b else b
-    fast, slow = run(k, at, bt, c0, dot=True), run(k, at, bt, c0, dot=False)
-    assert bits_equal(fast, ref), (fast - ref).abs().max()
-    assert bits_equal(slow, ref), (slow - ref).abs().max()
+    for path, c in every_path(k, at, bt, c0).items():
+        assert bits_equal(c, ref), (path, (c - ref).abs().max())
     # the test can tell the orders apart: the plain k order differs somewhere on this data
-    if K > 1:
+    if K > 2:
         seq = c0.clone()
-        for kk in range(K):
-            seq = (seq.double() + a.double()[:, kk:kk + 1] * b.double()[kk:kk + 1, :]).float()
+        for k0 in range(0, K, block_k):
+            seq = k_order_chain(a[:, k0:k0 + block_k], b[k0:k0 + block_k], seq)
         assert not torch.equal(seq, ref)
 
 
@@ -159,14 +160,14 @@ def test_a_bf16_accumulator_tile_is_rounded_once_per_call():
     k = compiled(M, N, K, bk, c_dtype="bfloat16")
     g = torch.Generator().manual_seed(8)
     a, b, c0 = wide((M, K), g), wide((K, N), g), wide((M, N), g)
-    ref = pair_chain(a, b, c0, bk)
-    for dot in (True, False):
-        assert bits_equal(run(k, a, b, c0, dot), ref)
+    ref = bf16_block_chain(a, b, c0, bk)
+    for path, c in every_path(k, a, b, c0).items():
+        assert bits_equal(c, ref), path
 
 
 def test_signed_zeros_and_an_odd_k():
-    """-0 accumulators with +-0 products: x + -0 == x, -0 + +0 == +0; an odd K's last pair is not padded
-    with a +0 product (which would turn -0 into +0)."""
+    """-0 accumulators with +-0 products: the chains start at +0 and stay there (-0 + +0 == +0), so C's
+    -0 becomes +0; an odd K's last k (an even one) ends the even chain."""
     M, N, K = 16, 32, 7
     k = compiled(M, N, K, K)
     g = torch.Generator().manual_seed(5)
@@ -174,14 +175,17 @@ def test_signed_zeros_and_an_odd_k():
     a = (sign((M, K)) * 0.0).bfloat16()
     b = (sign((K, N)) * 0.0).bfloat16()
     c0 = sign((M, N)) * 0.0
-    ref = pair_chain(a, b, c0, K)
-    assert bool((ref.view(torch.int32) < 0).any()) and bool((ref.view(torch.int32) == 0).any())
-    for dot in (True, False):
-        assert bits_equal(run(k, a, b, c0, dot), ref)
-    a[:, -1] = 1.0  # the tail pair's product nonzero: -0 + x
-    ref = pair_chain(a, b, c0, K)
-    for dot in (True, False):
-        assert bits_equal(run(k, a, b, c0, dot), ref)
+    assert bool((c0.view(torch.int32) < 0).any())
+    ref = bf16_block_chain(a, b, c0, K)
+    assert not bool((ref.view(torch.int32) < 0).any())  # -0 + (+0 + +0) == +0
+    for path, c in every_path(k, a, b, c0).items():
+        assert bits_equal(c, ref), path
+    a[:, -1] = 1.0  # the last k's product nonzero
+    b[-1, :] = 2.0 ** -3
+    ref = bf16_block_chain(a, b, c0, K)
+    assert bool((ref == 2.0 ** -3).all())
+    for path, c in every_path(k, a, b, c0).items():
+        assert bits_equal(c, ref), path
 
 
 def _special(kind, shape, g):
@@ -196,9 +200,9 @@ def _special(kind, shape, g):
 @pytest.mark.parametrize("kind", ["denormal", "tiny", "huge", "inf", "nan"])
 @pytest.mark.parametrize("where", ["A", "B", "C"])
 def test_values_outside_the_fast_range(kind, where):
-    """A tile holding denormals (which vdpbf16ps would read as zero), tiny or huge values, inf or NaN:
-    computed exactly as the chain says (the FMA path)."""
-    M, N, K = 32, 64, 32
+    """A or B holding denormals (which the dot-product units would read as zero), tiny or huge values, inf
+    or NaN: the FMA path, exactly the order.  The same in C: the fast paths (C never enters them)."""
+    M, N, K = 32, 64, 64
     k = compiled(M, N, K, K)
     g = torch.Generator().manual_seed(hash((kind, where)) % 1000)
     a, b, c0 = wide((M, K), g, -8, 9), wide((K, N), g, -8, 9), wide((M, N), g, -8, 9).float()
@@ -208,27 +212,27 @@ def test_values_outside_the_fast_range(kind, where):
         b = _special(kind, (K, N), g).bfloat16()
     else:
         c0 = _special(kind, (M, N), g)
-    ref = pair_chain(a, b, c0, K)
-    for dot in (True, False):
-        assert bits_equal(run(k, a, b, c0, dot), ref), (kind, where, dot)
+    ref = bf16_block_chain(a, b, c0, K)
+    for path, c in every_path(k, a, b, c0, in_range=where == "C").items():
+        assert bits_equal(c, ref), (kind, where, path)
 
 
 def test_sums_that_cancel_into_denormals():
-    """A and B in the fast range, C tiny (2^-120, not a multiple of 2^-126): products cancel C's leading
-    bits, the sum is denormal (vdpbf16ps would flush it to zero) -- the FMA path computes the chain.  And
-    the same products from C = 0: every sum a multiple of 2^-126, the fast path's, no denormal."""
+    """A and B in the fast range, C tiny (2^-112 + 2^-130, not a multiple of 2^-126): the block's product
+    cancels C's leading bits and the sum is denormal -- C + (even + odd) is a float32 add outside the
+    dot-product units, so every path keeps the denormal."""
     M, N, K = 8, 32, 2
     k = compiled(M, N, K, K)
     a = torch.zeros(M, K)
     b = torch.zeros(K, N)
-    a[:, 1] = -(2.0 ** -56)  # the odd k first: -2^-56 * 2^-56 = -2^-112
+    a[:, 1] = -(2.0 ** -56)
     b[1, :] = 2.0 ** -56
     a, b = a.bfloat16(), b.bfloat16()
     c0 = torch.full((M, N), 2.0 ** -112 + 2.0 ** -130)
-    ref = pair_chain(a, b, c0, K)
+    ref = bf16_block_chain(a, b, c0, K)
     assert float(ref[0, 0]) == 2.0 ** -130  # denormal
-    for dot in (True, False):
-        assert bits_equal(run(k, a, b, c0, dot), ref)
+    for path, c in every_path(k, a, b, c0).items():
+        assert bits_equal(c, ref), path
 
 
 def in_range(shape, g, lo, hi):
@@ -239,49 +243,41 @@ def in_range(shape, g, lo, hi):
     return x
 
 
-@pytest.mark.skipif(not HAS_DP, reason="no AVX512_BF16 on this CPU")
-def test_the_machines_vdpbf16ps_is_the_fma_pair_chain_in_range():
-    """Data over the whole fast range (A, B: 2^-56 .. 2^55; C: 2^-103 and up), with cancellation:
-    vdpbf16ps on every tile (tc_gemm_bf16_dot = 2, no checks) gives the chain's bits -- the machine's
-    vdpbf16ps is the SDM's pseudo-code (odd product first, each step an FMA rounded to nearest even)."""
-    M, N, K = 64, 64, 64
-    k = compiled(M, N, K, 32)
+@pytest.mark.skipif(not (HAS_DP or HAS_AMX), reason="no AVX512_BF16 or AMX-BF16 on this CPU")
+def test_the_machines_dot_products_are_the_block_chain_in_range():
+    """Data over the whole fast range (A, B: 2^-56 .. 2^55), with cancellation, C of any size: vdpbf16ps
+    (fed the chains two k at a time) and TDPBF16PS (from zeroed tiles), unchecked, give the order's bits
+    -- the machine's instructions are the SDM's pseudo-code."""
+    M, N, K = 64, 64, 96
+    k = compiled(M, N, K, 96)
     g = torch.Generator().manual_seed(1234)
     for lo, hi in [(-56, 55), (-28, 0), (-4, 5)]:
         a, b = in_range((M, K), g, lo, hi).bfloat16(), in_range((K, N), g, lo, hi).bfloat16()
-        c0 = in_range((M, N), g, max(2 * lo, -103), 2 * hi)
-        ref = pair_chain(a, b, c0, 32)
-        for dot in (2, 1, 0):
-            assert bits_equal(run(k, a, b, c0, dot), ref), (lo, hi, dot)
+        c0 = in_range((M, N), g, 2 * lo, 2 * hi)
+        ref = bf16_block_chain(a, b, c0, K)
+        for (dot, amx), path in PATHS:
+            for d in ((2, 1) if path != FMA else (0,)):
+                assert bits_equal(run(k, a, b, c0, d, amx, expect=path), ref), (lo, hi, d, path)
 
 
-@pytest.mark.skipif(not HAS_DP, reason="no AVX512_BF16 on this CPU")
-def test_the_range_checks_are_what_keeps_the_chain():
-    """Unchecked, vdpbf16ps reads a denormal input as zero and flushes a denormal sum: the checked default
-    does not."""
+@pytest.mark.skipif(not (HAS_DP or HAS_AMX), reason="no AVX512_BF16 or AMX-BF16 on this CPU")
+def test_the_range_checks_are_what_keeps_the_order():
+    """Unchecked, the dot-product units read a denormal input as zero: the checked default does not."""
     M, N, K = 8, 32, 2
     k = compiled(M, N, K, K)
     a, b = torch.ones(M, K).bfloat16(), torch.zeros(K, N).bfloat16()
     b[0, :] = 2.0 ** -130  # denormal in bf16 too: the sum is 0 + 0 + 2^-130
     c0 = torch.zeros(M, N)
-    ref = pair_chain(a, b, c0, K)
+    ref = bf16_block_chain(a, b, c0, K)
     assert float(ref[0, 0]) == 2.0 ** -130
-    assert float(run(k, a, b, c0, 2)[0, 0]) == 0.0
-    assert bits_equal(run(k, a, b, c0, 1), ref)
-    # inputs in range, a denormal sum: -2^-56 * 2^-56 + 2^-112 (1 + 2^-23) = 2^-135 (only C's check sees it)
-    a, b = torch.zeros(M, K), torch.zeros(K, N)
-    a[:, 1], b[1, :] = -(2.0 ** -56), 2.0 ** -56
-    a, b = a.bfloat16(), b.bfloat16()
-    c0 = torch.full((M, N), 2.0 ** -112 * (1 + 2.0 ** -23))
-    ref = pair_chain(a, b, c0, K)
-    assert float(ref[0, 0]) == 2.0 ** -135
-    assert float(run(k, a, b, c0, 2)[0, 0]) == 0.0
-    assert bits_equal(run(k, a, b, c0, 1), ref)
+    for (dot, amx), path in PATHS[1:]:
+        assert float(run(k, a, b, c0, 2, amx, expect=path)[0, 0]) == 0.0, path
+        assert bits_equal(run(k, a, b, c0, 1, amx, expect=FMA), ref), path
 
 
 def test_sums_that_overflow():
-    """C = +-FLT_MAX (in the fast range) plus products of 2^55 x 2^55: the sums overflow to +-inf, and stay
-    there, on both paths (and unchecked vdpbf16ps rounds the overflow to inf as the FMA does)."""
+    """C = +-FLT_MAX plus products of 2^55 x 2^55: the sums overflow to +-inf, and stay there, on every
+    path (and the unchecked units round the overflow to inf as the FMA does)."""
     M, N, K = 8, 32, 6
     k = compiled(M, N, K, K)
     big = torch.finfo(torch.float32).max
@@ -291,15 +287,17 @@ def test_sums_that_overflow():
     a, b = a.bfloat16(), b.bfloat16()
     c0 = torch.full((M, N), big)
     c0[::2] = -big
-    ref = pair_chain(a, b, c0, K)
+    ref = bf16_block_chain(a, b, c0, K)
     assert bool(torch.isinf(ref).any())
-    for dot in ((2, 1, 0) if HAS_DP else (1, 0)):
-        assert bits_equal(run(k, a, b, c0, dot), ref), dot
+    for path, c in every_path(k, a, b, c0).items():
+        assert bits_equal(c, ref), path
+    for (dot, amx), path in PATHS[1:]:
+        assert bits_equal(run(k, a, b, c0, 2, amx, expect=path), ref), path
 
 
 def test_kernels_gemm_matmul_bf16():
     """tilecraft.kernels.gemm.matmul with bf16 inputs and output (C rounded once at the end), ragged and
-    transposed: the chain per block_K slice."""
+    transposed: the order per block_K slice, on the path this machine takes by default."""
     from tilecraft.kernels.gemm import matmul
     g = torch.Generator().manual_seed(3)
     for M, N, K, trans_b in [(256, 256, 256, False), (200, 136, 96, True)]:
@@ -308,7 +306,7 @@ def test_kernels_gemm_matmul_bf16():
         a = wide((M, K), g, -6, 7)
         b = wide((K, N), g, -6, 7)
         out = kern(a, b.T.contiguous() if trans_b else b)
-        ref = pair_chain(a, b, torch.zeros(M, N), 32).bfloat16()
+        ref = bf16_block_chain(a, b, torch.zeros(M, N), 32).bfloat16()
         assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
 
 
@@ -321,11 +319,13 @@ def test_only_bf16_programs_include_the_bf16_header():
     assert "tilecraft_cpu_gemm_bf16.h" not in fp and "tc::gemm_bf16(" not in fp
 
 
-@pytest.mark.skipif(not HAS_DP, reason="no AVX512_BF16 on this CPU")
-def test_the_fast_path_is_compiled_in_here():
-    """On this machine (AVX512_BF16) the library has the vdpbf16ps path: -march=native defines __AVX512BF16__."""
+@pytest.mark.skipif(not (HAS_DP or HAS_AMX), reason="no AVX512_BF16 or AMX-BF16 on this CPU")
+def test_the_fast_paths_are_compiled_in_here():
+    """On this machine the library has the fast paths it can run: -march=native defines __AVX512BF16__
+    (and __AMX_BF16__ where the CPU has AMX)."""
     from tilecraft.compiler.cxx import CFLAGS
     import subprocess
     from tilecraft import env
     out = subprocess.run([env.cxx(), *CFLAGS, "-dM", "-E", "-x", "c++", "/dev/null"], capture_output=True, text=True)
-    assert "__AVX512BF16__" in out.stdout
+    assert ("__AVX512BF16__" in out.stdout) == HAS_DP
+    assert ("__AMX_BF16__" in out.stdout) == HAS_AMX

@@ -1,11 +1,10 @@
 """The CPU target's `T.gemm` computes the documented chain bit for bit (README "The CPU target"): each
 C element is its products summed in k order in float32, each step a fused multiply-add rounded to
-float32 (the chain the CUDA target's fallback gemm runs as FFMA); bf16 x bf16 tiles take k in pairs,
-the odd k of each first (vdpbf16ps's order, tilecraft_cpu_gemm_bf16.h).  Both CPU paths: the micro-kernel
-(tiles) and the scalar loops (an operand straight from global memory).  Reference: the chain one k at
-a time in float64, rounded to float32 after each step -- a * b is exact in float64 and a * b + c is
-rounded twice there (to float64, then float32), which matches the one rounding except when the float64
-result lands exactly on a float32 tie (about 2^-29 per step: not hit by these inputs)."""
+float32 (the chain the CUDA target's fallback gemm runs as FFMA); bf16 x bf16 tiles take blocks of 32 k,
+each summed in two chains (even k, odd k) added to C together (TDPBF16PS's formula,
+tilecraft_cpu_gemm_bf16.h).  Both CPU paths: the micro-kernel (tiles) and the scalar loops (an operand
+straight from global memory, or both operands one tile).  Reference: `tilecraft.testing.gemm_order`
+(float64 steps rounded to float32)."""
 from __future__ import annotations
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 
 import tilecraft as tilelang
 import tilecraft.language as T
+from tilecraft.testing.gemm_order import bf16_block_chain, k_order_chain
 
 
 def gemm_kernel(M, N, K, in_dtype, trans_b):
@@ -31,17 +31,8 @@ def gemm_kernel(M, N, K, in_dtype, trans_b):
     return main
 
 
-def chain(a, b, pairs=False):
-    """sum over k in k order, each step a * b + c rounded once to float32; pairs: k in pairs, the odd k of
-    each first (1, 0, 3, 2, ...), the order of a bf16 x bf16 gemm (tilecraft_cpu_gemm_bf16.h,
-    tests/cpu/test_cpu_bf16_gemm.py)"""
-    a, b = a.double(), b.double()
-    c = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
-    K = a.shape[1]
-    order = [k ^ 1 if k ^ 1 < K else k for k in range(K)] if pairs else range(K)
-    for k in order:
-        c = (c.double() + a[:, k:k + 1] * b[k:k + 1, :]).float()
-    return c
+def chain(a, b, bf16=False):
+    return bf16_block_chain(a, b) if bf16 else k_order_chain(a, b)
 
 
 def self_product_kernel(N, K, in_dtype):
@@ -75,17 +66,17 @@ def test_gemm_is_the_documented_chain_bit_for_bit(dtype, M, N, K, trans_b):
     b = inputs((N, K) if trans_b else (K, N), dtype, g)
     c = torch.empty(M, N)
     tilelang.compile(gemm_kernel(M, N, K, dtype, trans_b), target="cpu")(a, b, c)
-    ref = chain(a, b.T if trans_b else b, pairs=dtype == "bfloat16")
+    ref = chain(a, b.T if trans_b else b, bf16=dtype == "bfloat16")
     assert torch.equal(c, ref), (c - ref).abs().max()
 
 
 @pytest.mark.parametrize("K", [40, 39])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "bfloat16"])
 def test_the_scalar_gemm_loops_are_the_same_chain(dtype, K):
-    """bf16: the micro-kernel's pair order here too (an odd K's last k alone)"""
+    """bf16: the micro-kernel's block order here too (K = 40: a block of 32 and one of 8; 39: of 7)"""
     g = torch.Generator().manual_seed(11)
     a = inputs((24, K), dtype, g)
     c = torch.empty(24, 24)
     tilelang.compile(self_product_kernel(24, K, dtype), target="cpu")(a, c)
-    ref = chain(a, a.T, pairs=dtype == "bfloat16")
+    ref = chain(a, a.T, bf16=dtype == "bfloat16")
     assert torch.equal(c, ref), (c - ref).abs().max()

@@ -295,7 +295,7 @@ def generate_cpp(func: PrimFunc) -> str:
 
 def _bf16_gemm(call) -> bool:
     """A tile GEMM whose A and B are both bfloat16: tc::gemm_bf16 (tilecraft_cpu_gemm_bf16.h), whose
-    summation order takes k in pairs, the odd k of each first (the order of vdpbf16ps)."""
+    summation order takes k in blocks of 32, each in an even and an odd chain (TDPBF16PS's formula)."""
     return all(getattr(x, "buffer", None) is not None and x.buffer.dtype.name == "bfloat16" for x in call.args[:2])
 
 

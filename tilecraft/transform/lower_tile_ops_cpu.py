@@ -86,19 +86,51 @@ def lower_gemm(op: Gemm, names):
 
 def _gemm_loops(op: Gemm, c: Region, acc_t, names):
     m, n, k = op.mnk
+    if op.a.buffer.dtype == dt.bfloat16 and op.b.buffer.dtype == dt.bfloat16 and acc_t == dt.float32:
+        return _bf16_gemm_loops(op, c, names)
     i, kk, j = names.var(), names.var(), names.var()
     c_idx = region_indices(c, [i, j])
-    kx = kk
-    if op.a.buffer.dtype == dt.bfloat16 and op.b.buffer.dtype == dt.bfloat16 and acc_t == dt.float32:
-        # the micro-kernel's bf16 order (tilecraft_cpu_gemm_bf16.h): k in pairs, the odd one first (1, 0, 3, 2,
-        # ...; an odd K's last alone), so a gemm sums alike whichever way it is lowered
-        swapped = binary("^", kk, const(1))
-        kx = Select(binary("<", swapped, const(k)), swapped, kk)
-    a = cast(_operand(op.a, i, kx, op.trans_a), acc_t)
-    b = cast(_b_operand(op, kx, j), acc_t)
+    a = cast(_operand(op.a, i, kk, op.trans_a), acc_t)
+    b = cast(_b_operand(op, kk, j), acc_t)
     update = Store(c.buffer, c_idx, cast(call("fma", a, b, cast(Load(c.buffer, c_idx), acc_t)), c.buffer.dtype))
     return For(i, const(0), const(m), "serial",
                For(kk, const(0), const(k), "serial", For(j, const(0), const(n), "parallel", update)))
+
+
+BF16_BLOCK = 32  # k a block of the bf16 x bf16 order (tilecraft_cpu_gemm_bf16.h)
+
+
+def _bf16_gemm_loops(op: Gemm, c: Region, names):
+    """The micro-kernel's bf16 x bf16 order (tilecraft_cpu_gemm_bf16.h), so that a gemm sums alike whichever
+    way it is lowered: per block of 32 k, the even k's products in one float32 FMA chain from +0, the odd
+    k's in another (a local [2, n] tile holds row i's two chains), then C = C + (even + odd)."""
+    m, n, k = op.mnk
+    f32 = dt.float32
+    chains = Buffer(f"gch{names.var().name}", (2, n), f32, "local")
+    i = names.var()
+    c_idx = lambda j: region_indices(c, [i, j])  # noqa: E731
+
+    def block(k0, extent):
+        h, j0, t, j1, j2 = (names.var() for _ in range(5))
+        kk = binary("+", k0, t)
+        parity = binary("%", t, const(2))
+        a = cast(_operand(op.a, i, kk, op.trans_a), f32)
+        b = cast(_b_operand(op, kk, j1), f32)
+        zero = For(h, const(0), const(2), "serial", For(j0, const(0), const(n), "parallel",
+                                                          Store(chains, (h, j0), const(0.0, f32))))
+        step = For(t, const(0), const(extent), "serial", For(j1, const(0), const(n), "parallel", Store(
+            chains, (parity, j1), call("fma", a, b, Load(chains, (parity, j1))))))
+        total = binary("+", Load(chains, (const(0), j2)), Load(chains, (const(1), j2)))
+        fold = For(j2, const(0), const(n), "parallel",
+                   Store(c.buffer, c_idx(j2), binary("+", Load(c.buffer, c_idx(j2)), total)))
+        return seq(zero, step, fold)
+
+    whole, rest = divmod(k, BF16_BLOCK)
+    q = names.var()
+    blocks = For(q, const(0), const(whole), "serial", block(binary("*", q, const(BF16_BLOCK)), BF16_BLOCK)) \
+        if whole else None
+    tail = block(const(whole * BF16_BLOCK), rest) if rest else None
+    return seq(Alloc(chains), For(i, const(0), const(m), "serial", seq(blocks, tail)))
 
 
 def _tile_strides(region: Region):
