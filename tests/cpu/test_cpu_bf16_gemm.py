@@ -34,8 +34,18 @@ def _cpu_flags() -> str:
         return ""
 
 
+def _amx_granted() -> bool:
+    """The kernel grants this process AMX's tile state (what the library asks for before using AMX)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(158, 0x1023, 18) == 0  # arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+    except (OSError, AttributeError):
+        return False
+
+
 HAS_DP = "avx512_bf16" in _cpu_flags()
-HAS_AMX = "amx_bf16" in _cpu_flags() and "avx512f" in _cpu_flags()
+HAS_AMX_CPU = "amx_bf16" in _cpu_flags() and "avx512f" in _cpu_flags()
+HAS_AMX = HAS_AMX_CPU and _amx_granted()
 FMA, DP, AMX = 0, 1, 2
 # (tc_gemm_bf16_dot, tc_gemm_bf16_amx) of each path this machine has, and the path it takes on data in range
 PATHS = [((0, 1), FMA)] + ([((1, 0), DP)] if HAS_DP else []) + ([((1, 1), AMX)] if HAS_AMX else [])
@@ -328,4 +338,4 @@ def test_the_fast_paths_are_compiled_in_here():
     from tilecraft import env
     out = subprocess.run([env.cxx(), *CFLAGS, "-dM", "-E", "-x", "c++", "/dev/null"], capture_output=True, text=True)
     assert ("__AVX512BF16__" in out.stdout) == HAS_DP
-    assert ("__AMX_BF16__" in out.stdout) == HAS_AMX
+    assert ("__AMX_BF16__" in out.stdout) == HAS_AMX_CPU
