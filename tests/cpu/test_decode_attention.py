@@ -1,7 +1,8 @@
 """Decode attention (tilecraft.kernels.decode) on the CPU target against an fp32 torch reference:
 split-KV GQA decoding (contiguous and paged KV) with per-sequence lengths that end mid-block and splits
 left empty, the combine kernel, and MLA decode (latent 512 + rope 64 is scaled down here to keep the CPU
-tier fast: 128 + 32, same code) with the KV in bf16 and in fp8 e4m3 with a per-tensor scale."""
+tier fast: 128 + 32, same code) with the KV in bf16 and in fp8 e4m3 with a per-tensor scale, the latter also
+by the hand warp-specialized kernel (`mla_decode_split_ws`) in the CPU target's thread-level mode."""
 from __future__ import annotations
 
 import pytest
@@ -52,6 +53,33 @@ def test_mla_decode(kv_dtype):
     assert o.shape == (batch, heads, dim) and o.dtype == torch.bfloat16
     assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
 
+
+
+@pytest.mark.parametrize("widen_from,transposed", [("shared", False), ("regs", False), ("shared", True)])
+def test_mla_decode_fp8_warp_specialized(widen_from, transposed):
+    """mla_decode_split_ws (a producer warp group widens the fp8 tiles into a ring of two bf16 stages, the
+    consumer warp group waits on its mbarriers; transposed: S^T and O^T on 64-row tiles): the branches wait on
+    each other, so the CPU target runs the block's threads as fibers (the CUDA lowering itself); 20 heads (a
+    partial second head block), lengths ending mid-tile and a split left empty."""
+    import warnings
+    batch, heads, seq_kv, dim, pe_dim = 2, 20, 300 if transposed else 200, 128, 32
+    q_nope, q_pe = torch.randn(batch, heads, dim).bfloat16(), torch.randn(batch, heads, pe_dim).bfloat16()
+    kv, k_pe = torch.randn(batch, seq_kv, dim), torch.randn(batch, seq_kv, pe_dim).bfloat16()
+    seqlens = torch.tensor([200, 45], dtype=torch.int32)
+    scale = (kv.abs().amax() / 448.0).reshape(1)
+    kv = (kv / scale).to(torch.float8_e4m3fn)
+    with default_target("cpu"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # T.set_max_nreg does not apply on the CPU target
+        split = D.mla_decode_split_ws(batch, heads, seq_kv, dim, pe_dim, 3, widen_from=widen_from,
+                                      transposed=transposed)
+        assert "one fiber per CUDA thread" in split.get_kernel_source()
+        o_part, lse = split(q_nope, q_pe, kv, k_pe, scale, seqlens)
+        o = D.decode_combine(batch, heads, 3, dim, dtype="bfloat16")(o_part, lse)
+        o2 = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=3, ws=True, block_H=16, block_N=32)
+    ref = D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)
+    assert rel_err(o, ref) < 1e-2 and rel_err(o2, ref) < 1e-2
+    with pytest.raises(ValueError, match="fp8-KV form"):
+        D.mla_decode(q_nope, q_pe, kv.float().bfloat16(), k_pe, seqlens, num_split=3, ws=True)
 
 @pytest.mark.parametrize("num_split,dim,dtype,kw", [
     (64, 512, "bfloat16", {}),                                # MLA: 64 threads x 8 columns, 4 chunks of 16

@@ -72,6 +72,21 @@ def test_set_max_nreg_becomes_setmaxnreg_on_sm90a():
     assert "USETMAXREG" in k.get_sass()
 
 
+@pytest.mark.sass
+def test_mla_decode_ws_fits_two_blocks_without_spills():
+    """The fp8-KV MLA decode kernel warp-specialized by hand: 256 threads in at most 128 registers each (two
+    blocks an SM) and nothing spilled.  (Budgets by T.set_max_nreg would not help: two blocks need
+    __launch_bounds__(256, 2), and ptxas then compiles every role within the launch's 128 registers anyway.
+    The fp8 tile held in registers across the stage wait, widen_from="regs", spills 328 bytes.)"""
+    from tilecraft.compiler.sass import resource_usage
+    from tilecraft.kernels import decode as D
+    k = tilelang.compile(D.mla_decode_split_ws.get_tir(64, 16, 8192, num_split=4), out_idx=[-2, -1], target=SM90,
+                         pass_configs={"tl.enable_fast_math": True})
+    assert "__launch_bounds__(256)" in k.get_kernel_source() and "warpgroup_reg" not in k.get_kernel_source()
+    use = resource_usage(k.artifact.binary)["main_kernel"]
+    assert use["registers"] <= 128 and use["stack_bytes"] == 0, use
+
+
 def test_set_max_nreg_warns_and_is_dropped_on_sm80():
     from tilecraft.transform import lower_manual_sync_cpu as m
     m._WARNED.clear()

@@ -144,6 +144,25 @@ def test_mla_decode(batch, heads, seq_kv, kv_dtype):
     assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
 
 
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["rows", "transposed"])
+@pytest.mark.parametrize("batch,heads,seq_kv,num_split", [(64, 16, 8192, 4), (32, 16, 4000, 8), (3, 20, 1000, 3)])
+def test_mla_decode_fp8_warp_specialized(batch, heads, seq_kv, num_split, transposed):
+    """mla_decode_split_ws (the producer warp group widens the fp8 KV tiles, 16 heads a block; transposed: S^T
+    and O^T on wgmma), ragged lengths (one token up to the whole cache), heads not a multiple of the block's."""
+    q_nope, q_pe = rand(batch, heads, 512, dtype=torch.bfloat16), rand(batch, heads, 64, dtype=torch.bfloat16)
+    kv, k_pe = rand(batch, seq_kv, 512, dtype=torch.float32), rand(batch, seq_kv, 64, dtype=torch.bfloat16)
+    seqlens = torch.randint(1, seq_kv + 1, (batch,), dtype=torch.int32, device="cuda")
+    seqlens[0] = seq_kv
+    scale = (kv.abs().amax() / 448.0).reshape(1)
+    kv = (kv / scale).to(torch.float8_e4m3fn)
+    split = D.mla_decode_split_ws(batch, heads, seq_kv, 512, 64, num_split, transposed=transposed)
+    o = D.decode_combine(batch, heads, num_split, 512, dtype="bfloat16")(*split(q_nope, q_pe, kv, k_pe, scale, seqlens))
+    assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
+    if not transposed:   # and through mla_decode
+        o = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=num_split, ws=True, block_H=16, block_N=32)
+        assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
+
 # ---- grouped GEMM ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("tiles", [dict(block_M=64, block_N=128, threads=128), {}, dict(block_M=128, block_N=256, threads=256)],
                          ids=["64x128", "default", "128x256"])

@@ -299,6 +299,187 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
     return main
 
 
+@tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
+def mla_decode_split_ws(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
+                        block_N: int | None = None, block_H: int = 16, widen_from: str = "shared",
+                        transposed: bool = False, widen_rows: int = 32, dtype: str = "bfloat16",
+                        kv_dtype: str = "float8_e4m3fn", accum_dtype: str = "float"):
+    """`mla_decode_split` for fp8 KV, warp-specialized by hand (TileLang's style: `if tx < 128` branches,
+    T.alloc_barrier, T.barrier_wait / T.barrier_arrive): warp group 1, the producer, fills a ring of two
+    bf16 stages (KV and K_pe tiles) and arrives on the stage's `full` mbarrier; warp group 0, the consumer
+    (four warps, the scores' 32 columns over them as in `mla_decode_split`), waits for the stage, runs the
+    scores, the softmax and PV, and arrives on the stage's `empty` mbarrier.  The fp8 -> bf16 widening runs
+    on the producer's 128 threads, off the consumers' path.  The producer loads tile k before it waits for
+    its stage (the load's latency under that wait), then widens it into the stage:
+    widen_from "shared": KV's fp8 tile by cp.async into one shared staging tile (16 KB), widened shared ->
+    shared; "regs": KV's fp8 tile into registers (a fragment), widened on its way to the stage.  K_pe's tile
+    goes through registers either way.  ptxas fits both roles in 128 registers (256 threads: two blocks an
+    SM, 111 KB of shared memory each) without T.set_max_nreg, which would launch one block an SM.
+    The stage index is a constant in each of the loop's two branches (k even / odd): each stage is a tile of
+    its own, which gets the gemms' swizzle.
+    transposed: the consumer computes S^T = KV Q^T and O^T += KV^T P^T (64 KV rows a tile by default, each a
+    wgmma with M = 64 KV rows or 512 latent columns and N = the 16 heads, one warp group): Q is read once a tile
+    by the warp group instead of once per warp, the softmax runs down the columns of S^T; one block an SM
+    (two 64 KB stages); the output is written transposed from O^T.
+    widen_rows: rows a converting copy widens (a 64-row tile in two copies of 32: the lowering stages a thread's
+    copy through registers, all its loads before any store, up to 16 vectors, which 32 rows are)."""
+    assert kv_dtype != dtype, "mla_decode_split_ws is the fp8-KV form (bf16 KV: mla_decode_split)"
+    assert widen_from in ("shared", "regs"), widen_from
+    block_N = block_N or (64 if transposed else 32)
+    widen_rows = min(widen_rows, block_N)
+    assert block_N % widen_rows == 0, (block_N, widen_rows)
+    chunk = _split_len(seq_kv, num_split, block_N)
+    scale = 1.0 / math.sqrt(dim + pe_dim) * LOG2E
+    G = 128   # threads of a warp group
+
+    @T.macro
+    def produce(KV, K_pe, KV_fp8, kv_r, pe_r, kv_stage, pe_stage, full, empty, bz, start, k):
+        """Tile k into its stage (kv_stage, pe_stage; barriers full, empty of stage k % 2)."""
+        pos = start + k * block_N
+        T.copy(K_pe[bz, pos:pos + block_N, :], pe_r)
+        if widen_from == "shared":
+            T.copy(KV[bz, pos:pos + block_N, :], KV_fp8)
+        else:
+            T.copy(KV[bz, pos:pos + block_N, :], kv_r)
+        T.barrier_wait(empty, ((k // 2) + 1) % 2)   # the consumer is done with tile k - 2
+        if widen_from == "shared" and widen_rows == block_N:
+            T.copy(KV_fp8, kv_stage)
+        elif widen_from == "shared":
+            for h in T.unroll(block_N // widen_rows):
+                T.copy(KV_fp8[h * widen_rows:(h + 1) * widen_rows, :], kv_stage[h * widen_rows:(h + 1) * widen_rows, :])
+        else:
+            T.copy(kv_r, kv_stage)
+        T.copy(pe_r, pe_stage)
+        T.barrier_arrive(full)
+
+    @T.macro
+    def consume(Q_shared, Qpe_shared, kv_stage, pe_stage, S_shared, acc_s, acc_o, m_prev, m_cur, alpha, p_sum,
+                logsum, full, empty, kv_scale, seqlen, start, k):
+        pos = start + k * block_N
+        T.barrier_wait(full, (k // 2) % 2)
+        T.clear(acc_s)
+        T.gemm(Q_shared, kv_stage, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+        for i, j in T.Parallel(block_H, block_N):
+            acc_s[i, j] = acc_s[i, j] * kv_scale
+        T.gemm(Qpe_shared, pe_stage, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+        for i, j in T.Parallel(block_H, block_N):
+            acc_s[i, j] = T.if_then_else(pos + j < seqlen, acc_s[i, j], NEG)
+        T.copy(m_cur, m_prev)
+        T.reduce_max(acc_s, m_cur, dim=1, clear=False)
+        for i in T.Parallel(block_H):
+            alpha[i] = T.exp2((m_prev[i] - m_cur[i]) * scale)
+        for i, j in T.Parallel(block_H, block_N):
+            acc_s[i, j] = T.exp2((acc_s[i, j] - m_cur[i]) * scale)
+        T.reduce_sum(acc_s, p_sum, dim=1)
+        for i in T.Parallel(block_H):
+            logsum[i] = logsum[i] * alpha[i] + p_sum[i]
+        for i, j in T.Parallel(block_H, dim):
+            acc_o[i, j] = acc_o[i, j] * alpha[i]
+        T.copy(acc_s, S_shared)
+        T.gemm(S_shared, kv_stage, acc_o, policy=T.GemmWarpPolicy.FullCol)
+        T.barrier_arrive(empty)
+
+    @T.macro
+    def consume_t(Q_shared, Qpe_shared, kv_stage, pe_stage, P_shared, acc_s, acc_o, m_prev, m_cur, alpha, p_sum,
+                  logsum, full, empty, kv_scale, seqlen, start, k):
+        """The transposed step: acc_s [block_N, block_H] = S^T, acc_o [dim, block_H] = O^T."""
+        pos = start + k * block_N
+        T.barrier_wait(full, (k // 2) % 2)
+        T.clear(acc_s)
+        T.gemm(kv_stage, Q_shared, acc_s, transpose_B=True)
+        for i, j in T.Parallel(block_N, block_H):
+            acc_s[i, j] = acc_s[i, j] * kv_scale
+        T.gemm(pe_stage, Qpe_shared, acc_s, transpose_B=True)
+        for i, j in T.Parallel(block_N, block_H):
+            acc_s[i, j] = T.if_then_else(pos + i < seqlen, acc_s[i, j], NEG)
+        T.copy(m_cur, m_prev)
+        T.reduce_max(acc_s, m_cur, dim=0, clear=False)
+        for j in T.Parallel(block_H):
+            alpha[j] = T.exp2((m_prev[j] - m_cur[j]) * scale)
+        for i, j in T.Parallel(block_N, block_H):
+            acc_s[i, j] = T.exp2((acc_s[i, j] - m_cur[j]) * scale)
+        T.reduce_sum(acc_s, p_sum, dim=0)
+        for j in T.Parallel(block_H):
+            logsum[j] = logsum[j] * alpha[j] + p_sum[j]
+        for i, j in T.Parallel(dim, block_H):
+            acc_o[i, j] = acc_o[i, j] * alpha[j]
+        T.copy(acc_s, P_shared)
+        T.gemm(kv_stage, P_shared, acc_o, transpose_A=True)
+        T.barrier_arrive(empty)
+
+    @T.prim_func
+    def main(Q_nope: T.Tensor([batch, heads, dim], dtype), Q_pe: T.Tensor([batch, heads, pe_dim], dtype),
+             KV: T.Tensor([batch, seq_kv, dim], kv_dtype), K_pe: T.Tensor([batch, seq_kv, pe_dim], dtype),
+             KV_scale: T.Tensor([1], "float32"), Seqlens: T.Tensor([batch], "int32"),
+             O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
+             LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype)):
+        with T.Kernel(T.ceildiv(heads, block_H), num_split, batch, threads=2 * G) as (hb, sid, bz):
+            Q_shared = T.alloc_shared([block_H, dim], dtype)
+            Qpe_shared = T.alloc_shared([block_H, pe_dim], dtype)
+            KV_0 = T.alloc_shared([block_N, dim], dtype)
+            KV_1 = T.alloc_shared([block_N, dim], dtype)
+            Kpe_0 = T.alloc_shared([block_N, pe_dim], dtype)
+            Kpe_1 = T.alloc_shared([block_N, pe_dim], dtype)
+            KV_fp8 = T.alloc_shared([block_N, dim] if widen_from == "shared" else [1, 16], kv_dtype)
+            S_shared = T.alloc_shared([block_N, block_H] if transposed else [block_H, block_N], dtype)
+            acc_s = T.alloc_fragment([block_N, block_H] if transposed else [block_H, block_N], accum_dtype)
+            acc_o = T.alloc_fragment([dim, block_H] if transposed else [block_H, dim], accum_dtype)
+            m_prev = T.alloc_fragment([block_H], accum_dtype)
+            m_cur = T.alloc_fragment([block_H], accum_dtype)
+            alpha = T.alloc_fragment([block_H], accum_dtype)
+            p_sum = T.alloc_fragment([block_H], accum_dtype)
+            logsum = T.alloc_fragment([block_H], accum_dtype)
+            kv_r = T.alloc_fragment([block_N, dim] if widen_from == "regs" else [1, 16], kv_dtype)
+            pe_r = T.alloc_fragment([block_N, pe_dim], dtype)
+            full = T.alloc_barrier([G, G])     # stage s filled: the producer's 128 threads arrive
+            empty = T.alloc_barrier([G, G])    # stage s read: the consumer's 128 threads arrive
+
+            tx = T.get_thread_binding()
+            kv_scale = KV_scale[0]
+            seqlen = Seqlens[bz]
+            start = sid * chunk
+            n_blocks = T.max(T.min(T.ceildiv(seqlen - start, block_N), chunk // block_N), 0)
+            T.copy(Q_nope[bz, hb * block_H:(hb + 1) * block_H, :], Q_shared)
+            T.copy(Q_pe[bz, hb * block_H:(hb + 1) * block_H, :], Qpe_shared)
+            if tx >= G:
+                for k in T.serial(n_blocks):
+                    if k % 2 == 0:
+                        produce(KV, K_pe, KV_fp8, kv_r, pe_r, KV_0, Kpe_0, full[0], empty[0], bz, start, k)
+                    else:
+                        produce(KV, K_pe, KV_fp8, kv_r, pe_r, KV_1, Kpe_1, full[1], empty[1], bz, start, k)
+            else:
+                T.fill(acc_o, 0)
+                T.fill(logsum, 0)
+                T.fill(m_cur, NEG)
+                for k in T.serial(n_blocks):
+                    if transposed:
+                        if k % 2 == 0:
+                            consume_t(Q_shared, Qpe_shared, KV_0, Kpe_0, S_shared, acc_s, acc_o, m_prev, m_cur, alpha,
+                                      p_sum, logsum, full[0], empty[0], kv_scale, seqlen, start, k)
+                        else:
+                            consume_t(Q_shared, Qpe_shared, KV_1, Kpe_1, S_shared, acc_s, acc_o, m_prev, m_cur, alpha,
+                                      p_sum, logsum, full[1], empty[1], kv_scale, seqlen, start, k)
+                    elif k % 2 == 0:
+                        consume(Q_shared, Qpe_shared, KV_0, Kpe_0, S_shared, acc_s, acc_o, m_prev, m_cur, alpha, p_sum,
+                                logsum, full[0], empty[0], kv_scale, seqlen, start, k)
+                    else:
+                        consume(Q_shared, Qpe_shared, KV_1, Kpe_1, S_shared, acc_s, acc_o, m_prev, m_cur, alpha, p_sum,
+                                logsum, full[1], empty[1], kv_scale, seqlen, start, k)
+                if transposed:
+                    for i, j in T.Parallel(dim, block_H):
+                        if hb * block_H + j < heads:
+                            O_partial[bz, hb * block_H + j, sid, i] = T.if_then_else(
+                                logsum[j] > 0, acc_o[i, j] * kv_scale / logsum[j], 0.0)
+                else:
+                    for i, j in T.Parallel(block_H, dim):
+                        acc_o[i, j] = T.if_then_else(logsum[i] > 0, acc_o[i, j] * kv_scale / logsum[i], 0.0)
+                    T.copy(acc_o, O_partial[bz, hb * block_H:(hb + 1) * block_H, sid, :])
+                for i in T.Parallel(block_H):
+                    logsum[i] = T.if_then_else(logsum[i] > 0, T.log2(logsum[i]) + m_cur[i] * scale, NEG)
+                T.copy(logsum, LSE_partial[bz, hb * block_H:(hb + 1) * block_H, sid])
+    return main
+
+
 def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
     """O [batch, heads, dim] of one decode step (both kernels).  Paged when block_table is given.
     num_split None: `decode_splits` for this shape and device."""
@@ -320,6 +501,9 @@ def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 
 
+MLA_WS_DEFAULT = False   # mla_decode's fp8-KV kernel at <= 16 heads a block: mla_decode_split_ws when True
+
+
 def mla_decode_config(heads: int) -> dict:
     """The split kernel's tile for `heads` query heads: up to 64 heads a block; at 16 or fewer, 32 KV rows a
     step on four warps (H200, session 23, B64 H16 KV8K split + combine: bf16 KV 164 -> 151 us, 88 -> 96 % of
@@ -328,8 +512,30 @@ def mla_decode_config(heads: int) -> dict:
     return dict(block_H=block_H, block_N=32, threads=128) if block_H <= 16 else dict(block_H=block_H)
 
 
-def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, **config):
+def mla_decode_kernel(batch: int, heads: int, seq_kv: int, dim: int, pe_dim: int, num_split: int,
+                      dtype: str = "bfloat16", kv_dtype: str = "bfloat16", ws=None, **config):
+    """The split kernel `mla_decode` runs for this shape (config: `mla_decode_config`'s keys).  ws: the hand
+    warp-specialized kernel (`mla_decode_split_ws`, fp8 KV at <= 16 heads a block); None: where it is the
+    default (`MLA_WS_DEFAULT`)."""
+    config = {**mla_decode_config(heads), **config}
+    fits_ws = kv_dtype != dtype and config.get("block_H", 64) <= 16
+    if ws is None:
+        ws = MLA_WS_DEFAULT and fits_ws
+    if not ws:
+        return mla_decode_split(batch, heads, seq_kv, dim, pe_dim, num_split, dtype=dtype, kv_dtype=kv_dtype, **config)
+    if not fits_ws:
+        raise ValueError("mla_decode(ws=True): the warp-specialized kernel is the fp8-KV form at <= 16 heads a block")
+    return mla_decode_split_ws(batch, heads, seq_kv, dim, pe_dim, num_split, block_N=config.get("block_N", 32),
+                               block_H=config["block_H"], dtype=dtype, kv_dtype=kv_dtype)
+
+
+def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, ws=None, **config):
+    """O [batch, heads, dim] of one MLA decode step: `mla_decode_kernel`'s split kernel, then the combine.
+    Tensors on the CPU (the CPU target) take the cp.async form unless ws=True: the hand warp-specialized one runs
+    there with the block's threads emulated, ~20x slower."""
     import torch
+    if ws is None and not kv.is_cuda:
+        ws = False
     batch, heads, dim = q_nope.shape
     config = {**mla_decode_config(heads), **config}
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
@@ -338,8 +544,8 @@ def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, *
     if kv_scale is None:
         kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
     dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))
-    o_part, lse_part = mla_decode_split(batch, heads, seq_kv, dim, pe_dim, num_split, dtype=dtype,
-                                        kv_dtype=kv_dtype, **config)(q_nope, q_pe, kv, k_pe, kv_scale, seqlens)
+    split = mla_decode_kernel(batch, heads, seq_kv, dim, pe_dim, num_split, dtype, kv_dtype, ws, **config)
+    o_part, lse_part = split(q_nope, q_pe, kv, k_pe, kv_scale, seqlens)
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 
 
