@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
-                  Load, Mutator, Print, Reduce, Ref, Region, Select, Stmt, Store, Var, View, Visitor, binary,
+                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, View, Visitor, binary,
                   call, cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
