@@ -130,11 +130,12 @@ def g_decode(rows):
                 lambda ref_fn=ref_fn, q=q, k=k, v=v, seqlens=seqlens: (ref_fn, D.ref_gqa_decode(q, k, v, seqlens)),
                 1e-2, bytes_=2 * k.numel() * 2, ref_name="SDPA (enable_gqa)")
     mla = _B.pick([(1, 128, 32768), (64, 16, 8192)], [(16, 128, 4096)], [(1, 16, 512)])
-    # fp8 KV at <= 16 heads a block: the kernel mla_decode runs, and the other form as its own row ("ws": the hand
-    # warp-specialized one, "cp.async": mla_decode_split), so a run shows both (issue 25, session 31)
+    # fp8 KV at <= 16 heads a block: the kernel mla_decode runs, and each other form (D.MLA_FP8_FORMS) as its own
+    # row, so one run shows them side by side (issue 25, session 31)
     forms = [(m, t, None) for m in mla for t in ("bfloat16", "float8_e4m3fn")]
-    forms += [(m, "float8_e4m3fn", not D.MLA_WS_DEFAULT) for m in mla if D.mla_decode_config(m[1])["block_H"] <= 16]
-    for (batch, heads, seq_kv), kv_dtype, ws in forms:
+    forms += [(m, "float8_e4m3fn", f) for m in mla if D.mla_decode_config(m[1])["block_H"] <= 16
+              for f in D.MLA_FP8_FORMS if f != D.MLA_FP8_FORM]
+    for (batch, heads, seq_kv), kv_dtype, form in forms:
         q_nope, q_pe = _B.rand(batch, heads, 512, dtype=torch.bfloat16), _B.rand(batch, heads, 64, dtype=torch.bfloat16)
         kv32, k_pe = _B.rand(batch, seq_kv, 512, dtype=torch.float32), _B.rand(batch, seq_kv, 64, dtype=torch.bfloat16)
         scale = None
@@ -155,15 +156,15 @@ def g_decode(rows):
             if not _B.on_cpu() else 16
 
         def build(q_nope=q_nope, q_pe=q_pe, kv=kv, k_pe=k_pe, seqlens=seqlens, scale=scale, out=out, cfg=cfg,
-                  shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits, ws=ws):
-            split = D.mla_decode_kernel(*shape, 512, 64, splits, kv_dtype=kv_dtype, ws=ws, **cfg)
+                  shape=(batch, heads, seq_kv), kv_dtype=kv_dtype, splits=splits, form=form):
+            split = D.mla_decode_kernel(*shape, 512, 64, splits, kv_dtype=kv_dtype, form=form, **cfg)
             combine = D.decode_combine(shape[0], shape[1], splits, 512, dtype="bfloat16")
             s_ = scale if scale is not None else torch.ones(1, device=kv.device)
             run = lambda: combine(*split(q_nope, q_pe, kv, k_pe, s_, seqlens), out)  # noqa: E731
             return run, out
         kv_bytes = kv.numel() * kv.element_size() + k_pe.numel() * 2
-        form = "" if ws is None else " ws" if ws else " cp.async"
-        _B.case(rows, f"mla decode kv {'fp8' if scale is not None else 'bf16'}{form} split {splits}",
+        _B.case(rows, f"mla decode kv {'fp8' if scale is not None else 'bf16'}{'' if form is None else ' ' + form} "
+                f"split {splits}",
                 f"B{batch} H{heads} KV{seq_kv} 512+64", build,
                 lambda ref_fn=ref_fn, a=(q_nope, q_pe, kv, k_pe, seqlens, scale): (ref_fn, D.ref_mla_decode(*a)),
                 1e-2, bytes_=kv_bytes, ref_name="SDPA bf16 (heads as queries)")

@@ -55,6 +55,26 @@ def test_mla_decode(kv_dtype):
 
 
 
+@pytest.mark.parametrize("threads", [False, True], ids=["tile", "thread-level"])
+def test_mla_decode_fp8_transposed(threads):
+    """mla_decode_split_t (S^T = KV Q^T and O^T += KV^T P^T, 64 KV rows a tile, the softmax down S^T's columns):
+    on the CPU target's tile path and in its thread-level mode (the CUDA lowering: the cross-warp column
+    reductions), 20 heads, lengths ending mid-tile, a split left empty."""
+    import tilecraft
+    batch, heads, seq_kv, dim, pe_dim = 2, 20, 300, 128, 32
+    q_nope, q_pe = torch.randn(batch, heads, dim).bfloat16(), torch.randn(batch, heads, pe_dim).bfloat16()
+    kv, k_pe = torch.randn(batch, seq_kv, dim), torch.randn(batch, seq_kv, pe_dim).bfloat16()
+    seqlens = torch.tensor([300, 45], dtype=torch.int32)
+    scale = (kv.abs().amax() / 448.0).reshape(1)
+    kv = (kv / scale).to(torch.float8_e4m3fn)
+    prog = D.mla_decode_split_t.get_tir(batch, heads, seq_kv, dim, pe_dim, 3, kv_dtype="float8_e4m3fn")
+    split = tilecraft.compile(prog, out_idx=[-2, -1], target="cpu", pass_configs={"tc.cpu_threads": threads})
+    o = D.decode_combine(batch, heads, 3, dim, dtype="bfloat16")(*split(q_nope, q_pe, kv, k_pe, scale, seqlens))
+    assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
+    with default_target("cpu"):
+        o = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=3, form="t", block_H=16)
+    assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
+
 @pytest.mark.parametrize("widen_from,transposed", [("shared", False), ("regs", False), ("shared", True)])
 def test_mla_decode_fp8_warp_specialized(widen_from, transposed):
     """mla_decode_split_ws (a producer warp group widens the fp8 tiles into a ring of two bf16 stages, the
@@ -75,11 +95,11 @@ def test_mla_decode_fp8_warp_specialized(widen_from, transposed):
         assert "one fiber per CUDA thread" in split.get_kernel_source()
         o_part, lse = split(q_nope, q_pe, kv, k_pe, scale, seqlens)
         o = D.decode_combine(batch, heads, 3, dim, dtype="bfloat16")(o_part, lse)
-        o2 = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=3, ws=True, block_H=16, block_N=32)
+        o2 = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=3, form="ws", block_H=16, block_N=32)
     ref = D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)
     assert rel_err(o, ref) < 1e-2 and rel_err(o2, ref) < 1e-2
     with pytest.raises(ValueError, match="fp8-KV form"):
-        D.mla_decode(q_nope, q_pe, kv.float().bfloat16(), k_pe, seqlens, num_split=3, ws=True)
+        D.mla_decode(q_nope, q_pe, kv.float().bfloat16(), k_pe, seqlens, num_split=3, form="ws")
 
 @pytest.mark.parametrize("num_split,dim,dtype,kw", [
     (64, 512, "bfloat16", {}),                                # MLA: 64 threads x 8 columns, 4 chunks of 16

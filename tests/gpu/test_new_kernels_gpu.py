@@ -160,8 +160,23 @@ def test_mla_decode_fp8_warp_specialized(batch, heads, seq_kv, num_split, transp
     o = D.decode_combine(batch, heads, num_split, 512, dtype="bfloat16")(*split(q_nope, q_pe, kv, k_pe, scale, seqlens))
     assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
     if not transposed:   # and through mla_decode
-        o = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=num_split, ws=True, block_H=16, block_N=32)
+        o = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=num_split, form="ws", block_H=16,
+                         block_N=32)
         assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
+
+
+@pytest.mark.parametrize("batch,heads,seq_kv,num_split", [(64, 16, 8192, 4), (32, 16, 4000, 8), (3, 20, 1000, 3)])
+def test_mla_decode_fp8_transposed(batch, heads, seq_kv, num_split):
+    """mla_decode_split_t through mla_decode(form="t"): S^T and O^T on wgmma, TMA loads from the compiler's
+    producer warp group, ragged lengths, heads not a multiple of the block's."""
+    q_nope, q_pe = rand(batch, heads, 512, dtype=torch.bfloat16), rand(batch, heads, 64, dtype=torch.bfloat16)
+    kv, k_pe = rand(batch, seq_kv, 512, dtype=torch.float32), rand(batch, seq_kv, 64, dtype=torch.bfloat16)
+    seqlens = torch.randint(1, seq_kv + 1, (batch,), dtype=torch.int32, device="cuda")
+    seqlens[0] = seq_kv
+    scale = (kv.abs().amax() / 448.0).reshape(1)
+    kv = (kv / scale).to(torch.float8_e4m3fn)
+    o = D.mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale, num_split=num_split, form="t", block_H=16)
+    assert rel_err(o, D.ref_mla_decode(q_nope, q_pe, kv, k_pe, seqlens, scale)) < 1e-2
 
 # ---- grouped GEMM ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("tiles", [dict(block_M=64, block_N=128, threads=128), {}, dict(block_M=128, block_N=256, threads=256)],

@@ -300,6 +300,91 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
 
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
+def mla_decode_split_t(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
+                       block_N: int = 64, block_H: int = 16, num_stages: int = 2, dtype: str = "bfloat16",
+                       kv_dtype: str = "bfloat16", accum_dtype: str = "float"):
+    """`mla_decode_split` transposed, for <= 16 heads a block: one warp group computes S^T = KV Q^T
+    [block_N, block_H] and O^T += KV^T P^T [dim, block_H] on wgmma (M = the 64 KV rows or the 512 latent
+    columns, N = the heads), so Q is read once a tile by the warp group instead of once per warp (the row form
+    splits the score columns over 4 warps, each re-reading all of Q); the softmax runs down S^T's columns.
+    The pipelined loop is the compiler's (sm_90a: TMA tile loads a tile ahead); fp8 KV is widened by the
+    consumer, as in `mla_decode_split`."""
+    fp8 = kv_dtype != dtype
+    chunk = _split_len(seq_kv, num_split, block_N)
+    scale = 1.0 / math.sqrt(dim + pe_dim) * LOG2E
+
+    @T.prim_func
+    def main(Q_nope: T.Tensor([batch, heads, dim], dtype), Q_pe: T.Tensor([batch, heads, pe_dim], dtype),
+             KV: T.Tensor([batch, seq_kv, dim], kv_dtype), K_pe: T.Tensor([batch, seq_kv, pe_dim], dtype),
+             KV_scale: T.Tensor([1], "float32"), Seqlens: T.Tensor([batch], "int32"),
+             O_partial: T.Tensor([batch, heads, num_split, dim], accum_dtype),
+             LSE_partial: T.Tensor([batch, heads, num_split], accum_dtype)):
+        with T.Kernel(T.ceildiv(heads, block_H), num_split, batch, threads=128) as (hb, sid, bz):
+            Q_shared = T.alloc_shared([block_H, dim], dtype)
+            Qpe_shared = T.alloc_shared([block_H, pe_dim], dtype)
+            KV_shared = T.alloc_shared([block_N, dim], dtype)
+            Kpe_shared = T.alloc_shared([block_N, pe_dim], dtype)
+            P_shared = T.alloc_shared([block_N, block_H], dtype)
+            acc_s = T.alloc_fragment([block_N, block_H], accum_dtype)
+            acc_o = T.alloc_fragment([dim, block_H], accum_dtype)
+            m_prev = T.alloc_fragment([block_H], accum_dtype)
+            m_cur = T.alloc_fragment([block_H], accum_dtype)
+            alpha = T.alloc_fragment([block_H], accum_dtype)
+            p_sum = T.alloc_fragment([block_H], accum_dtype)
+            logsum = T.alloc_fragment([block_H], accum_dtype)
+            if fp8:
+                KV_fp8 = T.alloc_shared([block_N, dim], kv_dtype)
+
+            kv_scale = KV_scale[0]
+            seqlen = Seqlens[bz]
+            T.copy(Q_nope[bz, hb * block_H:(hb + 1) * block_H, :], Q_shared)
+            T.copy(Q_pe[bz, hb * block_H:(hb + 1) * block_H, :], Qpe_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m_cur, NEG)
+            start = sid * chunk
+            n_blocks = T.max(T.min(T.ceildiv(seqlen - start, block_N), chunk // block_N), 0)
+            for k in T.Pipelined(n_blocks, num_stages=num_stages):
+                pos = start + k * block_N
+                if fp8:
+                    T.copy(KV[bz, pos:pos + block_N, :], KV_fp8)
+                    for h in T.unroll(block_N // 32):   # 32 rows a copy: staged through registers (16 vectors)
+                        T.copy(KV_fp8[h * 32:(h + 1) * 32, :], KV_shared[h * 32:(h + 1) * 32, :])
+                else:
+                    T.copy(KV[bz, pos:pos + block_N, :], KV_shared)
+                T.copy(K_pe[bz, pos:pos + block_N, :], Kpe_shared)
+                T.clear(acc_s)
+                T.gemm(KV_shared, Q_shared, acc_s, transpose_B=True)
+                if fp8:
+                    for i, j in T.Parallel(block_N, block_H):
+                        acc_s[i, j] = acc_s[i, j] * kv_scale
+                T.gemm(Kpe_shared, Qpe_shared, acc_s, transpose_B=True)
+                for i, j in T.Parallel(block_N, block_H):
+                    acc_s[i, j] = T.if_then_else(pos + i < seqlen, acc_s[i, j], NEG)
+                T.copy(m_cur, m_prev)
+                T.reduce_max(acc_s, m_cur, dim=0, clear=False)
+                for j in T.Parallel(block_H):
+                    alpha[j] = T.exp2((m_prev[j] - m_cur[j]) * scale)
+                for i, j in T.Parallel(block_N, block_H):
+                    acc_s[i, j] = T.exp2((acc_s[i, j] - m_cur[j]) * scale)
+                T.reduce_sum(acc_s, p_sum, dim=0)
+                for j in T.Parallel(block_H):
+                    logsum[j] = logsum[j] * alpha[j] + p_sum[j]
+                for i, j in T.Parallel(dim, block_H):
+                    acc_o[i, j] = acc_o[i, j] * alpha[j]
+                T.copy(acc_s, P_shared)
+                T.gemm(KV_shared, P_shared, acc_o, transpose_A=True)
+            for i, j in T.Parallel(dim, block_H):
+                if hb * block_H + j < heads:
+                    O_partial[bz, hb * block_H + j, sid, i] = T.if_then_else(logsum[j] > 0,
+                                                                             acc_o[i, j] * kv_scale / logsum[j], 0.0)
+            for j in T.Parallel(block_H):
+                logsum[j] = T.if_then_else(logsum[j] > 0, T.log2(logsum[j]) + m_cur[j] * scale, NEG)
+            T.copy(logsum, LSE_partial[bz, hb * block_H:(hb + 1) * block_H, sid])
+    return main
+
+
+@tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
 def mla_decode_split_ws(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
                         block_N: int | None = None, block_H: int = 16, widen_from: str = "shared",
                         transposed: bool = False, widen_rows: int = 32, dtype: str = "bfloat16",
@@ -501,7 +586,10 @@ def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 
 
-MLA_WS_DEFAULT = False   # mla_decode's fp8-KV kernel at <= 16 heads a block: mla_decode_split_ws when True
+# mla_decode's fp8-KV kernel at <= 16 heads a block: "rows" (mla_decode_split), "t" (mla_decode_split_t) or "ws"
+# (mla_decode_split_ws); measured on the H200 in session 31 (benchmarks/results/2026-12-05_h200_s31_mla.md)
+MLA_FP8_FORM = "rows"
+MLA_FP8_FORMS = ("rows", "t", "ws")
 
 
 def mla_decode_config(heads: int) -> dict:
@@ -513,29 +601,33 @@ def mla_decode_config(heads: int) -> dict:
 
 
 def mla_decode_kernel(batch: int, heads: int, seq_kv: int, dim: int, pe_dim: int, num_split: int,
-                      dtype: str = "bfloat16", kv_dtype: str = "bfloat16", ws=None, **config):
-    """The split kernel `mla_decode` runs for this shape (config: `mla_decode_config`'s keys).  ws: the hand
-    warp-specialized kernel (`mla_decode_split_ws`, fp8 KV at <= 16 heads a block); None: where it is the
-    default (`MLA_WS_DEFAULT`)."""
+                      dtype: str = "bfloat16", kv_dtype: str = "bfloat16", form=None, **config):
+    """The split kernel `mla_decode` runs for this shape (config: `mla_decode_config`'s keys).  form, for fp8 KV
+    at <= 16 heads a block: "rows" (`mla_decode_split`), "t" (`mla_decode_split_t`, transposed, 64-row tiles),
+    "ws" (`mla_decode_split_ws`, warp-specialized by hand); None: `MLA_FP8_FORM`.  Other shapes: "rows" only."""
     config = {**mla_decode_config(heads), **config}
-    fits_ws = kv_dtype != dtype and config.get("block_H", 64) <= 16
-    if ws is None:
-        ws = MLA_WS_DEFAULT and fits_ws
-    if not ws:
+    small = kv_dtype != dtype and config.get("block_H", 64) <= 16
+    form = form or (MLA_FP8_FORM if small else "rows")
+    if form not in MLA_FP8_FORMS:
+        raise ValueError(f"mla_decode: form={form!r} is not one of {MLA_FP8_FORMS}")
+    if form == "rows":
         return mla_decode_split(batch, heads, seq_kv, dim, pe_dim, num_split, dtype=dtype, kv_dtype=kv_dtype, **config)
-    if not fits_ws:
-        raise ValueError("mla_decode(ws=True): the warp-specialized kernel is the fp8-KV form at <= 16 heads a block")
-    return mla_decode_split_ws(batch, heads, seq_kv, dim, pe_dim, num_split, block_N=config.get("block_N", 32),
-                               block_H=config["block_H"], dtype=dtype, kv_dtype=kv_dtype)
+    if not small:
+        raise ValueError(f"mla_decode(form={form!r}): that kernel is the fp8-KV form at <= 16 heads a block")
+    if form == "t":
+        return mla_decode_split_t(batch, heads, seq_kv, dim, pe_dim, num_split, block_H=config["block_H"],
+                                  dtype=dtype, kv_dtype=kv_dtype)
+    return mla_decode_split_ws(batch, heads, seq_kv, dim, pe_dim, num_split, block_H=config["block_H"], dtype=dtype,
+                               kv_dtype=kv_dtype)
 
 
-def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, ws=None, **config):
-    """O [batch, heads, dim] of one MLA decode step: `mla_decode_kernel`'s split kernel, then the combine.
-    Tensors on the CPU (the CPU target) take the cp.async form unless ws=True: the hand warp-specialized one runs
-    there with the block's threads emulated, ~20x slower."""
+def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, form=None, **config):
+    """O [batch, heads, dim] of one MLA decode step: `mla_decode_kernel`'s split kernel (`form`), then the combine.
+    Tensors on the CPU (the CPU target) take "rows" unless a form is named: "ws" runs there with the block's
+    threads emulated, ~20x slower."""
     import torch
-    if ws is None and not kv.is_cuda:
-        ws = False
+    if form is None and not kv.is_cuda:
+        form = "rows"
     batch, heads, dim = q_nope.shape
     config = {**mla_decode_config(heads), **config}
     seq_kv, pe_dim = kv.shape[1], k_pe.shape[-1]
@@ -544,7 +636,7 @@ def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, w
     if kv_scale is None:
         kv_scale = torch.ones(1, dtype=torch.float32, device=kv.device)
     dtype, kv_dtype = (str(t.dtype).replace("torch.", "") for t in (q_nope, kv))
-    split = mla_decode_kernel(batch, heads, seq_kv, dim, pe_dim, num_split, dtype, kv_dtype, ws, **config)
+    split = mla_decode_kernel(batch, heads, seq_kv, dim, pe_dim, num_split, dtype, kv_dtype, form, **config)
     o_part, lse_part = split(q_nope, q_pe, kv, k_pe, kv_scale, seqlens)
     return decode_combine(batch, heads, num_split, dim, dtype=dtype)(o_part, lse_part)
 

@@ -12,6 +12,8 @@ a producer warp group widens the fp8 KV tile into a ring of two bf16 stages) aga
                 tile, N = 16 heads), one block an SM (211 KB of shared memory)
   wst-w64       wst widening its 64-row tile in one converting copy (32 vectors a thread: not staged through
                 registers, each vector loaded, converted and stored in turn) instead of two of 32 rows (staged)
+  t             mla_decode_split_t: the transposed consumer (as wst) in a loop the compiler pipelines (TMA from
+                its own producer warp group), the widening on the consumer's path; t-s3: three stages
   @N            N splits instead of 4 (its own combine)
   +comb         the same split kernel followed by the combine (what `mla_decode` and the bench row time)
 Correctness: every variant but noconv against torch (fp32 reference) on the timed inputs, and the ws
@@ -47,6 +49,9 @@ def build(kind, kv_dtype, nsplit=splits):
     try:
         if kind.startswith("base"):
             prog = D.mla_decode_split.get_tir(B, H, S, num_split=nsplit, kv_dtype=kv_dtype, **D.mla_decode_config(H))
+        elif kind == "t" or kind.startswith("t-"):
+            prog = D.mla_decode_split_t.get_tir(B, H, S, num_split=nsplit, kv_dtype=kv_dtype,
+                                                num_stages=3 if "s3" in kind else 2)
         else:
             kw = dict(widen_from="regs") if "regs" in kind else {}
             kw.update(transposed=kind.startswith("wst"), widen_rows=64 if "w64" in kind else 32)
@@ -71,8 +76,8 @@ inputs = {"bfloat16": (kv32.bfloat16(), torch.ones(1, device=dev)),
           "float8_e4m3fn": ((kv32 / scale).to(torch.float8_e4m3fn), scale)}
 del kv32
 out = torch.empty(B, H, 512, dtype=torch.bfloat16, device=dev)
-variants = os.environ.get("VARIANTS", "fp8:base,bf16:base,fp8:ws,fp8:ws-noconv,fp8:base-noconv,fp8:wst,fp8:wst-w64,"
-                          "fp8:wst@2,fp8:wst-noconv").split(",")
+variants = os.environ.get("VARIANTS", "fp8:base,bf16:base,fp8:ws,fp8:wst,fp8:t,fp8:t-s3,fp8:t-noconv,"
+                          "fp8:base-noconv,fp8:wst-noconv").split(",")
 fns, errs, res = {}, {}, {}
 for v in variants:
     dt, kind = v.split(":")
@@ -97,16 +102,18 @@ for v in variants:
 
 # the ws kernel through mla_decode on fresh ragged inputs (lengths ending mid-tile, empty splits)
 for (b, h, s, ns, tr) in ([(32, 16, 4000, 8, False), (3, 20, 1000, 3, False), (32, 16, 4000, 8, True),
-                           (3, 20, 1000, 3, True)] if dev == "cuda" else [(2, 20, 200, 3, False), (2, 20, 300, 3, True)]):
+                           (3, 20, 1000, 3, True), (32, 16, 4000, 8, "t"), (3, 20, 1000, 3, "t")]
+                          if dev == "cuda" else [(2, 20, 200, 3, False), (2, 20, 300, 3, True), (2, 20, 300, 3, "t")]):
     qn, qp = torch.randn(b, h, 512, dtype=torch.bfloat16, device=dev), torch.randn(b, h, 64, dtype=torch.bfloat16, device=dev)
     kvf, kp = torch.randn(b, s, 512, device=dev), torch.randn(b, s, 64, dtype=torch.bfloat16, device=dev)
     sl = torch.randint(1, s + 1, (b,), dtype=torch.int32, device=dev)
     sc = (kvf.abs().amax() / 448.0).reshape(1)
     kv8 = (kvf / sc).to(torch.float8_e4m3fn)
-    k = D.mla_decode_split_ws(b, h, s, 512, 64, ns, transposed=tr)
+    k = D.mla_decode_split_t(b, h, s, 512, 64, ns, kv_dtype="float8_e4m3fn") if tr == "t" else \
+        D.mla_decode_split_ws(b, h, s, 512, 64, ns, transposed=tr)
     o = D.decode_combine(b, h, ns, 512, dtype="bfloat16")(*k(qn, qp, kv8, kp, sc, sl))
     e = rel(o, D.ref_mla_decode(qn, qp, kv8, kp, sl, sc))
-    errs[f"ragged B{b} H{h} KV{s} splits{ns} {'wst' if tr else 'ws'}"] = e
+    errs[f"ragged B{b} H{h} KV{s} splits{ns} {'t' if tr == 't' else 'wst' if tr else 'ws'}"] = e
     print("ragged", b, h, s, ns, tr, e, flush=True)
     assert e < 1e-2
 if dev != "cuda":
