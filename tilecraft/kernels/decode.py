@@ -301,14 +301,18 @@ def mla_decode_split(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim
 
 @tilelang.jit(out_idx=[-2, -1], pass_configs={"tl.enable_fast_math": True})
 def mla_decode_split_t(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_dim: int = 64, num_split: int = 4,
-                       block_N: int = 64, block_H: int = 16, num_stages: int = 2, dtype: str = "bfloat16",
+                       block_N: int = 64, block_H: int = 16, num_stages: int = 3, dtype: str = "bfloat16",
                        kv_dtype: str = "bfloat16", accum_dtype: str = "float"):
     """`mla_decode_split` transposed, for <= 16 heads a block: one warp group computes S^T = KV Q^T
     [block_N, block_H] and O^T += KV^T P^T [dim, block_H] on wgmma (M = the 64 KV rows or the 512 latent
     columns, N = the heads), so Q is read once a tile by the warp group instead of once per warp (the row form
     splits the score columns over 4 warps, each re-reading all of Q); the softmax runs down S^T's columns.
-    The pipelined loop is the compiler's (sm_90a: TMA tile loads a tile ahead); fp8 KV is widened by the
-    consumer, as in `mla_decode_split`."""
+    The pipelined loop is the compiler's (sm_90a: a producer warp group issues TMA tile loads into a ring of
+    `num_stages`; one block an SM, 213 KB of shared memory at 3 stages); fp8 KV is widened by the consumer, as
+    in `mla_decode_split`.  H200, session 31 (B64 H16 KV8192 fp8, 4 splits, split kernel alone, CUDA-event
+    medians in one run): `mla_decode_split` 159.9 us, this kernel 143.6 us at 2 stages, 140.3 at 3; without
+    the widening (wrong answers, timing only) 104.6 against 124.7 -- the widening, ~36 us on the consumer's
+    path, is what is left between it and 80 % of the copy (benchmarks/results/2026-12-05_h200_s31_mla.md)."""
     fp8 = kv_dtype != dtype
     chunk = _split_len(seq_kv, num_split, block_N)
     scale = 1.0 / math.sqrt(dim + pe_dim) * LOG2E
@@ -406,6 +410,12 @@ def mla_decode_split_ws(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_
     wgmma with M = 64 KV rows or 512 latent columns and N = the 16 heads, one warp group): Q is read once a tile
     by the warp group instead of once per warp, the softmax runs down the columns of S^T; one block an SM
     (two 64 KB stages); the output is written transposed from O^T.
+    Measured on the H200 (session 31, B64 H16 KV8192, split kernel alone): 162-164 us (rows) and 166 us
+    (transposed) against `mla_decode_split`'s 158-160 and `mla_decode_split_t`'s 140: slower.  Without the
+    widening's stores 135 / 111 us: the producer is the limit -- its loads complete before it goes on (a copy in
+    a kernel synchronised by hand is synchronous here), so each tile waits out the memory latency; it needs
+    several tiles in flight (asynchronous copies in hand-specialized branches, or the compiler's own producer
+    converting: see `mla_decode_split_t`).  Kept as the tested scaffold for that.
     widen_rows: rows a converting copy widens (a 64-row tile in two copies of 32: the lowering stages a thread's
     copy through registers, all its loads before any store, up to 16 vectors, which 32 rows are)."""
     assert kv_dtype != dtype, "mla_decode_split_ws is the fp8-KV form (bf16 KV: mla_decode_split)"
@@ -588,7 +598,7 @@ def gqa_decode(q, k, v, seqlens, block_table=None, num_split=None, **config):
 
 # mla_decode's fp8-KV kernel at <= 16 heads a block: "rows" (mla_decode_split), "t" (mla_decode_split_t) or "ws"
 # (mla_decode_split_ws); measured on the H200 in session 31 (benchmarks/results/2026-12-05_h200_s31_mla.md)
-MLA_FP8_FORM = "rows"
+MLA_FP8_FORM = "t"
 MLA_FP8_FORMS = ("rows", "t", "ws")
 
 
@@ -623,10 +633,10 @@ def mla_decode_kernel(batch: int, heads: int, seq_kv: int, dim: int, pe_dim: int
 
 def mla_decode(q_nope, q_pe, kv, k_pe, seqlens, kv_scale=None, num_split=None, form=None, **config):
     """O [batch, heads, dim] of one MLA decode step: `mla_decode_kernel`'s split kernel (`form`), then the combine.
-    Tensors on the CPU (the CPU target) take "rows" unless a form is named: "ws" runs there with the block's
+    Tensors on the CPU (the CPU target) take "rows" for "ws" unless it is named: "ws" runs there with the block's
     threads emulated, ~20x slower."""
     import torch
-    if form is None and not kv.is_cuda:
+    if form is None and not kv.is_cuda and MLA_FP8_FORM == "ws":
         form = "rows"
     batch, heads, dim = q_nope.shape
     config = {**mla_decode_config(heads), **config}

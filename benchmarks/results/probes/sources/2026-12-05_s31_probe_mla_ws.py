@@ -50,7 +50,7 @@ def build(kind, kv_dtype, nsplit=splits):
         if kind.startswith("base"):
             prog = D.mla_decode_split.get_tir(B, H, S, num_split=nsplit, kv_dtype=kv_dtype, **D.mla_decode_config(H))
         elif kind == "t" or kind.startswith("t-"):
-            prog = D.mla_decode_split_t.get_tir(B, H, S, num_split=nsplit, kv_dtype=kv_dtype,
+            prog = D.mla_decode_split_t.get_tir(B, H, S, num_split=nsplit, kv_dtype=kv_dtype,   # 3 stages: the default
                                                 num_stages=3 if "s3" in kind else 2)
         else:
             kw = dict(widen_from="regs") if "regs" in kind else {}
