@@ -605,7 +605,8 @@ MLA_FP8_FORMS = ("rows", "t", "ws")
 def mla_decode_config(heads: int) -> dict:
     """The split kernel's tile for `heads` query heads: up to 64 heads a block; at 16 or fewer, 32 KV rows a
     step on four warps (H200, session 23, B64 H16 KV8K split + combine: bf16 KV 164 -> 151 us, 88 -> 96 % of
-    the copy; fp8 KV 232 -> 209 us, 35 -> 39 %; 64 rows on eight warps before)."""
+    the copy; fp8 KV 232 -> 209 us, 35 -> 39 %; 64 rows on eight warps before).  fp8 KV at 16 or fewer heads
+    runs `mla_decode_split_t` by default (`MLA_FP8_FORM`), which takes block_H only."""
     block_H = min(64, heads)
     return dict(block_H=block_H, block_N=32, threads=128) if block_H <= 16 else dict(block_H=block_H)
 
