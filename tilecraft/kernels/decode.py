@@ -310,9 +310,10 @@ def mla_decode_split_t(batch: int, heads: int, seq_kv: int, dim: int = 512, pe_d
     The pipelined loop is the compiler's (sm_90a: a producer warp group issues TMA tile loads into a ring of
     `num_stages`; one block an SM, 213 KB of shared memory at 3 stages); fp8 KV is widened by the consumer, as
     in `mla_decode_split`.  H200, session 31 (B64 H16 KV8192 fp8, 4 splits, split kernel alone, CUDA-event
-    medians in one run): `mla_decode_split` 159.9 us, this kernel 143.6 us at 2 stages, 140.3 at 3; without
-    the widening (wrong answers, timing only) 104.6 against 124.7 -- the widening, ~36 us on the consumer's
-    path, is what is left between it and 80 % of the copy (benchmarks/results/2026-12-05_h200_s31_mla.md)."""
+    medians, two machine starts): `mla_decode_split` 159.9 / 158.4 us, this kernel 143.6 / 139.6 us at 2 stages,
+    140.3 / 137.6 at 3; without the widening (wrong answers, timing only) 104.6 / 101.4 against 124.7 -- the
+    widening, ~36 us on the consumer's path, is what is left between it and 80 % of the copy (bench with the
+    combine: 0.1438 ms, 55 %; benchmarks/results/2026-12-05_h200_s31_mla.md)."""
     fp8 = kv_dtype != dtype
     chunk = _split_len(seq_kv, num_split, block_N)
     scale = 1.0 / math.sqrt(dim + pe_dim) * LOG2E
