@@ -169,8 +169,8 @@ def test_check_regions_rejects_shared_index_past_the_end():
 
 
 def test_pipeline_order_and_trace():
-    assert [p.__name__ for p in CPU_PIPELINE] == ["validate", "check_regions", "lower_manual_sync_cpu", "lower_tile_ops_cpu",
-                                                 "legalize_global_access"]
+    assert [p.__name__ for p in CPU_PIPELINE] == ["validate", "check_regions", "lower_manual_sync_cpu",
+                                                 "fuse_gemm_k_loops_cpu", "lower_tile_ops_cpu", "legalize_global_access"]
     trace = []
     out = run_pipeline(tile_copy(30, 60, 16, 32), CPU_TARGET, trace=trace)
     assert [name for name, _ in trace] == [p.__name__ for p in CPU_PIPELINE]

@@ -135,8 +135,9 @@ def _bf16_gemm_loops(op: Gemm, c: Region, names):
 
 def _tile_strides(region: Region):
     """(stride of the region's first non-unit dim, of its second) in elements of its row-major
-    buffer; None unless the region is a 2-D tile of an on-chip buffer."""
-    if region.buffer.scope == "global" or len(region.squeezed_shape()) != 2:
+    buffer; None unless the region is a 2-D tile of an on-chip buffer or of a global tensor of static
+    shape (a whole k-loop's operand: transform/fuse_gemm_k_loops_cpu.py)."""
+    if len(region.squeezed_shape()) != 2:
         return None
     shape = region.buffer.shape
     if not all(isinstance(s, int) for s in shape):

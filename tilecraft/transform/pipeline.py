@@ -23,6 +23,7 @@ from ..errors import InternalCompilerError, TilecraftError
 from ..ir.func import PrimFunc
 from ..options import Options, as_options
 from .check_regions import check_regions
+from .fuse_gemm_k_loops_cpu import fuse_gemm_k_loops_cpu
 from .invariants import no_tile_ops
 from .legalize_global_access import legalize_global_access
 from .lower_manual_sync_cpu import lower_manual_sync_cpu
@@ -38,6 +39,9 @@ CPU_PIPELINE = [
     # T.ws branches, mbarriers and register budgets (ir/hopper.py) in program order, before the
     # tile ops inside the branches are lowered.
     lower_manual_sync_cpu,
+    # A k-loop that only stages a gemm's operands becomes one gemm over all of k, the same bits (its
+    # copies and gemm still tile ops, their regions checked above).
+    fuse_gemm_k_loops_cpu,
     # Every tile op becomes whole-tile loops: the reference semantics.
     lower_tile_ops_cpu,
     # Guard global accesses last, so the copies' loads/stores produced above get guards too.
