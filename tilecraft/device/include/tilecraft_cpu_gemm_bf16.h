@@ -66,6 +66,10 @@ __attribute__((visibility("default"))) int tc_gemm_bf16_dot = 1;
 __attribute__((visibility("default"))) int tc_gemm_bf16_amx = 1;
 // calls by the path they took: [0] the FMAs, [1] vdpbf16ps, [2] AMX (tests read it: which path ran)
 __attribute__((visibility("default"))) long long tc_gemm_bf16_calls[3] = {0, 0, 0};
+// AMX operands [0] packed, [1] found already packed by an earlier call of the same launch (gemm_pack_cache)
+__attribute__((visibility("default"))) long long tc_gemm_bf16_packs[2] = {0, 0};
+// launches that may keep packed operands (tc::gemm_pack_launch)
+__attribute__((visibility("default"))) unsigned long long tc_gemm_pack_launches = 0;
 }
 
 namespace tc {
@@ -278,32 +282,201 @@ static inline bool gemm_amx_c_in_range(const float* ct, int64_t ldc) {
   return l >= (24u << 23) - 1u && h < (255u << 23);
 }
 
-// one 32 x 32 C tile (ct, row stride ldc) += 32 rows of A at a (element k of row r at a[r * lda + k],
-// whole blocks of 32 k, zeros past K) times the 32-column panel bp (natural pair words, KP2 pairs, a
-// multiple of 16), one TDPBF16PS per 16 x 16 quarter and block.  With C in range (gemm_amx_c_in_range) C
-// itself is the tiles' start: every running sum is then a multiple of 2^-126 (zero or at least 2^-126),
-// so DAZ / FTZ never act and dst + (e + o) is the formula's step.  Else each block's product starts
-// from zeroed tiles and is added to C in float32 vectors.
-static inline void gemm_bf16_amx(int64_t KP2, const uint16_t* a, int64_t lda, const uint32_t* bp,
-                                 float* __restrict__ ct, int64_t ldc) {
-  const int64_t sa = lda * 2, sb = GEMM_NR * 4;
+// AMX's operands, packed so that every tile is 1 KB in one piece (16 rows of 64 bytes, 16 consecutive
+// cache lines: loads from A's own rows, 2 KB apart at K = 1024, fell into two L1 sets and ran at 0.8 against
+// 1.1-1.4 TFLOP/s, session 32).  A: 32-row strip ib, block q (32 k), half h (rows 16h .. 16h+15) at
+// ap + ((ib * NQ + q) * 2 + h) * 512, row r's 32 k at + r * 32.  B: 32-column panel jb, block q, half h
+// (columns 16h .. 16h+15) at bp + ((jb * NQ + q) * 2 + h) * 256 words, pair p's 16 words at + p * 16
+// (b(k, j) | b(k+1, j) << 16).  Zeros past M, N and K.  The packing checks the header's range on the way
+// (one pass over A and B, not two): each returns 1 if one of its elements is out of it.
+typedef uint16_t gemm_u16x32 __attribute__((vector_size(64)));
 
+// lanes of x that are not zero and outside 2^-56 <= |x| < 2^56 (or inf / NaN): nonzero
+static inline gemm_u16x32 gemm_bf16_bad_lanes(gemm_u16x32 x) {
+  const gemm_u16x32 t = x & (uint16_t)0x7fffu;
+  return (gemm_u16x32)((t != 0) & ((gemm_u16x32)(t - (uint16_t)(71u << 7)) >= (uint16_t)(112u << 7)));
+}
+
+static inline int gemm_bf16_amx_pack_a(const uint16_t* A, int64_t M, int64_t K, int64_t ars, int64_t acs, int64_t NQ,
+                                       uint16_t* __restrict__ ap) {
+  const int64_t mp = (M + 31) / 32 * 32, kq = acs == 1 ? K / 32 : 0;
+  gemm_u16x32 bad = {};
+  uint16_t bad1 = 0;
+  for (int64_t i = 0; i < mp; ++i) {
+    uint16_t* __restrict__ d = ap + (i / 32) * NQ * 1024 + (i % 32) / 16 * 512 + (i % 16) * 32;
+    if (i >= M) {
+      for (int64_t q = 0; q < NQ; ++q) std::memset(d + q * 1024, 0, 64);
+      continue;
+    }
+    const uint16_t* s = A + i * ars;
+    for (int64_t q = 0; q < kq; ++q) {
+      gemm_u16x32 x;
+      std::memcpy(&x, s + q * 32, 64);
+      bad |= gemm_bf16_bad_lanes(x);
+      std::memcpy(d + q * 1024, &x, 64);
+    }
+    for (int64_t q = kq; q < NQ; ++q)
+      for (int k = 0; k < 32; ++k) {
+        const int64_t kk = q * 32 + k;
+        const uint16_t x = kk < K ? s[kk * acs] : 0;
+        bad1 |= gemm_bf16_out_of_range(&x, 1);
+        d[q * 1024 + k] = x;
+      }
+  }
+  for (int l = 0; l < 32; ++l) bad1 |= bad[l];
+  return bad1 != 0;
+}
+
+static inline int gemm_bf16_amx_pack_b(const uint16_t* B, int64_t N, int64_t K, int64_t brs, int64_t bcs, int64_t NQ,
+                                       uint32_t* __restrict__ bp) {
+  const int64_t nb = (N + 31) / 32, nf = bcs == 1 || brs == 1 ? N / 32 : 0;
+  const int64_t kf = !nf ? 0 : bcs == 1 ? K / 2 : K / 32 * 16;  // pairs of the whole panels packed by vectors
+  gemm_u16x32 bad = {};
+  uint16_t bad1 = 0;
+  // rows of B contiguous: two rows interleaved (two vpermt2w), pair by pair across the panels (a row's
+  // lines read one after the other: 1.9 -> 1.4 ms of packing at 1024^3 in 128 x 128 blocks, session 32)
+  for (int64_t p = 0; bcs == 1 && p < kf; ++p)
+    for (int64_t jb = 0; jb < nf; ++jb) {
+      gemm_u16x32 x, y;
+      std::memcpy(&x, B + 2 * p * brs + jb * 32, 64);
+      std::memcpy(&y, B + (2 * p + 1) * brs + jb * 32, 64);
+      bad |= gemm_bf16_bad_lanes(x) | gemm_bf16_bad_lanes(y);
+      const gemm_u16x32 lo = __builtin_shufflevector(x, y, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                     8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
+      const gemm_u16x32 hi = __builtin_shufflevector(x, y, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54,
+                                                     23, 55, 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62,
+                                                     31, 63);
+      uint32_t* t = bp + jb * NQ * 512 + (p / 16) * 512 + (p % 16) * 16;
+      std::memcpy(t, &lo, 64);
+      std::memcpy(t + 256, &hi, 64);
+    }
+  // columns of B contiguous (a transposed B): a block's 16 pairs of a column are one vector
+  for (int64_t jb = 0; bcs != 1 && jb < nf; ++jb)
+    for (int c = 0; c < 32; ++c)
+      for (int64_t q = 0; q < kf / 16; ++q) {
+        gemm_u16x32 x;
+        std::memcpy(&x, B + (jb * 32 + c) * bcs + q * 32, 64);
+        bad |= gemm_bf16_bad_lanes(x);
+        uint32_t w[16];
+        std::memcpy(w, &x, 64);
+        uint32_t* t = bp + jb * NQ * 512 + q * 512 + (c / 16) * 256 + c % 16;
+#pragma GCC unroll 16
+        for (int p = 0; p < 16; ++p) t[p * 16] = w[p];
+      }
+  // the rest: element by element (a transposed B, a part panel, an odd K's last pair, zeros past K)
+  for (int64_t jb = 0; jb < nb; ++jb) {
+    const int64_t j0 = jb * 32, nc = N - j0 < 32 ? N - j0 : 32;
+    uint32_t* __restrict__ d = bp + jb * NQ * 512;
+    for (int64_t p = jb < nf ? kf : 0; p < NQ * 16; ++p)
+      for (int c = 0; c < 32; ++c) {
+        const int64_t j = j0 + c, k = 2 * p;
+        const uint16_t lo = c < nc && k < K ? B[k * brs + j * bcs] : 0;
+        const uint16_t hi = c < nc && k + 1 < K ? B[(k + 1) * brs + j * bcs] : 0;
+        bad1 |= gemm_bf16_out_of_range(&lo, 1) | gemm_bf16_out_of_range(&hi, 1);
+        d[(p / 16) * 512 + (c / 16) * 256 + (p % 16) * 16 + c % 16] = (uint32_t)lo | (uint32_t)hi << 16;
+      }
+  }
+  for (int l = 0; l < 32; ++l) bad1 |= bad[l];
+  return bad1 != 0;
+}
+
+// Packed operands kept for the rest of a launch, per OpenMP thread: the blocks of a tile program that share
+// an A strip or a B panel (a GEMM's blocks of one row, of one column) pack it once.  Only for operands the
+// program never writes and that overlap none of its other tensors (the entry checks: codegen/cpp.py), so
+// that their contents cannot change during the launch; the key is the operand's address, shape and
+// strides, and the launch (gemm_pack_launch: a number per launch, 0 = keep nothing).  A hit is the same
+// bytes the packing would write (and the same range flag): the results do not change.
+// 1024^3 in 128 x 128 x 32 tiles, one thread: each A strip was packed 8 times, each B panel 8 times,
+// 2.6 of 4.6 ms (session 32).
+static inline uint64_t gemm_pack_launch(bool ok) {
+  return ok ? __atomic_add_fetch(&tc_gemm_pack_launches, 1ull, __ATOMIC_RELAXED) : 0;
+}
+
+// [a, a + an) and [b, b + bn) share a byte
+static inline bool gemm_overlaps(const void* a, int64_t an, const void* b, int64_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + (uintptr_t)bn && y < x + (uintptr_t)an;
+}
+
+struct GemmPackEntry {
+  const void* p = nullptr;
+  int64_t rows = 0, cols = 0, rs = 0, cs = 0;
+  uint64_t launch = 0, used = 0;
+  int bad = 0;
+  void* data = nullptr;
+  int64_t cap = 0;  // bytes
+  ~GemmPackEntry() { std::free(data); }
+};
+
+// E entries of at most LIMIT bytes each (a bigger operand is packed into the scratch every call)
+template <int E, int64_t LIMIT>
+struct GemmPackCache {
+  GemmPackEntry e[E];
+  uint64_t tick = 0;
+  // the entry holding this operand (hit) or the one to pack it into (a stale or the least recently used
+  // one); nullptr: too big to keep
+  GemmPackEntry* find(const void* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, uint64_t launch,
+                      int64_t bytes, bool& hit) {
+    hit = false;
+    if (bytes > LIMIT) return nullptr;
+    GemmPackEntry* v = &e[0];
+    for (GemmPackEntry& x : e) {
+      if (x.launch == launch && x.p == p && x.rows == rows && x.cols == cols && x.rs == rs && x.cs == cs) {
+        x.used = ++tick;
+        hit = true;
+        return &x;
+      }
+      const bool xs = x.launch != launch, vs = v->launch != launch;
+      if ((xs && !vs) || (xs == vs && x.used < v->used)) v = &x;
+    }
+    if (v->cap < bytes) {
+      std::free(v->data);
+      v->cap = (bytes + 63) / 64 * 64;
+      v->data = std::aligned_alloc(64, (size_t)v->cap);
+      if (v->data == nullptr) {
+        v->cap = 0;
+        v->launch = 0;
+        return nullptr;
+      }
+    }
+    v->p = p, v->rows = rows, v->cols = cols, v->rs = rs, v->cs = cs, v->launch = launch, v->used = ++tick;
+    return v;
+  }
+};
+
+// A: two strips (the blocks of a row come one after another); B: eight panels (a row of blocks' panels)
+static inline GemmPackCache<2, (int64_t)4 << 20>& gemm_pack_cache_a() {
+  static thread_local GemmPackCache<2, (int64_t)4 << 20> c;
+  return c;
+}
+static inline GemmPackCache<8, (int64_t)1 << 20>& gemm_pack_cache_b() {
+  static thread_local GemmPackCache<8, (int64_t)1 << 20> c;
+  return c;
+}
+
+// one 32 x 32 C tile (ct, row stride ldc) += A's packed strip ap times B's packed panel bp (NQ blocks), one
+// TDPBF16PS per 16 x 16 quarter and block.  With C in range (gemm_amx_c_in_range) C itself is the tiles'
+// start: every running sum is then a multiple of 2^-126 (zero or at least 2^-126), so DAZ / FTZ never act
+// and dst + (e + o) is the formula's step.  Else each block's product starts from zeroed tiles and is added
+// to C in float32 vectors.  The loads sit between the products that do not read them (A0, B0, C00, B1, C01,
+// A1, C10, C11): tiles are not renamed, so a load waits for the products reading its register.
+static inline void gemm_bf16_amx(int64_t NQ, const uint16_t* ap, const uint32_t* bp, float* __restrict__ ct,
+                                 int64_t ldc) {
+  const int64_t s = 64;
 #define TC_AMX_BLOCK                                                                                    \
-  "tileloadd (%0,%4,1), %%tmm4\n\ttileloadd (%1,%4,1), %%tmm5\n\t"                                       \
-  "tileloadd (%2,%5,1), %%tmm6\n\ttileloadd (%3,%5,1), %%tmm7\n\t"                                       \
-  "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"                             \
-  "tdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3\n\t"
+  "tileloadd (%0,%4,1), %%tmm4\n\ttileloadd (%2,%4,1), %%tmm6\n\ttdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\t"    \
+  "tileloadd (%3,%4,1), %%tmm7\n\ttdpbf16ps %%tmm7, %%tmm4, %%tmm1\n\t"                                  \
+  "tileloadd (%1,%4,1), %%tmm5\n\ttdpbf16ps %%tmm6, %%tmm5, %%tmm2\n\ttdpbf16ps %%tmm7, %%tmm5, %%tmm3\n\t"
   if (gemm_amx_c_in_range(ct, ldc)) {
     const int64_t sc = ldc * 4;
     float *c0 = ct, *c1 = ct + 16, *c2 = ct + 16 * ldc, *c3 = ct + 16 * ldc + 16;
     __asm__ volatile("tileloadd (%0,%4,1), %%tmm0\n\ttileloadd (%1,%4,1), %%tmm1\n\t"
                      "tileloadd (%2,%4,1), %%tmm2\n\ttileloadd (%3,%4,1), %%tmm3"
                      : : "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sc) : "memory");
-    for (int64_t p0 = 0; p0 < KP2; p0 += 16) {
-      const uint16_t* a0 = a + 2 * p0;
-      const uint32_t* b0 = bp + p0 * GEMM_NR;
-      __asm__ volatile(TC_AMX_BLOCK : : "r"(a0), "r"(a0 + 16 * lda), "r"(b0), "r"(b0 + 16), "r"(sa), "r"(sb)
-                       : "memory");
+    for (int64_t q = 0; q < NQ; ++q) {
+      const uint16_t* a0 = ap + q * 1024;
+      const uint32_t* b0 = bp + q * 512;
+      __asm__ volatile(TC_AMX_BLOCK : : "r"(a0), "r"(a0 + 512), "r"(b0), "r"(b0 + 256), "r"(s) : "memory");
     }
     __asm__ volatile("tilestored %%tmm0, (%0,%4,1)\n\ttilestored %%tmm1, (%1,%4,1)\n\t"
                      "tilestored %%tmm2, (%2,%4,1)\n\ttilestored %%tmm3, (%3,%4,1)"
@@ -312,15 +485,15 @@ static inline void gemm_bf16_amx(int64_t KP2, const uint16_t* a, int64_t lda, co
   }
   alignas(64) float d[32 * 32];
   const int64_t sd = 32 * 4;
-  for (int64_t p0 = 0; p0 < KP2; p0 += 16) {
-    const uint16_t* a0 = a + 2 * p0;
-    const uint32_t* b0 = bp + p0 * GEMM_NR;
+  for (int64_t q = 0; q < NQ; ++q) {
+    const uint16_t* a0 = ap + q * 1024;
+    const uint32_t* b0 = bp + q * 512;
     __asm__ volatile(
         "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t" TC_AMX_BLOCK
-        "tilestored %%tmm0, (%6,%7,1)\n\ttilestored %%tmm1, (%8,%7,1)\n\t"
-        "tilestored %%tmm2, (%9,%7,1)\n\ttilestored %%tmm3, (%10,%7,1)"
+        "tilestored %%tmm0, (%5,%6,1)\n\ttilestored %%tmm1, (%7,%6,1)\n\t"
+        "tilestored %%tmm2, (%8,%6,1)\n\ttilestored %%tmm3, (%9,%6,1)"
         :
-        : "r"(a0), "r"(a0 + 16 * lda), "r"(b0), "r"(b0 + 16), "r"(sa), "r"(sb), "r"(d), "r"(sd), "r"(d + 16),
+        : "r"(a0), "r"(a0 + 512), "r"(b0), "r"(b0 + 256), "r"(s), "r"(d), "r"(sd), "r"(d + 16),
           "r"(d + 16 * 32), "r"(d + 16 * 32 + 16)
         : "memory");
 #pragma GCC unroll 4
@@ -445,39 +618,50 @@ static inline uint64_t gemm_bf16_load_quad(const uint16_t* s, int64_t ks, int64_
 // B (b(k, j) at B[k * brs + j * bcs]), A and B bfloat16: the semantics at the top of this header
 template <class TC>
 static void gemm_bf16(int64_t M, int64_t N, int64_t K, const bfloat16_t* A_, int64_t ars, int64_t acs,
-                      const bfloat16_t* B_, int64_t brs, int64_t bcs, TC* C, int64_t crs, int64_t ccs) {
+                      const bfloat16_t* B_, int64_t brs, int64_t bcs, TC* C, int64_t crs, int64_t ccs,
+                      uint64_t launch = 0) {
   const uint16_t* A = (const uint16_t*)(const void*)A_;
   const uint16_t* B = (const uint16_t*)(const void*)B_;
   constexpr int MR = GEMM_BF16_MR;
   // 0 the FMAs, 1 vdpbf16ps, 2 AMX
   int path = 0;
-#if defined(TC_GEMM_BF16_DP) || defined(TC_GEMM_BF16_AMX)
-  if (tc_gemm_bf16_dot == 2 ||
-      (tc_gemm_bf16_dot == 1 && !gemm_bf16_matrix_out_of_range(A, M, K, ars, acs) &&
-       !gemm_bf16_matrix_out_of_range(B, K, N, brs, bcs))) {
+#if defined(TC_GEMM_BF16_AMX)
+  if (tc_gemm_bf16_dot && GEMM_NR == 32 && tc_gemm_bf16_amx && gemm_amx_granted()) {
+    // packed first, the range checked on the way; out of range: the FMAs below
+    const int64_t NQ = (K + GEMM_BF16_KB - 1) / GEMM_BF16_KB, mb = (M + 31) / 32, nb = (N + 31) / 32;
+    // launch != 0: A and B are constant for the launch; an earlier call may have packed them
+    bool hit_a = false, hit_b = false;
+    GemmPackEntry* ea = launch ? gemm_pack_cache_a().find(A, M, K, ars, acs, launch, mb * NQ * 2048, hit_a) : nullptr;
+    GemmPackEntry* eb = launch ? gemm_pack_cache_b().find(B, K, N, brs, bcs, launch, nb * NQ * 2048, hit_b) : nullptr;
+    uint16_t* ap = ea ? (uint16_t*)ea->data : (uint16_t*)(void*)gemm_scratch(0).get(mb * NQ * 512);
+    uint32_t* bp = eb ? (uint32_t*)eb->data : (uint32_t*)(void*)gemm_scratch(1).get(nb * NQ * 512);
+    const int bad_a = hit_a ? ea->bad : gemm_bf16_amx_pack_a(A, M, K, ars, acs, NQ, ap);
+    const int bad_b = hit_b ? eb->bad : gemm_bf16_amx_pack_b(B, N, K, brs, bcs, NQ, bp);
+    if (ea) ea->bad = bad_a;
+    if (eb) eb->bad = bad_b;
+    __atomic_fetch_add(&tc_gemm_bf16_packs[0], (long long)!hit_a + !hit_b, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&tc_gemm_bf16_packs[1], (long long)hit_a + hit_b, __ATOMIC_RELAXED);
+    const int bad = bad_a | bad_b;
+    if (tc_gemm_bf16_dot == 2 || !bad) {
+      __atomic_fetch_add(&tc_gemm_bf16_calls[2], 1, __ATOMIC_RELAXED);
+      gemm_amx_configure();
+      gemm_bf16_tiles<32>(M, N, C, crs, ccs, [&](int64_t ib, int64_t jb, float* ct, int64_t ldc) {
+        gemm_bf16_amx(NQ, ap + ib * NQ * 1024, bp + jb * NQ * 512, ct, ldc);
+      });
+      __asm__ volatile("tilerelease" ::: "memory");
+      return;
+    }
+  } else
+#endif
+  {
 #if defined(TC_GEMM_BF16_DP)
-    path = 1;
-#endif
-#if defined(TC_GEMM_BF16_AMX)
-    if (GEMM_NR == 32 && tc_gemm_bf16_amx && gemm_amx_granted()) path = 2;
+    if (tc_gemm_bf16_dot == 2 ||
+        (tc_gemm_bf16_dot == 1 && !gemm_bf16_matrix_out_of_range(A, M, K, ars, acs) &&
+         !gemm_bf16_matrix_out_of_range(B, K, N, brs, bcs)))
+      path = 1;
 #endif
   }
-#endif
   __atomic_fetch_add(&tc_gemm_bf16_calls[path], 1, __ATOMIC_RELAXED);
-#if defined(TC_GEMM_BF16_AMX)
-  if (path == 2 && GEMM_NR == 32) {
-    int64_t lda;
-    const uint16_t* a = gemm_bf16_rows(A, M, K, ars, acs, 32, GEMM_BF16_KB, lda);
-    const int64_t KP2 = (K + GEMM_BF16_KB - 1) / GEMM_BF16_KB * (GEMM_BF16_KB / 2);
-    const uint32_t* bp = gemm_bf16_pack_pairs(B, N, K, brs, bcs, KP2);
-    gemm_amx_configure();
-    gemm_bf16_tiles<32>(M, N, C, crs, ccs, [&](int64_t ib, int64_t jb, float* ct, int64_t ldc) {
-      gemm_bf16_amx(KP2, a + ib * 32 * lda, lda, bp + jb * KP2 * GEMM_NR, ct, ldc);
-    });
-    __asm__ volatile("tilerelease" ::: "memory");
-    return;
-  }
-#endif
 #if defined(TC_GEMM_BF16_DP)
   if (path == 1) {
     const int64_t G = (K + GEMM_BF16_KB - 1) / GEMM_BF16_KB * (GEMM_BF16_KB / 4);
