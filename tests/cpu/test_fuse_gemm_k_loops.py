@@ -121,3 +121,111 @@ def test_no_fusion_where_the_loop_means_more(kw):
     fused(a, b, c)
     want = a.float()[:, 32:] @ b.float()[32:, :] if kw.get("clear_each") else a.float() @ b.float()
     torch.testing.assert_close(c, want, rtol=1e-5, atol=1e-4)
+
+
+# ---- packed operands kept for the launch (tilecraft_cpu_gemm_bf16.h, gemm_pack_cache) -------------------
+
+def packs(kernel) -> list:
+    """[operands packed, operands found packed by an earlier call of the launch] so far"""
+    import ctypes
+    return list((ctypes.c_longlong * 2).in_dll(kernel._launch.lib, "tc_gemm_bf16_packs"))
+
+
+
+
+def test_a_launch_packs_each_strip_and_panel_once_and_a_new_launch_sees_new_data():
+    """4 x 4 blocks of a bf16 GEMM: the blocks of a row share A's strip, those of a column B's panel.
+    Where the AMX path runs (the only one that keeps packs), a launch packs fewer operands than it has
+    calls x 2; either way the bits equal the unfused loop's, and a second launch after the inputs changed
+    in place (same addresses) computes from the new values."""
+    M = N = 256
+    K = 128
+    prog = gemm_program(M, N, K, 64, 64, 32, "bfloat16")
+    fused, plain = both(prog)
+    assert "tc_launch" in fused.get_kernel_source() and "tc_launch" not in plain.get_kernel_source()
+    g = torch.Generator().manual_seed(11)
+    a, b = wide((M, K), torch.bfloat16, g), wide((K, N), torch.bfloat16, g)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)   # one thread runs every block: its packs of one launch meet the next launch's calls
+    try:
+        _launches(fused, plain, a, b, g, M, N, K)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _launches(fused, plain, a, b, g, M, N, K):
+    for step in range(3):
+        c1, c2 = torch.empty(M, N), torch.empty(M, N)
+        before = packs(fused)
+        fused(a, b, c1)
+        after = packs(fused)
+        plain(a, b, c2)
+        assert torch.equal(c1.view(torch.int32), c2.view(torch.int32)), step
+        packed, found = after[0] - before[0], after[1] - before[1]
+        amx_calls = packed + found
+        if amx_calls:   # the AMX path ran: 16 calls, 2 operands each; 4 strips and 4 panels per thread at most
+            assert amx_calls == 32 and found > 0 and packed <= 8, (packed, found)
+        a.copy_(wide((M, K), torch.bfloat16, g))   # new values at the same address
+        b.mul_(-2)
+
+
+def test_no_packs_kept_where_an_operand_shares_bytes_with_a_written_tensor():
+    """A lies inside the bytes of D, which the program writes (only D[0], before A's bytes; but a write
+    through D could change A during the launch): the launch keeps nothing (tc_launch = 0), and the
+    result is the loop's."""
+    M = N = K = 128
+    L = M * K // 2 + 1
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"), C: T.Tensor((M, N), "float32"),
+             D: T.Tensor((L,), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "bfloat16")
+            B_s = T.alloc_shared((32, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(K // 32):
+                T.copy(A[by * 64, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * 64, bx * 64])
+            if bx == 0 and by == 0:
+                D[0] = 1.0
+
+    fused = tilelang.compile(main, target="cpu")
+    assert "tc_launch" in fused.get_kernel_source()
+    g = torch.Generator().manual_seed(3)
+    a, b = wide((M, K), torch.bfloat16, g), wide((K, N), torch.bfloat16, g)
+    store = torch.zeros(L)
+    a_inside = store.view(torch.bfloat16)[2: 2 + M * K].view(M, K)   # bytes 4 .. 4 + 2MK of D
+    a_inside.copy_(a)
+    c, c_apart = torch.empty(M, N), torch.empty(M, N)
+    before = packs(fused)
+    fused(a_inside, b, c, store)
+    after = packs(fused)
+    assert after[1] == before[1]   # nothing found packed: nothing kept
+    fused(a, b, c_apart, torch.zeros(L))   # apart: kept (where the AMX path runs), the same bits
+    assert torch.equal(c.view(torch.int32), c_apart.view(torch.int32)) and store[0] == 1.0
+
+
+def test_an_operand_the_program_writes_is_not_kept():
+    M = N = K = 64
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "bfloat16"), B: T.Tensor((K, N), "bfloat16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 32), "bfloat16")
+            B_s = T.alloc_shared((32, 32), "bfloat16")
+            acc = T.alloc_fragment((32, 32), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(2):
+                T.copy(A[by * 32, ko * 32], A_s)
+                T.copy(B[ko * 32, bx * 32], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * 32, bx * 32])
+            if bx == 1:
+                A[by * 32, 0] = T.cast(0.0, "bfloat16")   # the program writes A
+
+    fused = tilelang.compile(main, target="cpu")
+    src = fused.get_kernel_source()
+    assert re.search(r"tc::gemm_bf16\(32, 32, 64,", src) and "tc_launch" not in src

@@ -275,6 +275,7 @@ def generate_cpp(func: PrimFunc) -> str:
     if asserts:  # a false T.device_assert stops its block (visit_Kernel): return -1, the text in tc_error_text(-1)
         d.line("tc::cpu_assert_text() = nullptr;")
     entry_prologue(p, func)
+    launch_number(p, func)
     if divisions:   # a run-time divisor in a grid size or a scalar outside the blocks throws here
         d.line("try {")
         d.indent()
@@ -363,8 +364,38 @@ def _cpu_gemm(p: CppPrinter, call) -> str:
     g = call.intrinsic
     a, b, c = (p.expr(x) for x in call.args)
     entry = "tc::gemm_bf16" if _bf16_gemm(call) else "tc::gemm_f32acc"
+    launch = ", tc_launch" if g.launch_cache and _bf16_gemm(call) else ""
     return (f"{entry}({g.m}, {g.n}, {g.k}, {a}, {g.a_strides[0]}, {g.a_strides[1]}, "
-            f"{b}, {g.b_strides[0]}, {g.b_strides[1]}, {c}, {g.c_strides[0]}, {g.c_strides[1]})")
+            f"{b}, {g.b_strides[0]}, {g.b_strides[1]}, {c}, {g.c_strides[0]}, {g.c_strides[1]}{launch})")
+
+
+def _launch_cached(func: PrimFunc) -> list:
+    """The global tensors a bf16 gemm may keep packed for the launch (CpuGemm.launch_cache), in order."""
+    calls = collect(func.body, lambda n: isinstance(n, I.IntrinsicCall) and isinstance(n.intrinsic, I.CpuGemm)
+                    and n.intrinsic.launch_cache and _bf16_gemm(n))
+    out = []
+    for c in calls:
+        for ref in c.args[:2]:
+            if ref.buffer not in out:
+                out.append(ref.buffer)
+    return out
+
+
+def launch_number(p: CppPrinter, func: PrimFunc) -> None:
+    """`tc_launch`: this launch's number for the gemms that keep packed operands, 0 (keep nothing) when
+    one of those tensors shares a byte with another argument -- a write through that one could change
+    it during the launch."""
+    kept = _launch_cached(func)
+    if not kept:
+        return
+    def span(b):   # the tensor's address and bytes
+        if all(isinstance(d, int) for d in b.shape):
+            return f"{p.name(b)}, {b.nbytes}"
+        n = " * ".join(f"(int64_t)({d if isinstance(d, int) else p.expr(d)})" for d in b.shape)
+        return f"{p.name(b)}, ({n}) * {b.dtype.bits} / 8"
+    apart = [f"!tc::gemm_overlaps({span(x)}, {span(y)})"   # kept tensors may share bytes: none is written
+             for x in kept for y in func.params if y.scope == "global" and y not in kept]
+    p.doc.line(f"const uint64_t tc_launch = tc::gemm_pack_launch({' && '.join(apart) or 'true'});")
 
 
 @I.register_emitter(I.CpuReduceRow, "cpu")

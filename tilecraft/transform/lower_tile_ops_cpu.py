@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import TilecraftError
 from ..ir import (Alloc, AtomicAdd, Buffer, Call, Copy, Cumsum, Evaluate, Fill, For, Gemm, Kernel, Let,
-                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, Var, View, Visitor, binary,
+                  Load, Mutator, Print, Reduce, Ref, Region, Stmt, Store, TileOp, Var, View, Visitor, binary,
                   call, cast, collect, const, seq, dtype as dt)
 from ..ir import intrinsics as I
 from ..ir.func import PrimFunc
@@ -162,7 +162,8 @@ def _micro_kernel_call(op: Gemm, acc_t, names):
     m, n, k = op.mnk
     a_strides = (sa[1], sa[0]) if op.trans_a else sa
     b_strides = (sb[1], sb[0]) if op.trans_b else sb
-    intr = I.CpuGemm(m, n, k, a_strides, b_strides, sc)
+    kept = all(b.scope == "global" and id(b) in names.read_only for b in bufs[:2])
+    intr = I.CpuGemm(m, n, k, a_strides, b_strides, sc, launch_cache=kept)
     return I.evaluate(intr, Ref(op.a.buffer, op.a.starts), Ref(op.b.buffer, op.b.starts),
                       Ref(op.c.buffer, op.c.starts), span=op.span)
 
@@ -265,17 +266,19 @@ def lower_print(op: Print, names):
 
 class _LowerNames(_Names):
     """Fresh loop variables, and what a lowering must know of the whole function: the ids of the
-    buffers a T.view renames or that rename another (their bytes have two names)."""
+    buffers a T.view renames or that rename another (their bytes have two names), and of the global
+    tensors the program never writes (`read_only`)."""
 
-    def __init__(self, viewed: set):
+    def __init__(self, viewed: set, read_only: frozenset = frozenset()):
         super().__init__()
         self.viewed = viewed
+        self.read_only = read_only
 
 
 class _Lower(Mutator):
-    def __init__(self, viewed: set):
+    def __init__(self, viewed: set, read_only: frozenset = frozenset()):
         super().__init__()
-        self.names = _LowerNames(viewed)
+        self.names = _LowerNames(viewed, read_only)
 
     def generic(self, node):
         fn = CPU_LOWERING.get(type(node))
@@ -362,4 +365,17 @@ def lower_tile_ops_cpu(func: PrimFunc, ctx) -> PrimFunc:
     viewed = set()
     for v in collect(func.body, lambda n: isinstance(n, View)):
         viewed.update(id(b) for b in (v.buffer, v.base) if isinstance(b, Buffer))
-    return func.with_body(_Lower(viewed).visit(func.body))
+    return func.with_body(_Lower(viewed, _read_only(func, viewed)).visit(func.body))
+
+
+def _read_only(func: PrimFunc, viewed: set) -> frozenset:
+    """Ids of the global tensors the program never writes: no tile op writes them, no store, and no
+    address of theirs is taken (an atomic, an intrinsic, an external call could write through it), nor
+    do they have a second name (T.view)."""
+    written = set(viewed)
+    for n in collect(func.body, lambda n: isinstance(n, (TileOp, Store, Ref))):
+        if isinstance(n, TileOp):
+            written.update(id(r.buffer) for r in n.writes())
+        else:
+            written.add(id(n.buffer))
+    return frozenset(id(b) for b in func.params if b.scope == "global" and id(b) not in written)

@@ -24,6 +24,10 @@ class CpuGemm(Intrinsic):
     a_strides: tuple   # (element (i, k) step along i, along k)
     b_strides: tuple   # (along k, along j)
     c_strides: tuple   # (along i, along j)
+    # A and B are global tensors the program never writes (a whole k-loop's operands:
+    # transform/fuse_gemm_k_loops_cpu.py): the bf16 gemm may keep them packed for the rest of the launch
+    # (tilecraft_cpu_gemm_bf16.h, gemm_pack_cache); the entry passes its launch number, `tc_launch`
+    launch_cache: bool = False
 
     def check(self):
         require(min(self.m, self.n, self.k) >= 1, self, "M, N and K are positive")
