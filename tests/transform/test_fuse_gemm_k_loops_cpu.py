@@ -3,6 +3,8 @@ over the whole k range of the global tensors, under a bounds test where the rang
 with the loop as the other branch.  The bits of the result: tests/cpu/test_fuse_gemm_k_loops.py."""
 from __future__ import annotations
 
+import pytest
+
 import tilecraft.language as T
 from tilecraft.ir import Copy, For, Gemm, If, collect
 from tilecraft.target import Target
@@ -12,13 +14,15 @@ from tilecraft.transform.pipeline import PassContext
 CPU = PassContext(Target.resolve("cpu"))
 
 
-def gemm(M, N, K, bm, bn, bk, dtype="bfloat16", extra=False):
+def gemm(M, N, K, bm, bn, bk, dtype="bfloat16", extra=False, swizzle=False):
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
             A_s = T.alloc_shared((bm, bk), dtype)
             B_s = T.alloc_shared((bk, bn), dtype)
             acc = T.alloc_fragment((bm, bn), "float32")
+            if swizzle:   # a GPU layout request names the staged tiles: nothing on the CPU
+                T.annotate_layout({A_s: T.make_swizzled_layout(A_s), B_s: T.make_swizzled_layout(B_s)})
             T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
                 T.copy(A[by * bm, ko * bk], A_s)
@@ -34,8 +38,9 @@ def nodes(func, cls):
     return collect(func.body, lambda n: isinstance(n, cls))
 
 
-def test_a_staging_loop_becomes_one_gemm_over_k():
-    out = fuse_gemm_k_loops_cpu(gemm(256, 256, 512, 128, 128, 32), CPU)
+@pytest.mark.parametrize("swizzle", [False, True])
+def test_a_staging_loop_becomes_one_gemm_over_k(swizzle):
+    out = fuse_gemm_k_loops_cpu(gemm(256, 256, 512, 128, 128, 32, swizzle=swizzle), CPU)
     assert not nodes(out, For) and not nodes(out, If)   # the blocks' ranges provably inside: no test, no loop
     copies, gemms = nodes(out, Copy), nodes(out, Gemm)
     assert len(gemms) == 1 and len(copies) == 1   # the epilogue's copy only

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Mutator, Region, View, binary, collect, const,
-                  stmts_of, substitute)
+from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Mutator, Region, View,
+                  binary, collect, const, stmts_of, substitute)
 from ..ir import dtype as dt
 from ..ir.analysis import INF, as_int, bounds, linear
 from ..ir.func import PrimFunc
@@ -54,7 +54,8 @@ class _Fuse(Mutator):
         self.viewed = set()
         for v in collect(body, lambda n: isinstance(n, View)):
             self.viewed.update(id(b) for b in (v.buffer, v.base) if isinstance(b, Buffer))
-        # how often each on-chip buffer is named in the whole function, and by its Allocs
+        # how often each on-chip buffer is named in the whole function, and by its Allocs (a layout request,
+        # T.annotate_layout, names it as a dict key, which `collect` does not visit: it does not count)
         self.uses: dict = {}
         for b in collect(body, lambda n: isinstance(n, Buffer)):
             self.uses[id(b)] = self.uses.get(id(b), 0) + 1
