@@ -145,12 +145,15 @@ def test_a_launch_packs_each_strip_and_panel_once_and_a_new_launch_sees_new_data
     assert "tc_launch" in fused.get_kernel_source() and "tc_launch" not in plain.get_kernel_source()
     g = torch.Generator().manual_seed(11)
     a, b = wide((M, K), torch.bfloat16, g), wide((K, N), torch.bfloat16, g)
+    from tilecraft.runtime.openmp import configure
     threads = torch.get_num_threads()
     torch.set_num_threads(1)   # one thread runs every block: its packs of one launch meet the next launch's calls
+    configure(fused._launch.lib)   # a loaded kernel takes torch's thread count when configured
     try:
         _launches(fused, plain, a, b, g, M, N, K)
     finally:
         torch.set_num_threads(threads)
+        configure(fused._launch.lib)
 
 
 def _launches(fused, plain, a, b, g, M, N, K):
