@@ -82,8 +82,10 @@ CASES = [  # M, N, K, bm, bn, bk, dtype, trans_a, trans_b, fused (the K of the f
     (128, 128, 160, 64, 64, 32, "float16", False, False, 160),
     (64, 128, 96, 64, 64, 16, "float32", True, True, 96),
     (200, 72, 128, 64, 32, 32, "bfloat16", False, False, 128),   # ragged M and N: edge blocks run the loop
-    (128, 64, 100, 64, 64, 32, "bfloat16", False, False, 128),   # K % bk != 0: every block runs the loop
+    (128, 64, 100, 64, 64, 32, "bfloat16", False, False, None),  # K % bk != 0: never fits, the loop stays
     (128, 64, 128, 64, 64, 16, "bfloat16", False, False, None),  # bk = 16 splits bf16's blocks of 32 k
+    (96, 64, 1536, 64, 32, 32, "float16", False, True, 512),     # float16 in calls of 512 k, ragged M
+    (64, 64, 1536, 32, 64, 32, "bfloat16", True, False, 1536),   # bf16 in one call
 ]
 
 

@@ -63,3 +63,13 @@ def test_loops_that_do_more_or_split_blocks_stay():
         assert out.body is func.body
     out = fuse_gemm_k_loops_cpu(gemm(256, 256, 512, 128, 128, 16, dtype="float16"), CPU)
     assert not nodes(out, For)   # float16: k order throughout, any split composes
+
+
+def test_float32_micro_kernel_calls_take_at_most_512_k():
+    """float16 x float16: 2048 k in 64 tiles of 32 become four calls of 512 (a loop over the chunks); bf16 one."""
+    out = fuse_gemm_k_loops_cpu(gemm(256, 256, 2048, 128, 128, 32, dtype="float16"), CPU)
+    (chunks,) = nodes(out, For)
+    (g,) = nodes(out, Gemm)
+    assert chunks.extent.value == 4 and g.mnk == (128, 128, 512)
+    out = fuse_gemm_k_loops_cpu(gemm(256, 256, 2048, 128, 128, 32), CPU)
+    assert not nodes(out, For) and nodes(out, Gemm)[0].mnk == (128, 128, 2048)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Mutator, Region, View,
+from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Mutator, Region, Var, View,
                   binary, collect, const, stmts_of, substitute)
 from ..ir import dtype as dt
 from ..ir.analysis import INF, as_int, bounds, linear
@@ -98,20 +98,25 @@ class _Fuse(Mutator):
         k_tile = g.mnk[2]
         if bf16 and n > 1 and k_tile % BF16_BLOCK:
             return None   # the blocks of 32 k would straddle the calls
-        a = self._fused_operand(ca, g.a, 0 if g.trans_a else 1, f, n)
-        b = self._fused_operand(cb, g.b, 1 if g.trans_b else 0, f, n)
+        per = _per_call(n, k_tile, bf16)
+        kc = Var(f"{f.var.name}_chunk") if per < n else None
+        a = self._fused_operand(ca, g.a, 0 if g.trans_a else 1, f, n, per, kc)
+        b = self._fused_operand(cb, g.b, 1 if g.trans_b else 0, f, n, per, kc)
         if a is None or b is None:
             return None
         region_a, cond_a = a
         region_b, cond_b = b
         fused = replace(g, a=region_a, b=region_b)
+        if kc is not None:
+            fused = For(kc, const(0), const(n // per), "serial", fused, span=f.span)
         cond = cond_a if cond_b is None else cond_b if cond_a is None else binary("and", cond_a, cond_b)
         return fused if cond is None else If(cond, fused, f, span=f.span)
 
-    def _fused_operand(self, copy: Copy, operand: Region, k_dim: int, f: For, n: int):
-        """(the global region the gemm reads instead of `operand` over the whole loop, the condition that
-        it lies inside its tensor or None when provably so); None where the copy is not a plain staging of
-        consecutive k tiles into a tile used nowhere else."""
+    def _fused_operand(self, copy: Copy, operand: Region, k_dim: int, f: For, n: int, per: int, kc):
+        """(the global region a fused gemm reads instead of `operand`: `per` iterations' k tiles from the
+        kc-th chunk's (all n when kc is None), the condition that all n lie inside the tensor or None when
+        provably so); None where the copy is not a plain staging of consecutive k tiles into a tile used
+        nowhere else, or where the chunks' first elements may lie outside."""
         src, dst = copy.src, copy.dst
         staged = dst.buffer
         if src.buffer.scope != "global" or src.buffer.dtype != staged.dtype or id(staged) in self.viewed \
@@ -146,16 +151,38 @@ class _Fuse(Mutator):
         starts[kd] = substitute(starts[kd], {f.var: f.start})
         extents = list(src.extents)
         extents[kd] = bk * n
-        region = Region(src.buffer, tuple(starts), tuple(extents))
         cond = None
-        for s, e, size in zip(starts, extents, src.buffer.shape):
+        for d, (s, e, size) in enumerate(zip(starts, extents, src.buffer.shape)):
             lo, hi = bounds(s, self.env)
-            if lo < 0 or hi == INF or hi >= size:
-                return None   # the first element itself may be outside: the loop's zero fill stands
+            last = hi + (e - bk * per if d == kd else 0)   # the last chunk's first element
+            if lo < 0 or hi == INF or last >= size or lo + e > size:
+                return None   # a chunk may start outside, or the whole range never fits: the loop stands
             if hi + e > size:
                 c = binary("<=", binary("+", s, const(e)), const(size))
                 cond = c if cond is None else binary("and", cond, c)
-        return region, cond
+        if kc is not None:
+            starts[kd] = binary("+", starts[kd], binary("*", kc, const(bk * per)))
+        extents[kd] = bk * per
+        return Region(src.buffer, tuple(starts), tuple(extents)), cond
+
+
+# k a fused call covers at most: the float32 micro-kernel converts its operands into float32 panels per call,
+# which must stay in L2 (512 x 512 x 8192, one thread, session 32: float16 48 ms as the loop of 32-k calls, 58
+# in one call, 42-43 in calls of 512 k (256: 45-48, 1024: 43-44); float32 48 / 50 / 39).  The bf16 path packs
+# into AMX tiles and keeps them for the launch: best in one call (12 ms, the loop 25).
+MAX_K_PER_CALL = 512
+
+
+def _per_call(n: int, k_tile: int, bf16: bool) -> int:
+    """Iterations a fused call covers: all n for bf16, else the most that divide n within MAX_K_PER_CALL k (one
+    at least)."""
+    if bf16:
+        return n
+    best = 1
+    for c in range(1, n + 1):
+        if n % c == 0 and c * k_tile <= MAX_K_PER_CALL:
+            best = c
+    return best
 
 
 def fuse_gemm_k_loops_cpu(func: PrimFunc, ctx) -> PrimFunc:
