@@ -35,15 +35,9 @@ from ..ir import (Alloc, Buffer, Copy, For, Gemm, If, Kernel, Mutator, Region, V
 from ..ir import dtype as dt
 from ..ir.analysis import INF, as_int, bounds, linear
 from ..ir.func import PrimFunc
-from ..ir.semantics import gemm_accumulator_dtype
+from .lower_tile_ops_cpu import micro_kernel_operand
 
 BF16_BLOCK = 32  # k a block of the bf16 x bf16 order (tilecraft_cpu_gemm_bf16.h)
-
-
-def _operand_ok(buf: Buffer) -> bool:
-    """A and B types the CPU micro-kernel takes (lower_tile_ops_cpu._micro_kernel_call)."""
-    d = buf.dtype
-    return d.is_float and d.bits <= 32 or d.name in ("int8", "uint8")
 
 
 class _Fuse(Mutator):
@@ -89,10 +83,9 @@ class _Fuse(Mutator):
         ca, cb = staged.get(id(g.a.buffer)), staged.get(id(g.b.buffer))
         if ca is None or cb is None or ca is cb or g.clear_accum:
             return None
-        c_buf = g.c.buffer
-        if c_buf.dtype != dt.float32 or gemm_accumulator_dtype(c_buf.dtype) != dt.float32:
+        if g.c.buffer.dtype != dt.float32:   # a 16-bit C is rounded once per call: calls do not compose
             return None
-        if not (_operand_ok(ca.src.buffer) and _operand_ok(cb.src.buffer)):
+        if not (micro_kernel_operand(ca.src.buffer.dtype) and micro_kernel_operand(cb.src.buffer.dtype)):
             return None
         bf16 = ca.src.buffer.dtype == dt.bfloat16 and cb.src.buffer.dtype == dt.bfloat16
         k_tile = g.mnk[2]

@@ -148,13 +148,18 @@ def _tile_strides(region: Region):
     return tuple(strides[d] for d, e in enumerate(region.extents) if e != 1)
 
 
+def micro_kernel_operand(dtype) -> bool:
+    """An A or B element type the CPU micro-kernels take: floats up to 32 bits, 8-bit integers."""
+    return dtype.is_float and dtype.bits <= 32 or dtype.name in ("int8", "uint8")
+
+
 def _micro_kernel_call(op: Gemm, acc_t, names):
     """`tc::gemm_f32acc(...)` when the gemm's accumulator is float32, its operands are 2-D tiles of
     distinct on-chip buffers that no T.view renames, and A and B are floats or 8-bit integers."""
     bufs = (op.a.buffer, op.b.buffer, op.c.buffer)
     if acc_t != dt.float32 or len({id(b) for b in bufs}) != 3 or any(id(b) in names.viewed for b in bufs):
         return None
-    if not all(b.dtype.is_float and b.dtype.bits <= 32 or b.dtype.name in ("int8", "uint8") for b in bufs[:2]):
+    if not all(micro_kernel_operand(b.dtype) for b in bufs[:2]):
         return None
     sa, sb, sc = (_tile_strides(r) for r in (op.a, op.b, op.c))
     if sa is None or sb is None or sc is None:
