@@ -117,18 +117,25 @@ template <bool TAIL> static inline uint32_t gemm_bf16_aword(const uint16_t* a, i
   return TAIL ? ((uint32_t)a[r * lda + K - 1] | 0x80000000u) : gemm_ld32(a + r * lda + 2 * p);
 }
 
+typedef uint16_t gemm_u16x32 __attribute__((vector_size(64)));
+
+// two rows' 32 bf16 values x, y as 32 pair words x(c) | y(c) << 16: c = 0 .. 15 in lo, 16 .. 31 in hi (two
+// vpermt2w where the machine has AVX-512 BW)
+static inline void gemm_bf16_zip(gemm_u16x32 x, gemm_u16x32 y, gemm_u16x32& lo, gemm_u16x32& hi) {
+  lo = __builtin_shufflevector(x, y, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                               8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
+  hi = __builtin_shufflevector(x, y, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                               24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63);
+}
+
 // d[c] = s[c] | s[ld + c] << 16 for the NR columns c of two rows of B
 static inline void gemm_bf16_interleave(const uint16_t* s, int64_t ld, uint32_t* d) {
 #if defined(__AVX512BW__)
-  if (GEMM_NR == 32) {  // two vpermt2w
-    typedef uint16_t v32u16 __attribute__((vector_size(64)));
-    v32u16 x, y;
+  if (GEMM_NR == 32) {
+    gemm_u16x32 x, y, lo, hi;
     std::memcpy(&x, s, 64);
     std::memcpy(&y, s + ld, 64);
-    const v32u16 lo = __builtin_shufflevector(x, y, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-                                              8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
-    const v32u16 hi = __builtin_shufflevector(x, y, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-                                              24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63);
+    gemm_bf16_zip(x, y, lo, hi);
     std::memcpy(d, &lo, 64);
     std::memcpy(d + 16, &hi, 64);
     return;
@@ -289,7 +296,6 @@ static inline bool gemm_amx_c_in_range(const float* ct, int64_t ldc) {
 // (columns 16h .. 16h+15) at bp + ((jb * NQ + q) * 2 + h) * 256 words, pair p's 16 words at + p * 16
 // (b(k, j) | b(k+1, j) << 16).  Zeros past M, N and K.  The packing checks the header's range on the way
 // (one pass over A and B, not two): each returns 1 if one of its elements is out of it.
-typedef uint16_t gemm_u16x32 __attribute__((vector_size(64)));
 
 // lanes of x that are not zero and outside 2^-56 <= |x| < 2^56 (or inf / NaN): nonzero
 static inline gemm_u16x32 gemm_bf16_bad_lanes(gemm_u16x32 x) {
@@ -341,11 +347,8 @@ static inline int gemm_bf16_amx_pack_b(const uint16_t* B, int64_t N, int64_t K, 
       std::memcpy(&x, B + 2 * p * brs + jb * 32, 64);
       std::memcpy(&y, B + (2 * p + 1) * brs + jb * 32, 64);
       bad |= gemm_bf16_bad_lanes(x) | gemm_bf16_bad_lanes(y);
-      const gemm_u16x32 lo = __builtin_shufflevector(x, y, 0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-                                                     8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47);
-      const gemm_u16x32 hi = __builtin_shufflevector(x, y, 16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54,
-                                                     23, 55, 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62,
-                                                     31, 63);
+      gemm_u16x32 lo, hi;
+      gemm_bf16_zip(x, y, lo, hi);
       uint32_t* t = bp + jb * NQ * 512 + (p / 16) * 512 + (p % 16) * 16;
       std::memcpy(t, &lo, 64);
       std::memcpy(t + 256, &hi, 64);
